@@ -1,0 +1,238 @@
+//! `Balancer`: an immutable snapshot behind an atomic pointer, picked lock-free.
+
+use std::sync::atomic::AtomicI64;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::describe::Layout;
+use crate::endpoint::{dedup, Endpoint};
+use crate::error::{Error, Result};
+use crate::load::{Member, Pick};
+use crate::policy::Policy;
+use crate::pool::Pool;
+use crate::request::Request;
+use crate::spec::PolicySpec;
+
+/// A load balancer: one policy over a changing set of endpoints.
+///
+/// Picks read an immutable snapshot (endpoints, built ring or table) through
+/// an atomic pointer: they take no lock and allocate nothing. `update` builds
+/// the next snapshot off to the side and swaps it in; picks in progress finish
+/// on the snapshot they started with. In-flight counters and health belong to
+/// the backend (address and tag), so they survive updates that keep it.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, Request};
+///
+/// let endpoints = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]
+///     .map(|a| a.parse::<Endpoint>())
+///     .into_iter()
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let balancer = Balancer::new("c_murmurhash_bl:load_factor=1.25".parse()?, endpoints)?;
+///
+/// // Hold a guard while the request is in flight; dropping it releases the slot.
+/// let first = balancer.pick(&Request::key("viral"))?;
+/// let second = balancer.pick(&Request::key("viral"))?;
+/// // The cap is ceil(1.25 * 2 / 3) = 1: the second request spills to the next endpoint.
+/// assert_ne!(first.addr(), second.addr());
+/// drop((first, second));
+/// assert_eq!(balancer.total_in_flight(), 0);
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Balancer {
+    spec: PolicySpec,
+    snapshot: ArcSwap<Snapshot>,
+    total: Arc<AtomicI64>,
+    /// Serializes writers; readers never touch it.
+    writer: Mutex<()>,
+}
+
+#[derive(Debug)]
+struct Snapshot {
+    endpoints: Vec<Endpoint>,
+    members: Vec<Arc<Member>>,
+    /// `None` while there are no endpoints.
+    policy: Option<Box<dyn Policy>>,
+}
+
+impl Balancer {
+    /// A balancer running `spec` over `endpoints` (possibly none yet).
+    ///
+    /// # Errors
+    /// Conflicting endpoints, every weight 0, or a policy that cannot be built
+    /// over them (a ring too large, ...).
+    pub fn new(spec: PolicySpec, endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Self> {
+        let total = Arc::new(AtomicI64::new(0));
+        let endpoints = dedup(endpoints)?;
+        let members: Vec<Arc<Member>> = endpoints
+            .iter()
+            .map(|e| Arc::new(Member::new(e, total.clone())))
+            .collect();
+        let snapshot = build(&spec, endpoints, members, &total)?;
+        Ok(Balancer {
+            spec,
+            snapshot: ArcSwap::from_pointee(snapshot),
+            total,
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The policy specification.
+    pub fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    /// Replaces the membership. Returns `Ok(false)` without rebuilding when it
+    /// is unchanged (same endpoints in the same order).
+    ///
+    /// Backends that stay keep their in-flight counters and health; removed
+    /// ones leave the total at once, and their outstanding guards release
+    /// harmlessly.
+    ///
+    /// # Errors
+    /// As [`Balancer::new`]; the balancer then keeps its current membership.
+    pub fn update(&self, endpoints: impl IntoIterator<Item = Endpoint>) -> Result<bool> {
+        let endpoints = dedup(endpoints)?;
+        // A poisoned lock only means another writer panicked; the snapshot it
+        // guards is replaced whole, so it is never half-written.
+        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load_full();
+        if current.endpoints == endpoints {
+            return Ok(false);
+        }
+        let members: Vec<Arc<Member>> = endpoints
+            .iter()
+            .map(|e| match current.members.iter().find(|m| m.is(e)) {
+                Some(m) => m.clone(),
+                None => Arc::new(Member::new(e, self.total.clone())),
+            })
+            .collect();
+        let next = build(&self.spec, endpoints, members, &self.total)?;
+        for old in &current.members {
+            if !next.members.iter().any(|m| Arc::ptr_eq(m, old)) {
+                old.retire();
+            }
+        }
+        self.snapshot.store(Arc::new(next));
+        Ok(true)
+    }
+
+    /// Picks an endpoint for `req` and holds one in-flight slot on it until
+    /// the returned guard is dropped.
+    ///
+    /// # Errors
+    /// No endpoints; every endpoint unhealthy or excluded; a hashing policy
+    /// given no key or code, or a code beyond its hash range.
+    #[inline]
+    pub fn pick(&self, req: &Request<'_>) -> Result<Pick> {
+        let snapshot = self.snapshot.load();
+        let policy = snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?;
+        policy.pick(req).map(|m| Pick::new(m.clone()))
+    }
+
+    /// The address a hashing policy would choose for `req` with no load (the
+    /// key's natural owner), without reserving anything; `Ok(None)` for
+    /// policies that do not place by hash.
+    ///
+    /// # Errors
+    /// As [`Balancer::pick`].
+    pub fn natural_owner(&self, req: &Request<'_>) -> Result<Option<String>> {
+        let snapshot = self.snapshot.load();
+        let policy = snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?;
+        policy
+            .natural(req)
+            .transpose()
+            .map(|m| m.map(|m| m.addr().to_string()))
+    }
+
+    /// Marks every endpoint at `addr` healthy or not. Nothing is rebuilt:
+    /// picks skip unhealthy endpoints.
+    ///
+    /// # Errors
+    /// `addr` is not a member.
+    pub fn set_healthy(&self, addr: &str, healthy: bool) -> Result<()> {
+        let snapshot = self.snapshot.load();
+        let mut found = false;
+        for m in snapshot.members.iter().filter(|m| m.addr() == addr) {
+            m.set_healthy(healthy);
+            found = true;
+        }
+        if found {
+            Ok(())
+        } else {
+            Err(Error::UnknownEndpoint(addr.to_string()))
+        }
+    }
+
+    /// The current endpoints, in order.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.snapshot.load().endpoints.clone()
+    }
+
+    /// Each current endpoint's requests in flight, in order.
+    pub fn loads(&self) -> Vec<(Endpoint, u64)> {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .endpoints
+            .iter()
+            .cloned()
+            .zip(snapshot.members.iter().map(|m| m.load()))
+            .collect()
+    }
+
+    /// Requests in flight on the current members.
+    pub fn total_in_flight(&self) -> u64 {
+        self.total.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64
+    }
+
+    /// The cap the next bounded pick would apply to the endpoint at `addr`;
+    /// `Ok(None)` for unbounded policies.
+    ///
+    /// # Errors
+    /// `addr` is not a member.
+    pub fn cap(&self, addr: &str) -> Result<Option<u64>> {
+        let snapshot = self.snapshot.load();
+        let member = snapshot
+            .members
+            .iter()
+            .find(|m| m.addr() == addr)
+            .ok_or_else(|| Error::UnknownEndpoint(addr.into()))?;
+        Ok(snapshot.policy.as_ref().and_then(|p| p.cap(member)))
+    }
+
+    /// How the hash space is divided (hashing policies only).
+    ///
+    /// # Errors
+    /// No endpoints.
+    pub fn layout(&self) -> Result<Option<Layout>> {
+        let snapshot = self.snapshot.load();
+        Ok(snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?.layout())
+    }
+}
+
+fn build(
+    spec: &PolicySpec,
+    endpoints: Vec<Endpoint>,
+    members: Vec<Arc<Member>>,
+    total: &Arc<AtomicI64>,
+) -> Result<Snapshot> {
+    if endpoints.is_empty() {
+        return Ok(Snapshot {
+            endpoints,
+            members,
+            policy: None,
+        });
+    }
+    if endpoints.iter().all(|e| e.weight() == 0) {
+        return Err(Error::AllWeightsZero);
+    }
+    let pool = Pool::new(endpoints.clone(), members.clone(), true, total.clone());
+    let policy = spec.build(pool)?;
+    Ok(Snapshot {
+        endpoints,
+        members,
+        policy: Some(policy),
+    })
+}

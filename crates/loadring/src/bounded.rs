@@ -1,0 +1,190 @@
+//! Bounded loads (Mirrokni, Thorup, Zadimoghaddam): the exact integer cap.
+//!
+//! `cap(e) = ceil(F * (total + 1) * w_e / W)`: `total` is the load of the
+//! current members, the `+ 1` the request being placed, `W` the sum of member
+//! weights. `F` is kept as the rational its decimal text spells, so the cap
+//! involves no floating point and agrees with every other implementation that
+//! does the same arithmetic.
+
+use std::fmt;
+
+use crate::error::{spec_err, Result};
+
+/// The largest accepted load factor: beyond it a bound bounds nothing.
+const MAX_FACTOR: u64 = 1000;
+/// At most this many decimals, so that every product fits in 128 bits.
+const MAX_DECIMALS: usize = 6;
+
+/// A load factor `F > 1`, exact: `num / den`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadFactor {
+    num: u64,
+    den: u64,
+}
+
+impl LoadFactor {
+    /// brpc's and the course's default, 1.25.
+    pub const DEFAULT: LoadFactor = LoadFactor { num: 125, den: 100 };
+
+    /// Parses `load_factor=F`: a decimal in (1, 1000] with at most 6 decimals.
+    pub(crate) fn parse_decimal(key: &str, text: &str) -> Result<Self> {
+        let bad = || {
+            spec_err(format!(
+                "{key}={text}: expected a decimal number greater than 1 and at most {MAX_FACTOR} \
+                 with at most {MAX_DECIMALS} decimals, e.g. {key}=1.25"
+            ))
+        };
+        let (int, frac) = text.split_once('.').unwrap_or((text, ""));
+        if int.is_empty()
+            || frac.len() > MAX_DECIMALS
+            || !int.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+            || (text.contains('.') && frac.is_empty())
+            || int.len() > 4
+        {
+            return Err(bad());
+        }
+        let den = 10u64.pow(frac.len() as u32);
+        let int: u64 = int.parse().map_err(|_| bad())?;
+        let frac: u64 = if frac.is_empty() {
+            0
+        } else {
+            frac.parse().map_err(|_| bad())?
+        };
+        let num = int * den + frac;
+        if num <= den || num > MAX_FACTOR * den {
+            return Err(bad());
+        }
+        Ok(LoadFactor { num, den })
+    }
+
+    /// Parses `balance=P`: an integer percent in 101..=100000 (HAProxy, Envoy).
+    pub(crate) fn parse_percent(key: &str, text: &str) -> Result<Self> {
+        let bad = || {
+            spec_err(format!(
+                "{key}={text}: expected an integer percent from 101 to {}, e.g. {key}=125",
+                MAX_FACTOR * 100
+            ))
+        };
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 7 {
+            return Err(bad());
+        }
+        let num: u64 = text.parse().map_err(|_| bad())?;
+        if num <= 100 || num > MAX_FACTOR * 100 {
+            return Err(bad());
+        }
+        Ok(LoadFactor { num, den: 100 })
+    }
+
+    /// The cap of an endpoint of weight `weight` among members of total weight
+    /// `weight_sum` holding `total` requests, counting the one being placed.
+    #[inline]
+    pub fn cap(&self, total: u64, weight: u32, weight_sum: u64) -> u64 {
+        if weight_sum == 0 {
+            return 0;
+        }
+        let top = u128::from(self.num) * (u128::from(total) + 1) * u128::from(weight);
+        let bottom = u128::from(self.den) * u128::from(weight_sum);
+        // Both fit in 64 bits in all practical cases, where the division is cheap.
+        if let (Ok(t), Ok(b)) = (u64::try_from(top), u64::try_from(bottom)) {
+            t.div_ceil(b)
+        } else {
+            let c = top.div_ceil(bottom);
+            u64::try_from(c).unwrap_or(u64::MAX)
+        }
+    }
+
+    /// The factor as a float, for display.
+    pub fn as_f64(&self) -> f64 {
+        self.num as f64 / self.den as f64
+    }
+}
+
+impl fmt::Display for LoadFactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let int = self.num / self.den;
+        let mut frac = self.num % self.den;
+        let mut den = self.den;
+        if frac == 0 {
+            return write!(f, "{int}");
+        }
+        while frac % 10 == 0 {
+            frac /= 10;
+            den /= 10;
+        }
+        let width = den.ilog10() as usize;
+        write!(f, "{int}.{frac:0width$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_course_walk_through_caps() {
+        // Three equal nodes, balance 125: caps 1,1,2,2,3,3,3 for totals 0..=6.
+        let f = LoadFactor::parse_percent("balance", "125").unwrap();
+        let caps: Vec<u64> = (0..7).map(|t| f.cap(t, 1, 3)).collect();
+        assert_eq!(caps, [1, 1, 2, 2, 3, 3, 3]);
+        assert_eq!(f, LoadFactor::parse_decimal("load_factor", "1.25").unwrap());
+    }
+
+    #[test]
+    fn weighted_caps_are_exact() {
+        let f = LoadFactor::parse_decimal("load_factor", "1.5").unwrap();
+        // ceil(1.5 * 10 * 3 / 4) = ceil(11.25) = 12
+        assert_eq!(f.cap(9, 3, 4), 12);
+        // ceil(1.5 * 10 * 1 / 4) = ceil(3.75) = 4
+        assert_eq!(f.cap(9, 1, 4), 4);
+        assert_eq!(f.cap(9, 0, 4), 0, "weight 0 has no room");
+    }
+
+    #[test]
+    fn huge_values_do_not_overflow() {
+        let f = LoadFactor::parse_decimal("load_factor", "1000").unwrap();
+        assert_eq!(f.cap(u64::MAX - 1, u32::MAX, u64::from(u32::MAX)), u64::MAX);
+    }
+
+    #[test]
+    fn bad_factors_name_the_key_and_range() {
+        for bad in [
+            "1.0",
+            "1",
+            "0.5",
+            "-2",
+            "abc",
+            "NaN",
+            "inf",
+            "",
+            "1.",
+            ".5",
+            "1.2345678",
+            "1000.5",
+            "1e3",
+        ] {
+            let err = LoadFactor::parse_decimal("load_factor", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("load_factor={bad}:")), "{err}");
+            assert!(err.contains("greater than 1"), "{err}");
+        }
+        for bad in ["100", "99.5", "0", "-125", "abc", "", "100001"] {
+            let err = LoadFactor::parse_percent("balance", bad)
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("balance={bad}:")), "{err}");
+            assert!(err.contains("from 101"), "{err}");
+        }
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in ["1.25", "2", "1.000001", "1.5", "999.9"] {
+            assert_eq!(
+                LoadFactor::parse_decimal("f", text).unwrap().to_string(),
+                text
+            );
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Endpoints: the backends a policy chooses among.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::{Error, Result};
+
+/// One backend: an address plus the attributes policies read.
+///
+/// The text form is `ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]`; `ADDR` is any
+/// name without white space (`10.0.0.1:80`, `[::1]:80`, `unix:app.sock`, `web1`).
+///
+/// ```
+/// use loadring::Endpoint;
+///
+/// let e: Endpoint = "10.0.0.1:80 weight=3 zone=eu-1".parse()?;
+/// assert_eq!(e.addr(), "10.0.0.1:80");
+/// assert_eq!(e.weight(), 3);
+/// assert_eq!(e.zone(), Some("eu-1"));
+/// assert_eq!(e.to_string(), "10.0.0.1:80 weight=3 zone=eu-1");
+/// # Ok::<(), loadring::Error>(())
+/// ```
+///
+/// Two endpoints are the same backend when their address and tag are equal;
+/// [`Balancer`](crate::Balancer) keeps the in-flight counter and the health of a
+/// backend across updates by that identity.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    addr: String,
+    weight: u32,
+    tag: Option<String>,
+    zone: Option<String>,
+    hash_key: Option<String>,
+}
+
+impl Endpoint {
+    /// An endpoint of weight 1 with no tag, zone or hash key.
+    ///
+    /// # Errors
+    /// An empty address, or one containing white space.
+    pub fn new(addr: impl Into<String>) -> Result<Self> {
+        let addr = addr.into();
+        check_word("address", &addr, &addr)?;
+        Ok(Endpoint {
+            addr,
+            weight: 1,
+            tag: None,
+            zone: None,
+            hash_key: None,
+        })
+    }
+
+    /// Sets the weight. Weight 0 keeps the endpoint a member that is never picked.
+    #[must_use]
+    pub fn with_weight(mut self, weight: u32) -> Self {
+        self.weight = weight;
+        self
+    }
+
+    /// Sets the tag (part of the endpoint's identity, like brpc's server tag).
+    ///
+    /// # Errors
+    /// An empty tag or one with white space.
+    pub fn with_tag(mut self, tag: impl Into<String>) -> Result<Self> {
+        let tag = tag.into();
+        check_word("tag", &tag, &self.addr)?;
+        self.tag = Some(tag);
+        Ok(self)
+    }
+
+    /// Sets the zone that locality policies compare with the request's zone.
+    ///
+    /// # Errors
+    /// An empty zone or one with white space.
+    pub fn with_zone(mut self, zone: impl Into<String>) -> Result<Self> {
+        let zone = zone.into();
+        check_word("zone", &zone, &self.addr)?;
+        self.zone = Some(zone);
+        Ok(self)
+    }
+
+    /// Sets the name hashed in place of the address (Envoy's `hash_key`).
+    ///
+    /// # Errors
+    /// An empty hash key or one with white space.
+    pub fn with_hash_key(mut self, hash_key: impl Into<String>) -> Result<Self> {
+        let key = hash_key.into();
+        check_word("hash_key", &key, &self.addr)?;
+        self.hash_key = Some(key);
+        Ok(self)
+    }
+
+    /// The address as given.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+    /// The weight (default 1).
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+    /// The tag, if any.
+    pub fn tag(&self) -> Option<&str> {
+        self.tag.as_deref()
+    }
+    /// The zone, if any.
+    pub fn zone(&self) -> Option<&str> {
+        self.zone.as_deref()
+    }
+    /// The explicit hash key, if any.
+    pub fn hash_key(&self) -> Option<&str> {
+        self.hash_key.as_deref()
+    }
+    /// The name hashing policies hash: the explicit hash key, else the address.
+    pub fn hash_name(&self) -> &str {
+        self.hash_key.as_deref().unwrap_or(&self.addr)
+    }
+
+    /// Whether `other` is the same backend (same address and tag).
+    pub fn same_backend(&self, other: &Endpoint) -> bool {
+        self.addr == other.addr && self.tag == other.tag
+    }
+
+    /// brpc's order of endpoints, used to break ties between equal ring points:
+    /// IPv4 endpoints first, by the four address bytes read as a little-endian
+    /// u32 (the last octet is the most significant), then port, then tag; every
+    /// other address after them, by its bytes, then tag.
+    pub(crate) fn brpc_cmp(&self, other: &Endpoint) -> Ordering {
+        match (parse_ipv4(&self.addr), parse_ipv4(&other.addr)) {
+            (Some(a), Some(b)) => a.cmp(&b).then_with(|| self.tag.cmp(&other.tag)),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => self
+                .addr
+                .as_bytes()
+                .cmp(other.addr.as_bytes())
+                .then_with(|| self.tag.cmp(&other.tag)),
+        }
+    }
+}
+
+/// `a.b.c.d[:port]` as (little-endian u32 of the octets, port).
+fn parse_ipv4(addr: &str) -> Option<(u32, u16)> {
+    let (ip, port) = match addr.rsplit_once(':') {
+        Some((ip, port)) => (ip, port.parse::<u16>().ok()?),
+        None => (addr, 0),
+    };
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    Some((u32::from_le_bytes(ip.octets()), port))
+}
+
+fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::Endpoint(format!(
+            "endpoint `{addr}`: {what} is empty"
+        )));
+    }
+    if value.chars().any(char::is_whitespace) {
+        return Err(Error::Endpoint(format!(
+            "endpoint `{addr}`: {what} `{value}` contains white space"
+        )));
+    }
+    Ok(())
+}
+
+impl FromStr for Endpoint {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        let mut words = text.split_whitespace();
+        let Some(addr) = words.next() else {
+            return Err(Error::Endpoint(
+                "empty endpoint: expected ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]".into(),
+            ));
+        };
+        if addr.contains('=') {
+            return Err(Error::Endpoint(format!(
+                "endpoint `{text}` must start with its address, not `{addr}`"
+            )));
+        }
+        let mut endpoint = Endpoint::new(addr)?;
+        let mut seen: Vec<&str> = Vec::new();
+        for word in words {
+            let Some((key, value)) = word.split_once('=') else {
+                return Err(Error::Endpoint(format!(
+                    "endpoint `{addr}`: `{word}` is not KEY=VALUE (keys: weight, tag, zone, hash_key)"
+                )));
+            };
+            if seen.contains(&key) {
+                return Err(Error::Endpoint(format!(
+                    "endpoint `{addr}`: `{key}` is given twice"
+                )));
+            }
+            seen.push(key);
+            endpoint = match key {
+                "weight" => endpoint.with_weight(parse_weight(addr, value)?),
+                "tag" => endpoint.with_tag(value)?,
+                "zone" => endpoint.with_zone(value)?,
+                "hash_key" => endpoint.with_hash_key(value)?,
+                _ => {
+                    return Err(Error::Endpoint(format!(
+                        "endpoint `{addr}`: unknown attribute `{key}` (accepted: weight, tag, zone, hash_key)"
+                    )))
+                }
+            };
+        }
+        Ok(endpoint)
+    }
+}
+
+fn parse_weight(addr: &str, value: &str) -> Result<u32> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::Endpoint(format!(
+            "endpoint `{addr}`: weight `{value}` is not an integer in 0..=4294967295"
+        )));
+    }
+    value.parse::<u32>().map_err(|_| {
+        Error::Endpoint(format!(
+            "endpoint `{addr}`: weight `{value}` is out of range 0..=4294967295"
+        ))
+    })
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.addr)?;
+        if self.weight != 1 {
+            write!(f, " weight={}", self.weight)?;
+        }
+        if let Some(tag) = &self.tag {
+            write!(f, " tag={tag}")?;
+        }
+        if let Some(zone) = &self.zone {
+            write!(f, " zone={zone}")?;
+        }
+        if let Some(key) = &self.hash_key {
+            write!(f, " hash_key={key}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Removes repeated endpoints, keeping the first of each backend in order.
+///
+/// Two identical endpoints are one; the same backend (address and tag) given
+/// twice with different attributes is an error naming it.
+pub(crate) fn dedup(endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Vec<Endpoint>> {
+    let mut out: Vec<Endpoint> = Vec::new();
+    let mut index: std::collections::HashMap<(String, Option<String>), usize> =
+        std::collections::HashMap::new();
+    for e in endpoints {
+        match index.get(&(e.addr.clone(), e.tag.clone())) {
+            Some(&i) if out[i] == e => {}
+            Some(&i) => {
+                return Err(Error::Endpoint(format!(
+                    "endpoint `{}` is given twice with different attributes: `{}` and `{}`",
+                    e.addr, out[i], e
+                )))
+            }
+            None => {
+                index.insert((e.addr.clone(), e.tag.clone()), out.len());
+                out.push(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Endpoint> {
+        s.parse()
+    }
+
+    #[test]
+    fn plain_address_has_weight_one() {
+        let e = parse("10.0.0.1:80").unwrap();
+        assert_eq!(
+            (e.addr(), e.weight(), e.tag(), e.zone(), e.hash_key()),
+            ("10.0.0.1:80", 1, None, None, None)
+        );
+    }
+
+    #[test]
+    fn all_attributes_parse_and_print_back() {
+        let text = "[::1]:80 weight=0 tag=canary zone=eu hash_key=web-1";
+        let e = parse(text).unwrap();
+        assert_eq!(e.weight(), 0);
+        assert_eq!(e.tag(), Some("canary"));
+        assert_eq!(e.hash_name(), "web-1");
+        assert_eq!(e.to_string(), text);
+    }
+
+    #[test]
+    fn errors_name_the_culprit() {
+        let cases = [
+            ("", "empty endpoint"),
+            (
+                "a weight=x",
+                "weight `x` is not an integer in 0..=4294967295",
+            ),
+            ("a weight=-1", "weight `-1` is not an integer"),
+            (
+                "a weight=4294967296",
+                "weight `4294967296` is out of range 0..=4294967295",
+            ),
+            ("a weight=", "weight `` is not an integer"),
+            (
+                "a colour=red",
+                "unknown attribute `colour` (accepted: weight, tag, zone, hash_key)",
+            ),
+            ("a weight=1 weight=2", "`weight` is given twice"),
+            ("a zone=", "zone is empty"),
+            ("a junk", "`junk` is not KEY=VALUE"),
+            ("weight=3", "must start with its address"),
+        ];
+        for (input, want) in cases {
+            let err = parse(input).unwrap_err().to_string();
+            assert!(err.contains(want), "{input:?}: {err:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn identical_endpoints_are_one_and_conflicts_are_errors() {
+        let list = ["a", "b", "a"].map(|s| parse(s).unwrap());
+        assert_eq!(dedup(list).unwrap().len(), 2);
+        let conflict = [parse("a").unwrap(), parse("a weight=2").unwrap()];
+        assert!(dedup(conflict)
+            .unwrap_err()
+            .to_string()
+            .contains("given twice with different attributes"));
+        let tagged = [parse("a").unwrap(), parse("a tag=x").unwrap()];
+        assert_eq!(
+            dedup(tagged).unwrap().len(),
+            2,
+            "a tag makes another backend"
+        );
+    }
+
+    #[test]
+    fn brpc_order_puts_last_octet_first() {
+        let a = parse("10.0.0.2:80").unwrap();
+        let b = parse("11.0.0.1:80").unwrap();
+        // 10.0.0.2 has last octet 2 > 1: sorts after 11.0.0.1.
+        assert_eq!(a.brpc_cmp(&b), Ordering::Greater);
+        let p1 = parse("10.0.0.1:80").unwrap();
+        let p2 = parse("10.0.0.1:81").unwrap();
+        assert_eq!(p1.brpc_cmp(&p2), Ordering::Less);
+        let name = parse("web1").unwrap();
+        assert_eq!(p1.brpc_cmp(&name), Ordering::Less);
+    }
+}

@@ -1,0 +1,239 @@
+//! Consistent hashing over any placement (ring or table), plain or bounded.
+
+use std::sync::Arc;
+
+use crate::bounded::LoadFactor;
+use crate::describe::Layout;
+use crate::error::{Error, Result};
+use crate::load::Member;
+use crate::policy::Policy;
+use crate::pool::Pool;
+use crate::request::{Hash, Request};
+use crate::ring::{Point, Ring};
+
+/// What a consistent-hashing scheme contributes: entries in walk order
+/// (ring points or table slots), each owned by one endpoint of the pool.
+pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
+    /// The policy name, for errors.
+    fn name(&self) -> &'static str;
+    /// Number of entries; 0 only when every endpoint has weight 0.
+    fn entries(&self) -> usize;
+    /// The entry a code lands on (`code <= max_code()`, `entries() > 0`).
+    fn start(&self, code: u64) -> usize;
+    /// The pool index owning `entry`.
+    fn owner(&self, entry: usize) -> usize;
+    /// The largest request code.
+    fn max_code(&self) -> u64;
+    /// The code of a key, with the scheme's own hash.
+    fn key_code(&self, key: &[u8]) -> u64;
+    /// Each endpoint's share of the hash space.
+    fn shares(&self, endpoints: usize) -> Vec<f64>;
+    /// What an entry is called in `describe` ("points", "slots").
+    fn entry_label(&self) -> &'static str;
+}
+
+/// A ring placement: a sorted [`Ring`] plus the key hash of its scheme.
+#[derive(Debug)]
+pub(crate) struct RingPlacement<P: Point> {
+    pub(crate) name: &'static str,
+    pub(crate) ring: Ring<P>,
+    pub(crate) key_hash: fn(&[u8]) -> u64,
+}
+
+impl<P: Point> Placement for RingPlacement<P> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn entries(&self) -> usize {
+        self.ring.len()
+    }
+    #[inline]
+    fn start(&self, code: u64) -> usize {
+        self.ring.locate(P::from_u64(code))
+    }
+    #[inline]
+    fn owner(&self, entry: usize) -> usize {
+        self.ring.owner(entry)
+    }
+    fn max_code(&self) -> u64 {
+        if P::BITS == 32 {
+            u64::from(u32::MAX)
+        } else {
+            u64::MAX
+        }
+    }
+    #[inline]
+    fn key_code(&self, key: &[u8]) -> u64 {
+        (self.key_hash)(key)
+    }
+    fn shares(&self, endpoints: usize) -> Vec<f64> {
+        self.ring.shares(endpoints)
+    }
+    fn entry_label(&self) -> &'static str {
+        "points"
+    }
+}
+
+/// A hashing policy: the placement, its pool, and an optional load bound.
+#[derive(Debug)]
+pub(crate) struct Hashing<T: Placement> {
+    placement: T,
+    pool: Pool,
+    bound: Option<LoadFactor>,
+    /// All weights equal: one cap serves every endpoint of a pick.
+    uniform: bool,
+}
+
+impl<T: Placement> Hashing<T> {
+    pub(crate) fn new(placement: T, pool: Pool, bound: Option<LoadFactor>) -> Result<Self> {
+        if placement.entries() == 0 {
+            return Err(if pool.is_empty() {
+                Error::NoEndpoints
+            } else {
+                Error::AllWeightsZero
+            });
+        }
+        let uniform = pool
+            .endpoints()
+            .windows(2)
+            .all(|w| w[0].weight() == w[1].weight());
+        Ok(Hashing {
+            placement,
+            pool,
+            bound,
+            uniform,
+        })
+    }
+
+    #[inline]
+    fn start(&self, req: &Request<'_>) -> Result<usize> {
+        let code = match req.hash {
+            Hash::Key(key) => self.placement.key_code(key),
+            Hash::Code(code) if code <= self.placement.max_code() => code,
+            Hash::Code(code) => {
+                return Err(Error::CodeOutOfRange {
+                    code,
+                    policy: self.placement.name(),
+                    max: self.placement.max_code(),
+                })
+            }
+            Hash::None => {
+                return Err(Error::MissingKey {
+                    policy: self.placement.name(),
+                })
+            }
+        };
+        Ok(self.placement.start(code))
+    }
+
+    /// The first eligible entry's owner, clockwise from `start`.
+    fn first_eligible(&self, start: usize, req: &Request<'_>) -> Option<usize> {
+        let n = self.placement.entries();
+        let mut entry = start;
+        let mut skipped = usize::MAX;
+        for _ in 0..n {
+            let owner = self.placement.owner(entry);
+            if owner != skipped {
+                if self.pool.eligible(owner, req) {
+                    return Some(owner);
+                }
+                skipped = owner;
+            }
+            entry += 1;
+            if entry == n {
+                entry = 0;
+            }
+        }
+        None
+    }
+
+    /// The bounded walk: the first eligible entry whose endpoint is below its
+    /// cap, reserved by compare-and-swap; else the least-loaded eligible one.
+    fn pick_bounded(
+        &self,
+        start: usize,
+        req: &Request<'_>,
+        factor: LoadFactor,
+    ) -> Result<&Arc<Member>> {
+        let total = self.pool.total_load();
+        let weight_sum = self.pool.weight_sum();
+        let uniform_cap = factor.cap(total, self.pool.weight(0), weight_sum);
+        let n = self.placement.entries();
+        let mut entry = start;
+        // Consecutive entries of one endpoint that was full or ineligible are
+        // skipped without looking at it again (same result, fewer atomics).
+        let mut skipped = usize::MAX;
+        for _ in 0..n {
+            let owner = self.placement.owner(entry);
+            if owner != skipped {
+                if self.pool.eligible(owner, req) {
+                    let cap = if self.uniform {
+                        uniform_cap
+                    } else {
+                        factor.cap(total, self.pool.weight(owner), weight_sum)
+                    };
+                    let member = self.pool.member(owner);
+                    if member.try_reserve(cap) {
+                        return Ok(member);
+                    }
+                }
+                skipped = owner;
+            }
+            entry += 1;
+            if entry == n {
+                entry = 0;
+            }
+        }
+        match self.pool.least_loaded(req) {
+            Some(i) => Ok(self.pool.take(i)),
+            None => Err(Error::NoEligibleEndpoint {
+                members: self.pool.len(),
+            }),
+        }
+    }
+}
+
+impl<T: Placement> Policy for Hashing<T> {
+    #[inline]
+    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+        let start = self.start(req)?;
+        match self.bound {
+            Some(factor) => self.pick_bounded(start, req, factor),
+            None => match self.first_eligible(start, req) {
+                Some(i) => Ok(self.pool.take(i)),
+                None => Err(Error::NoEligibleEndpoint {
+                    members: self.pool.len(),
+                }),
+            },
+        }
+    }
+
+    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
+        let found = self.start(req).and_then(|start| {
+            self.first_eligible(start, req)
+                .ok_or(Error::NoEligibleEndpoint {
+                    members: self.pool.len(),
+                })
+        });
+        Some(found.map(|i| self.pool.member(i)))
+    }
+
+    fn cap(&self, member: &Member) -> Option<u64> {
+        let factor = self.bound?;
+        let i = (0..self.pool.len()).find(|&i| std::ptr::eq(&**self.pool.member(i), member))?;
+        Some(factor.cap(
+            self.pool.total_load(),
+            self.pool.weight(i),
+            self.pool.weight_sum(),
+        ))
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        Some(Layout::new(
+            self.pool.endpoints(),
+            self.placement.shares(self.pool.len()),
+            self.placement.entries(),
+            self.placement.entry_label(),
+        ))
+    }
+}
