@@ -1,0 +1,289 @@
+//! `loadring shell`: a line protocol for playing with bounded load.
+//!
+//! One output line per command (blank lines and `#` comments print nothing):
+//! `ADD name [weight=W]`, `REMOVE name`, `LOOKUP key`, `ASSIGN key`,
+//! `RELEASE name`, `CAP`, `LOADS`, `HELP`. Mistakes print `ERR ...` and the
+//! session goes on.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, IsTerminal, Write};
+
+use loadring::{Balancer, Endpoint, Pick, PolicySpec, Request};
+
+use crate::CliError;
+
+/// Reads commands on stdin, answers one line each on stdout.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The policy to play with.
+    #[arg(
+        long,
+        short = 'p',
+        value_name = "SPEC",
+        default_value = "c_murmurhash_bl"
+    )]
+    policy: String,
+}
+
+const HELP: &str = "commands: ADD name [weight=W] | REMOVE name | LOOKUP key | ASSIGN key | RELEASE name | CAP | LOADS | HELP";
+
+pub fn run(args: Args) -> Result<(), CliError> {
+    let spec: PolicySpec = args
+        .policy
+        .parse()
+        .map_err(|e| CliError(format!("--policy: {e}")))?;
+    let mut shell = Shell::new(spec)?;
+    if io::stdin().is_terminal() {
+        eprintln!("loadring shell, policy {}; {HELP}", shell.balancer.spec());
+    }
+    let mut out = io::stdout().lock();
+    for line in io::stdin().lock().lines() {
+        let line = line.map_err(|e| CliError(format!("stdin: {e}")))?;
+        if let Some(reply) = shell.execute(&line) {
+            if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
+                break; // the reader went away
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The session: the balancer, the nodes in the order added, and the guards
+/// that ASSIGN took (RELEASE drops one).
+struct Shell {
+    balancer: Balancer,
+    nodes: Vec<Endpoint>,
+    held: HashMap<String, Vec<Pick>>,
+}
+
+impl Shell {
+    fn new(spec: PolicySpec) -> Result<Self, CliError> {
+        Ok(Shell {
+            balancer: Balancer::new(spec, [])?,
+            nodes: Vec::new(),
+            held: HashMap::new(),
+        })
+    }
+
+    /// The reply to one input line, `None` for blank lines and comments.
+    fn execute(&mut self, line: &str) -> Option<String> {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            return None;
+        }
+        let (command, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        let reply = match command.to_ascii_uppercase().as_str() {
+            "ADD" => self.add(rest),
+            "REMOVE" => self.remove(rest),
+            "LOOKUP" => self.lookup(rest),
+            "ASSIGN" => self.assign(rest),
+            "RELEASE" => self.release(rest),
+            "CAP" if rest.is_empty() => self.cap(),
+            "LOADS" if rest.is_empty() => Ok(self.loads()),
+            "HELP" => Ok(HELP.to_string()),
+            "CAP" | "LOADS" => Err(format!(
+                "{} takes no argument",
+                command.to_ascii_uppercase()
+            )),
+            _ => Err(format!("unknown command `{command}`; {HELP}")),
+        };
+        Some(reply.unwrap_or_else(|e| format!("ERR {e}")))
+    }
+
+    fn add(&mut self, rest: &str) -> Result<String, String> {
+        if rest.is_empty() {
+            return Err("ADD needs a node name: ADD name [weight=W]".into());
+        }
+        let node: Endpoint = rest.parse().map_err(|e: loadring::Error| e.to_string())?;
+        if self.nodes.iter().any(|n| n.addr() == node.addr()) {
+            return Err(format!("node `{}` already exists", node.addr()));
+        }
+        let mut next = self.nodes.clone();
+        next.push(node);
+        self.balancer
+            .update(next.clone())
+            .map_err(|e| e.to_string())?;
+        self.nodes = next;
+        Ok("OK".into())
+    }
+
+    fn remove(&mut self, name: &str) -> Result<String, String> {
+        let i = self.position(name)?;
+        let mut next = self.nodes.clone();
+        next.remove(i);
+        self.balancer
+            .update(next.clone())
+            .map_err(|e| e.to_string())?;
+        self.nodes = next;
+        self.held.remove(name);
+        Ok("OK".into())
+    }
+
+    fn lookup(&self, key: &str) -> Result<String, String> {
+        if key.is_empty() {
+            return Err("LOOKUP needs a key".into());
+        }
+        if self.nodes.is_empty() {
+            return Ok("NONE".into());
+        }
+        match self.balancer.natural_owner(&Request::key(key)) {
+            Ok(Some(owner)) => Ok(owner),
+            Ok(None) => Err(format!(
+                "{} does not place keys by hash",
+                self.balancer.spec().name()
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn assign(&mut self, key: &str) -> Result<String, String> {
+        if key.is_empty() {
+            return Err("ASSIGN needs a key".into());
+        }
+        if self.nodes.is_empty() {
+            return Ok("NONE".into());
+        }
+        match self.balancer.pick(&Request::key(key)) {
+            Ok(pick) => {
+                let name = pick.addr().to_string();
+                self.held.entry(name.clone()).or_default().push(pick);
+                Ok(name)
+            }
+            Err(loadring::Error::NoEligibleEndpoint { .. }) => Ok("NONE".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn release(&mut self, name: &str) -> Result<String, String> {
+        self.position(name)?;
+        match self.held.get_mut(name).and_then(Vec::pop) {
+            Some(pick) => {
+                drop(pick);
+                Ok("OK".into())
+            }
+            None => Err(format!("node `{name}` has load 0, nothing to release")),
+        }
+    }
+
+    fn cap(&self) -> Result<String, String> {
+        if self.nodes.is_empty() {
+            return Err("no nodes, so no cap".into());
+        }
+        let mut caps = Vec::with_capacity(self.nodes.len());
+        for node in &self.nodes {
+            match self.balancer.cap(node.addr()).map_err(|e| e.to_string())? {
+                Some(cap) => caps.push((node.addr(), cap)),
+                None => {
+                    return Err(format!(
+                        "{} has no load bound",
+                        self.balancer.spec().as_str()
+                    ))
+                }
+            }
+        }
+        if caps.windows(2).all(|w| w[0].1 == w[1].1) {
+            Ok(caps[0].1.to_string())
+        } else {
+            Ok(caps
+                .iter()
+                .map(|(n, c)| format!("{n}={c}"))
+                .collect::<Vec<_>>()
+                .join(" "))
+        }
+    }
+
+    fn loads(&self) -> String {
+        self.balancer
+            .loads()
+            .iter()
+            .map(|(e, load)| format!("{}={load}", e.addr()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    fn position(&self, name: &str) -> Result<usize, String> {
+        if name.is_empty() {
+            return Err("a node name is needed".into());
+        }
+        self.nodes
+            .iter()
+            .position(|n| n.addr() == name)
+            .ok_or_else(|| format!("unknown node `{name}`"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(lines: &str) -> Vec<String> {
+        let mut shell = Shell::new("c_murmurhash_bl".parse().unwrap()).unwrap();
+        lines.lines().filter_map(|l| shell.execute(l)).collect()
+    }
+
+    #[test]
+    fn the_course_walk_through() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/");
+        let input = std::fs::read_to_string(format!("{dir}shell_walkthrough.in")).unwrap();
+        let want = std::fs::read_to_string(format!("{dir}shell_walkthrough.out")).unwrap();
+        let got = run(&input);
+        let want: Vec<&str> = want.lines().collect();
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                g == w || (*w == "ERR" && g.starts_with("ERR ")),
+                "got {g:?}, want {w:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn mistakes_print_err_and_the_session_goes_on() {
+        let got = run("ADD a\nADD a\nREMOVE b\nRELEASE a\nFLY\nCAP now\nadd b weight=x\nloads");
+        assert_eq!(got[0], "OK");
+        for (line, want) in got[1..7].iter().zip([
+            "already exists",
+            "unknown node `b`",
+            "has load 0",
+            "unknown command `FLY`",
+            "CAP takes no argument",
+            "weight `x`",
+        ]) {
+            assert!(
+                line.starts_with("ERR ") && line.contains(want),
+                "{line:?} lacks {want:?}"
+            );
+        }
+        assert_eq!(got[7], "a=0");
+    }
+
+    #[test]
+    fn empty_shell_answers_none_and_err() {
+        assert_eq!(run("LOOKUP k\nASSIGN k\nLOADS"), ["NONE", "NONE", ""]);
+        assert!(run("CAP")[0].starts_with("ERR "));
+    }
+
+    #[test]
+    fn remove_drops_the_load_and_weights_show_per_node_caps() {
+        let got =
+            run("ADD a\nADD b weight=3\nASSIGN k\nASSIGN k\nREMOVE a\nLOADS\nADD a\nLOADS\nCAP");
+        assert_eq!(&got[..2], ["OK", "OK"]);
+        assert!(
+            got[5] == "b=2" || got[5] == "b=1" || got[5] == "b=0",
+            "{}",
+            got[5]
+        );
+        // total (b's load) + 1, times 1.25, split 1:3 — both caps from the exact formula.
+        let b_load: u64 = got[7]
+            .split(' ')
+            .find_map(|p| p.strip_prefix("b="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        // LOADS and CAP list nodes in the order added: `a` came back after `b`.
+        assert!(got[7].ends_with(" a=0"), "{}", got[7]);
+        let cap = |w: u64| (125 * (b_load + 1) * w).div_ceil(100 * 4);
+        assert_eq!(got[8], format!("b={} a={}", cap(3), cap(1)));
+    }
+}
