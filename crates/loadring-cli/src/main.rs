@@ -8,6 +8,7 @@ mod describe;
 mod endpoints;
 mod place;
 mod shell;
+mod simulate;
 
 /// Which backend gets each request: placement-compatible consistent hashing,
 /// bounded loads and the classic load-balancing policies.
@@ -26,6 +27,9 @@ enum Command {
     Describe(describe::Args),
     /// A line protocol on stdin/stdout for playing with bounded load.
     Shell(shell::Args),
+    /// Replay one seeded workload against several policies in virtual time:
+    /// load, locality and churn side by side.
+    Simulate(simulate::Args),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -44,6 +48,7 @@ fn main() -> ExitCode {
         Command::Place(args) => place::run(args),
         Command::Describe(args) => describe::run(args),
         Command::Shell(args) => shell::run(args),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

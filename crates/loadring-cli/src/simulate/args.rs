@@ -1,0 +1,421 @@
+//! The command line of `simulate` and its validation into a [`Config`].
+
+use std::path::PathBuf;
+
+use loadring::{Endpoint, PolicySpec};
+
+use super::workload::{Service, Workload};
+use crate::CliError;
+
+/// The policies compared when no `--policy` is given.
+pub const DEFAULT_POLICIES: &[&str] = &[
+    "c_murmurhash",
+    "c_murmurhash_bl",
+    "maglev",
+    "maglev:load_factor=1.25",
+    "ring_hash",
+    "p2c",
+    "rr",
+];
+
+/// Runs a discrete-event simulation in virtual time and shows what each
+/// policy does to load, locality and churn on the same requests.
+///
+/// Requests arrive as a Poisson process (`--rate`), each for a key drawn from
+/// `--workload`, and are placed by the real `loadring::Balancer`: each holds
+/// its pick guard for a service time (`--service`), then releases it. The
+/// default run is the story of a viral key: 10 endpoints, 1,000,000 requests,
+/// zipf:1.1 over 100,000 keys with key-0 getting 10% of all requests, about
+/// 20 requests in flight per endpoint, and the last endpoint removed halfway.
+///
+/// Per policy it reports:
+///   max_over_mean  the worst in-flight of a picked endpoint divided by the mean
+///                  in-flight per endpoint at that moment (weight-adjusted), over
+///                  picks after the first 5% of virtual time while that mean >= 4
+///   cap_violations picks after which the endpoint held more than the policy's
+///                  bounded-load cap (null for unbounded policies)
+///   locality       share of requests served by the key's natural owner at that
+///                  moment (null for policies that do not place by hash)
+///   churn          share of keys whose natural owner changed at a membership
+///                  event (mean over events; null without events or hashing)
+///   ideal_churn    the least share any placement must move at those events
+///   requests_per_endpoint, ns_per_pick (wall time inside Balancer::pick)
+/// See docs/simulate.md for the model and every JSON field.
+#[derive(clap::Args, Debug)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// A policy to compare (repeatable); default: c_murmurhash, c_murmurhash_bl,
+    /// maglev, maglev:load_factor=1.25, ring_hash, p2c, rr.
+    #[arg(long, short = 'p', value_name = "SPEC")]
+    policy: Vec<String>,
+    /// An endpoint: `ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]` (repeatable).
+    #[arg(long = "endpoint", short = 'e', value_name = "ENDPOINT")]
+    endpoint: Vec<String>,
+    /// A file with one endpoint per line (blank lines and `#` comments ignored).
+    #[arg(long, value_name = "FILE")]
+    endpoints: Option<PathBuf>,
+    /// Without -e/--endpoints: this many endpoints, 10.0.0.1:80 ... 10.0.0.N:80.
+    #[arg(long, short = 'n', value_name = "N", default_value_t = 10)]
+    backends: u32,
+    /// Number of requests.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    requests: u64,
+    /// Number of distinct keys (key-0 ... key-{N-1}).
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    keys: u64,
+    /// Key popularity: `zipf:S` (S > 0), `uniform`, or `hot:P[:S]` (key-0 gets
+    /// a fraction P of all requests, the rest zipf:S over the other keys, S 1.1
+    /// by default).
+    #[arg(long, value_name = "WORKLOAD", default_value = "hot:0.1")]
+    workload: String,
+    /// Arrivals per second of virtual time (Poisson).
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 20_000.0)]
+    rate: f64,
+    /// Service time per request: `exp:MS` (exponential, mean MS milliseconds)
+    /// or `fixed:MS`.
+    #[arg(long, value_name = "DIST", default_value = "exp:10")]
+    service: String,
+    /// Remove the endpoint at ADDR at time T (repeatable). T is seconds of
+    /// virtual time (`12.5`, `12.5s`, `800ms`) or a share of the run (`50%`).
+    /// Without --remove/--add: the last endpoint is removed at 50%.
+    #[arg(long, value_name = "ADDR@T")]
+    remove: Vec<String>,
+    /// Add an endpoint at time T (repeatable), e.g. `--add '10.0.0.11:80 weight=2@75%'`.
+    #[arg(long, value_name = "ENDPOINT@T")]
+    add: Vec<String>,
+    /// Keep the membership fixed (no default removal).
+    #[arg(long, conflicts_with_all = ["remove", "add"])]
+    no_events: bool,
+    /// Seed of the workload: the same seed gives the same requests and results.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw the run: FILE.svg or FILE.png.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+/// A membership change at a virtual time.
+#[derive(Clone, Debug)]
+pub struct Event {
+    /// Nanoseconds of virtual time.
+    pub at: u64,
+    pub change: Change,
+}
+
+#[derive(Clone, Debug)]
+pub enum Change {
+    Remove(String),
+    Add(Endpoint),
+}
+
+impl Change {
+    pub fn addr(&self) -> &str {
+        match self {
+            Change::Remove(addr) => addr,
+            Change::Add(e) => e.addr(),
+        }
+    }
+}
+
+/// Plot formats by file extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlotFormat {
+    Svg,
+    Png,
+}
+
+/// A validated run.
+#[derive(Debug)]
+pub struct Config {
+    pub policies: Vec<PolicySpec>,
+    pub endpoints: Vec<Endpoint>,
+    pub requests: usize,
+    pub keys: usize,
+    pub workload: Workload,
+    pub rate: f64,
+    pub service: Service,
+    /// In time order.
+    pub events: Vec<Event>,
+    pub seed: u64,
+    pub json: bool,
+    pub plot: Option<(PathBuf, PlotFormat)>,
+}
+
+/// Guards against runs that would exhaust memory (the trace is kept whole).
+const MAX_REQUESTS: u64 = 100_000_000;
+const MAX_KEYS: u64 = 50_000_000;
+const MAX_BACKENDS: u32 = 10_000;
+
+impl Args {
+    /// Checks every flag; the first problem comes back as one line.
+    pub fn config(&self) -> Result<Config, CliError> {
+        let policies = self.policies()?;
+        let endpoints = self.endpoints()?;
+        if !(1..=MAX_REQUESTS).contains(&self.requests) {
+            return Err(CliError(format!(
+                "--requests {}: accepted 1..={MAX_REQUESTS}",
+                self.requests
+            )));
+        }
+        if !(1..=MAX_KEYS).contains(&self.keys) {
+            return Err(CliError(format!(
+                "--keys {}: accepted 1..={MAX_KEYS}",
+                self.keys
+            )));
+        }
+        let workload: Workload = self.workload.parse().map_err(CliError)?;
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(CliError(format!(
+                "--rate {}: the arrival rate must be a number of requests per second > 0",
+                self.rate
+            )));
+        }
+        let service: Service = self.service.parse().map_err(CliError)?;
+        let duration = self.requests as f64 / self.rate;
+        let events = self.events(&endpoints, duration)?;
+        let plot = self.plot.as_ref().map(|p| plot_format(p)).transpose()?;
+        Ok(Config {
+            policies,
+            endpoints,
+            requests: self.requests as usize,
+            keys: self.keys as usize,
+            workload,
+            rate: self.rate,
+            service,
+            events,
+            seed: self.seed,
+            json: self.json,
+            plot,
+        })
+    }
+
+    fn policies(&self) -> Result<Vec<PolicySpec>, CliError> {
+        let texts: Vec<&str> = if self.policy.is_empty() {
+            DEFAULT_POLICIES.to_vec()
+        } else {
+            self.policy.iter().map(String::as_str).collect()
+        };
+        let mut specs: Vec<PolicySpec> = Vec::with_capacity(texts.len());
+        for text in texts {
+            let spec: PolicySpec = text
+                .parse()
+                .map_err(|e| CliError(format!("--policy {text}: {e}")))?;
+            if specs.iter().any(|s| s.as_str() == spec.as_str()) {
+                return Err(CliError(format!("--policy {text} is given twice")));
+            }
+            specs.push(spec);
+        }
+        Ok(specs)
+    }
+
+    fn endpoints(&self) -> Result<Vec<Endpoint>, CliError> {
+        let mut endpoints = Vec::new();
+        for text in &self.endpoint {
+            endpoints.push(
+                text.parse::<Endpoint>()
+                    .map_err(|e| CliError(format!("-e {text}: {e}")))?,
+            );
+        }
+        if let Some(path) = &self.endpoints {
+            let file = std::fs::read_to_string(path)
+                .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
+            for (n, line) in file.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') {
+                    continue;
+                }
+                endpoints.push(line.parse::<Endpoint>().map_err(|e| {
+                    CliError(format!(
+                        "--endpoints {} line {}: {e}",
+                        path.display(),
+                        n + 1
+                    ))
+                })?);
+            }
+            if endpoints.is_empty() {
+                return Err(CliError(format!(
+                    "--endpoints {}: no endpoints in the file (one ENDPOINT per line)",
+                    path.display()
+                )));
+            }
+        }
+        if endpoints.is_empty() {
+            if !(1..=MAX_BACKENDS).contains(&self.backends) {
+                return Err(CliError(format!(
+                    "--backends {}: no endpoints to simulate: accepted 1..={MAX_BACKENDS} (or give -e ENDPOINT)",
+                    self.backends
+                )));
+            }
+            for i in 1..=self.backends {
+                let addr = format!("10.0.{}.{}:80", i / 256, i % 256);
+                // Generated addresses are valid endpoint names.
+                endpoints.push(Endpoint::new(addr).expect("a generated address"));
+            }
+        }
+        for (i, e) in endpoints.iter().enumerate() {
+            if endpoints[..i].iter().any(|o| o.addr() == e.addr()) {
+                return Err(CliError(format!(
+                    "endpoint {} is given twice (the simulation tells endpoints apart by address)",
+                    e.addr()
+                )));
+            }
+        }
+        if endpoints.iter().all(|e| e.weight() == 0) {
+            return Err(CliError(
+                "every endpoint has weight 0: at least one needs weight >= 1".into(),
+            ));
+        }
+        Ok(endpoints)
+    }
+
+    /// Parses `--remove`/`--add` and replays them over the membership, so an
+    /// event naming an endpoint that is not (or already) there at its time is
+    /// rejected before anything runs. Ties: removals first, then additions,
+    /// each in command-line order.
+    fn events(&self, initial: &[Endpoint], duration: f64) -> Result<Vec<Event>, CliError> {
+        let mut events = Vec::new();
+        if self.remove.is_empty() && self.add.is_empty() {
+            if !self.no_events && initial.len() > 1 {
+                let last = initial.last().expect("endpoints are not empty");
+                events.push(Event {
+                    at: (duration * 0.5 * 1e9).round() as u64,
+                    change: Change::Remove(last.addr().to_string()),
+                });
+            }
+            return Ok(events);
+        }
+        for text in &self.remove {
+            let (addr, at) = split_event("--remove", text, duration)?;
+            events.push(Event {
+                at,
+                change: Change::Remove(addr.trim().to_string()),
+            });
+        }
+        for text in &self.add {
+            let (endpoint, at) = split_event("--add", text, duration)?;
+            let endpoint = endpoint
+                .parse::<Endpoint>()
+                .map_err(|e| CliError(format!("--add {text}: {e}")))?;
+            events.push(Event {
+                at,
+                change: Change::Add(endpoint),
+            });
+        }
+        // Stable: equal times keep removals before additions, in flag order.
+        events.sort_by_key(|e| e.at);
+        let mut members: Vec<&Endpoint> = initial.iter().collect();
+        for event in &events {
+            let at = event.at as f64 / 1e9;
+            match &event.change {
+                Change::Remove(addr) => {
+                    let Some(i) = members.iter().position(|m| m.addr() == addr) else {
+                        return Err(CliError(format!(
+                            "--remove {addr}@{at}s: {addr} is not an endpoint at that time (endpoints then: {})",
+                            members.iter().map(|m| m.addr()).collect::<Vec<_>>().join(", ")
+                        )));
+                    };
+                    members.remove(i);
+                    if members.iter().all(|m| m.weight() == 0) {
+                        return Err(CliError(format!(
+                            "--remove {addr}@{at}s would leave no endpoint with weight >= 1"
+                        )));
+                    }
+                }
+                Change::Add(endpoint) => {
+                    if members.iter().any(|m| m.addr() == endpoint.addr()) {
+                        return Err(CliError(format!(
+                            "--add {}@{at}s: {} is already an endpoint at that time",
+                            endpoint.addr(),
+                            endpoint.addr()
+                        )));
+                    }
+                    members.push(endpoint);
+                }
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// Splits `WHAT@T` at its last `@` and turns T into nanoseconds of virtual time.
+fn split_event<'a>(flag: &str, text: &'a str, duration: f64) -> Result<(&'a str, u64), CliError> {
+    let (what, time) = text.rsplit_once('@').ok_or_else(|| {
+        CliError(format!(
+            "{flag} {text}: expected WHAT@T, e.g. 10.0.0.3:80@50% or 10.0.0.3:80@12.5s"
+        ))
+    })?;
+    if what.trim().is_empty() {
+        return Err(CliError(format!("{flag} {text}: no endpoint before `@`")));
+    }
+    let seconds = parse_time(time, duration).map_err(|why| {
+        CliError(format!(
+            "{flag} {text}: {why} (accepted: seconds 0..={duration} as `12.5` or `12.5s`, `800ms`, or a share of the run `0%`..=`100%`)"
+        ))
+    })?;
+    Ok((what, (seconds * 1e9).round() as u64))
+}
+
+fn parse_time(text: &str, duration: f64) -> Result<f64, String> {
+    let text = text.trim();
+    let (number, scale) = if let Some(p) = text.strip_suffix('%') {
+        (p, duration / 100.0)
+    } else if let Some(ms) = text.strip_suffix("ms") {
+        (ms, 1e-3)
+    } else if let Some(s) = text.strip_suffix('s') {
+        (s, 1.0)
+    } else {
+        (text, 1.0)
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a time"))?;
+    let seconds = value * scale;
+    if !(seconds.is_finite() && seconds >= 0.0 && seconds <= duration * (1.0 + 1e-12)) {
+        return Err(format!("`{text}` is outside the run"));
+    }
+    Ok(seconds.min(duration))
+}
+
+fn plot_format(path: &std::path::Path) -> Result<(PathBuf, PlotFormat), CliError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => Ok((path.to_path_buf(), PlotFormat::Svg)),
+        Some("png") => Ok((path.to_path_buf(), PlotFormat::Png)),
+        _ => Err(CliError(format!(
+            "--plot {}: the file name must end in .svg or .png",
+            path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_in_seconds_milliseconds_and_percent() {
+        assert_eq!(parse_time("12.5", 50.0), Ok(12.5));
+        assert_eq!(parse_time("12.5s", 50.0), Ok(12.5));
+        assert_eq!(parse_time("800ms", 50.0), Ok(0.8));
+        assert_eq!(parse_time("50%", 50.0), Ok(25.0));
+        assert_eq!(parse_time("100%", 50.0), Ok(50.0));
+        assert!(parse_time("51s", 50.0).is_err());
+        assert!(parse_time("-1", 50.0).is_err());
+        assert!(parse_time("101%", 50.0).is_err());
+        assert!(parse_time("soon", 50.0).is_err());
+    }
+
+    #[test]
+    fn events_split_at_the_last_at_sign() {
+        let (what, at) = split_event("--add", "web@1 weight=2@1.5s", 10.0).unwrap();
+        assert_eq!((what, at), ("web@1 weight=2", 1_500_000_000));
+        assert!(split_event("--add", "web", 10.0).is_err());
+        assert!(split_event("--add", "@3s", 10.0).is_err());
+    }
+}

@@ -1,0 +1,527 @@
+//! The discrete-event loop: one policy, the whole trace, in virtual time.
+//!
+//! Every placement is a real [`Balancer::pick`]; the returned guard sits in a
+//! heap of departures until its request's service time is over, and dropping
+//! it releases the slot. The loop allocates nothing per request: the key is a
+//! slice of a buffer formatted once, the heap is reused, and the metrics are
+//! plain counters. Membership events call [`Balancer::update`] at their time.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+use loadring::{Balancer, Endpoint, LoadFactor, Pick, PolicySpec, Request};
+
+use super::args::{Change, Event};
+use super::timeline::Timeline;
+use super::workload::Trace;
+use crate::CliError;
+
+/// Picks in the first 5% of virtual time are warm-up for `max_over_mean`.
+pub const WARMUP_SHARE: f64 = 0.05;
+/// `max_over_mean` only counts picks while the mean in flight per endpoint is
+/// at least this (below it, one request more is already a large ratio).
+pub const MIN_MEAN: f64 = 4.0;
+/// A timed pick longer than this was interrupted by the scheduler (a pick
+/// takes well under a microsecond here): left out of `ns_per_pick`.
+const PREEMPTED: Duration = Duration::from_micros(50);
+/// Windows of the in-flight timeline.
+pub const WINDOWS: usize = 240;
+
+/// What the runs of all policies share: the trace, the membership story, and
+/// every endpoint that is ever a member, numbered by first appearance.
+#[derive(Debug)]
+pub struct Setup<'a> {
+    pub trace: &'a Trace,
+    pub initial: &'a [Endpoint],
+    pub events: &'a [Event],
+    /// Address of endpoint `i` (initial ones first, then added ones).
+    pub addrs: Vec<String>,
+    index: HashMap<String, usize>,
+    /// Warm-up end, nanoseconds of virtual time.
+    pub warmup: u64,
+    /// The least share of keys any placement must move, per event.
+    pub ideal_churn: Vec<f64>,
+    /// What reading the clock around a pick costs, subtracted from `ns_per_pick`.
+    clock_cost: Duration,
+}
+
+impl<'a> Setup<'a> {
+    pub fn new(trace: &'a Trace, initial: &'a [Endpoint], events: &'a [Event]) -> Self {
+        let mut addrs: Vec<String> = Vec::new();
+        let mut index = HashMap::new();
+        let all = initial
+            .iter()
+            .map(Endpoint::addr)
+            .chain(events.iter().map(|e| e.change.addr()));
+        for addr in all {
+            if !index.contains_key(addr) {
+                index.insert(addr.to_string(), addrs.len());
+                addrs.push(addr.to_string());
+            }
+        }
+        let mut weights = vec![0u64; addrs.len()];
+        for e in initial {
+            weights[index[e.addr()]] = u64::from(e.weight());
+        }
+        let mut ideal_churn = Vec::with_capacity(events.len());
+        for event in events {
+            let before = weights.clone();
+            let i = index[event.change.addr()];
+            weights[i] = match &event.change {
+                Change::Remove(_) => 0,
+                Change::Add(e) => u64::from(e.weight()),
+            };
+            ideal_churn.push(total_variation(&before, &weights));
+        }
+        Setup {
+            trace,
+            initial,
+            events,
+            addrs,
+            index,
+            warmup: (trace.end() as f64 * WARMUP_SHARE) as u64,
+            ideal_churn,
+            clock_cost: clock_cost(),
+        }
+    }
+
+    /// The mean ideal churn over the events (`None` without events).
+    pub fn mean_ideal_churn(&self) -> Option<f64> {
+        mean(&self.ideal_churn)
+    }
+}
+
+/// The least share of keys that must change owner when each endpoint's share
+/// goes from `w_e / W` to `w'_e / W'`: half the L1 distance of the shares,
+/// summed in integers over the common denominator `W * W'` (so 1 of 10
+/// removed is exactly 0.1).
+fn total_variation(before: &[u64], after: &[u64]) -> f64 {
+    let (wb, wa) = (
+        before.iter().map(|&w| u128::from(w)).sum::<u128>(),
+        after.iter().map(|&w| u128::from(w)).sum::<u128>(),
+    );
+    if wb == 0 || wa == 0 {
+        return 1.0;
+    }
+    let distance: u128 = before
+        .iter()
+        .zip(after)
+        .map(|(&b, &a)| (u128::from(b) * wa).abs_diff(u128::from(a) * wb))
+        .sum();
+    distance as f64 / (2 * wb * wa) as f64
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// The clock's own cost in an `Instant::now()` .. `elapsed()` pair: the
+/// cheapest of several batches, so that a batch interrupted by the scheduler
+/// does not count.
+fn clock_cost() -> Duration {
+    const BATCH: u32 = 1000;
+    (0..20)
+        .map(|_| {
+            let mut total = Duration::ZERO;
+            for _ in 0..BATCH {
+                let t = Instant::now();
+                total += t.elapsed();
+            }
+            total / BATCH
+        })
+        .min()
+        .unwrap_or(Duration::ZERO)
+}
+
+/// One policy's run.
+#[derive(Debug)]
+pub struct Outcome {
+    pub spec: PolicySpec,
+    pub max_over_mean: f64,
+    pub cap_violations: Option<u64>,
+    pub locality: Option<f64>,
+    pub churn: Option<f64>,
+    pub ideal_churn: Option<f64>,
+    /// Requests placed on endpoint `i` of [`Setup::addrs`].
+    pub requests: Vec<u64>,
+    pub ns_per_pick: f64,
+    /// `windows x endpoints` time-averaged in flight.
+    pub timeline: Vec<f32>,
+    /// Per window, the mean in flight per member endpoint.
+    pub means: Vec<f32>,
+    pub window_ns: u64,
+}
+
+/// A request in service: its guard is dropped when it leaves.
+struct Departure {
+    at: u64,
+    /// Arrival order, so that equal times leave in a fixed order.
+    seq: usize,
+    endpoint: usize,
+    _pick: Pick,
+}
+
+impl PartialEq for Departure {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Departure {}
+impl PartialOrd for Departure {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Departure {
+    /// Reversed: the heap's top is the earliest departure.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// The membership as the loop sees it: who is in, with which weight.
+struct Membership {
+    current: Vec<Endpoint>,
+    weight: Vec<u64>,
+    weight_sum: u64,
+    /// Members with weight >= 1 (the ones a mean is taken over).
+    count: usize,
+}
+
+impl Membership {
+    fn new(setup: &Setup<'_>) -> Self {
+        let mut m = Membership {
+            current: setup.initial.to_vec(),
+            weight: vec![0; setup.addrs.len()],
+            weight_sum: 0,
+            count: 0,
+        };
+        m.reweigh(setup);
+        m
+    }
+
+    fn reweigh(&mut self, setup: &Setup<'_>) {
+        self.weight.iter_mut().for_each(|w| *w = 0);
+        for e in &self.current {
+            self.weight[setup.index[e.addr()]] = u64::from(e.weight());
+        }
+        self.weight_sum = self.weight.iter().sum();
+        self.count = self.weight.iter().filter(|&&w| w > 0).count();
+    }
+
+    fn apply(&mut self, change: &Change, setup: &Setup<'_>) {
+        match change {
+            Change::Remove(addr) => self.current.retain(|e| e.addr() != addr),
+            Change::Add(e) => self.current.push(e.clone()),
+        }
+        self.reweigh(setup);
+    }
+}
+
+/// Runs `spec` over the whole trace. `progress` is told how many requests
+/// were placed since it was last called.
+pub fn simulate(
+    spec: &PolicySpec,
+    setup: &Setup<'_>,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Outcome, CliError> {
+    let name = spec.as_str();
+    let fail = |what: String| CliError(format!("{name}: {what}"));
+    let trace = setup.trace;
+    let keys = &trace.keys;
+    let balancer =
+        Balancer::new(spec.clone(), setup.initial.to_vec()).map_err(|e| fail(e.to_string()))?;
+    let hashing = spec.is_hashing();
+    let bound: Option<LoadFactor> = spec.load_factor();
+    let mut members = Membership::new(setup);
+    let mut natural = if hashing {
+        natural_owners(&balancer, setup).map_err(fail)?
+    } else {
+        Vec::new()
+    };
+    let mut timeline = Timeline::new(
+        setup.addrs.len(),
+        WINDOWS,
+        trace.end(),
+        members.weight.iter().map(|&w| w > 0).collect(),
+    );
+    // Room for the steady state; the heap grows on its own if needed.
+    let mut heap: BinaryHeap<Departure> = BinaryHeap::with_capacity(4096);
+    let mut next_event = 0usize;
+    let mut churn = Vec::with_capacity(setup.events.len());
+
+    let mut requests = vec![0u64; setup.addrs.len()];
+    let mut local = 0u64;
+    let mut violations = 0u64;
+    let mut max_over_mean = 0.0f64;
+    let mut pick_time = Duration::ZERO;
+    let mut timed = 0u64;
+    let mut unreported = 0u64;
+
+    // Departures and membership events due at or before `until`, in time
+    // order; a departure at the same time as an event goes first.
+    let mut settle = |until: u64,
+                      heap: &mut BinaryHeap<Departure>,
+                      timeline: &mut Timeline,
+                      members: &mut Membership,
+                      natural: &mut Vec<u32>|
+     -> Result<(), CliError> {
+        loop {
+            let departure = heap.peek().map(|d| d.at).filter(|&t| t <= until);
+            let event = setup.events.get(next_event).filter(|e| e.at <= until);
+            match (departure, event) {
+                (Some(t), e) if e.map_or(true, |e| t <= e.at) => {
+                    // The heap is not empty: peek just saw a departure.
+                    let d = heap.pop().expect("peeked");
+                    timeline.change(d.at, d.endpoint, false);
+                }
+                (_, Some(event)) => {
+                    timeline.advance(event.at);
+                    members.apply(&event.change, setup);
+                    balancer
+                        .update(members.current.clone())
+                        .map_err(|e| fail(format!("at {}s: {e}", event.at as f64 / 1e9)))?;
+                    let i = setup.index[event.change.addr()];
+                    timeline.set_member(i, members.weight[i] > 0);
+                    if hashing {
+                        let next = natural_owners(&balancer, setup).map_err(fail)?;
+                        let moved = natural.iter().zip(&next).filter(|(a, b)| a != b).count();
+                        churn.push(moved as f64 / keys.len() as f64);
+                        *natural = next;
+                    }
+                    next_event += 1;
+                }
+                _ => return Ok(()),
+            }
+        }
+    };
+
+    for (seq, arrival) in trace.arrivals.iter().enumerate() {
+        settle(
+            arrival.at,
+            &mut heap,
+            &mut timeline,
+            &mut members,
+            &mut natural,
+        )?;
+        let key = arrival.key as usize;
+        let request = Request::key(keys.get(key));
+        let total_before = balancer.total_in_flight();
+        let started = Instant::now();
+        let pick = balancer
+            .pick(&request)
+            .map_err(|e| fail(format!("request {} (key-{key}): {e}", seq + 1)))?;
+        let took = started.elapsed();
+        if took < PREEMPTED {
+            pick_time += took;
+            timed += 1;
+        }
+        let e = *setup
+            .index
+            .get(pick.addr())
+            .ok_or_else(|| fail(format!("picked {}, which is not an endpoint", pick.addr())))?;
+        let load = pick.in_flight();
+        requests[e] += 1;
+        if hashing && natural[key] as usize == e {
+            local += 1;
+        }
+        if let Some(factor) = bound {
+            // The cap this pick was bound by: the exact formula on the load
+            // before the pick (design.md, "Bounded load").
+            let cap = factor.cap(total_before, members.weight[e] as u32, members.weight_sum);
+            if load > cap {
+                violations += 1;
+            }
+        }
+        if arrival.at >= setup.warmup {
+            let total = balancer.total_in_flight() as f64;
+            if total / members.count as f64 >= MIN_MEAN {
+                let fair = total * members.weight[e] as f64 / members.weight_sum as f64;
+                max_over_mean = max_over_mean.max(load as f64 / fair);
+            }
+        }
+        timeline.change(arrival.at, e, true);
+        heap.push(Departure {
+            at: arrival.at.saturating_add(arrival.service),
+            seq,
+            endpoint: e,
+            _pick: pick,
+        });
+        unreported += 1;
+        if unreported == 1 << 16 {
+            progress(unreported);
+            unreported = 0;
+        }
+    }
+    settle(
+        u64::MAX,
+        &mut heap,
+        &mut timeline,
+        &mut members,
+        &mut natural,
+    )?;
+    progress(unreported);
+    debug_assert_eq!(balancer.total_in_flight(), 0, "every guard was dropped");
+
+    let placed = trace.arrivals.len() as f64;
+    let per_pick =
+        pick_time.as_nanos() as f64 / timed.max(1) as f64 - setup.clock_cost.as_nanos() as f64;
+    let (timeline, means, window_ns) = timeline.finish();
+    Ok(Outcome {
+        spec: spec.clone(),
+        max_over_mean,
+        cap_violations: bound.map(|_| violations),
+        locality: hashing.then(|| local as f64 / placed),
+        churn: if hashing { mean(&churn) } else { None },
+        ideal_churn: setup.mean_ideal_churn(),
+        requests,
+        ns_per_pick: per_pick.max(0.0),
+        timeline,
+        means,
+        window_ns,
+    })
+}
+
+/// Each key's natural owner (an index into [`Setup::addrs`]) under the
+/// balancer's current membership.
+fn natural_owners(balancer: &Balancer, setup: &Setup<'_>) -> Result<Vec<u32>, String> {
+    let keys = &setup.trace.keys;
+    (0..keys.len())
+        .map(|k| {
+            let owner = balancer
+                .natural_owner(&Request::key(keys.get(k)))
+                .map_err(|e| format!("natural owner of key-{k}: {e}"))?
+                .ok_or_else(|| format!("no natural owner for key-{k}"))?;
+            setup
+                .index
+                .get(&owner)
+                .map(|&i| i as u32)
+                .ok_or_else(|| format!("natural owner {owner} is not an endpoint"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simulate::workload::{Service, Workload};
+
+    fn endpoints(n: usize) -> Vec<Endpoint> {
+        (1..=n)
+            .map(|i| Endpoint::new(format!("10.0.0.{i}:80")).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn ideal_churn_is_the_share_that_must_move() {
+        assert_eq!(total_variation(&[1, 1, 1, 1], &[1, 1, 1, 0]), 0.25);
+        assert_eq!(
+            total_variation(&[1; 10], &[1, 1, 1, 1, 1, 1, 1, 1, 1, 0]),
+            0.1
+        );
+        // Adding an endpoint of weight 2 to two of weight 1: it must get half.
+        assert_eq!(total_variation(&[1, 1, 0], &[1, 1, 2]), 0.5);
+        // 3 -> 2 of weights (2, 1, 1) removing the first: shares .5 .25 .25 -> 0 .5 .5.
+        assert_eq!(total_variation(&[2, 1, 1], &[0, 1, 1]), 0.5);
+        assert_eq!(total_variation(&[1, 1], &[1, 1]), 0.0);
+    }
+
+    #[test]
+    fn departures_leave_earliest_first_then_in_arrival_order() {
+        let balancer = Balancer::new("c_murmurhash".parse().unwrap(), endpoints(1)).unwrap();
+        let mut heap = BinaryHeap::new();
+        for (seq, at) in [(0, 30), (1, 10), (2, 20), (3, 10)] {
+            heap.push(Departure {
+                at,
+                seq,
+                endpoint: 0,
+                _pick: balancer.pick(&Request::key("k")).unwrap(),
+            });
+        }
+        let order: Vec<(u64, usize)> =
+            std::iter::from_fn(|| heap.pop().map(|d| (d.at, d.seq))).collect();
+        assert_eq!(order, vec![(10, 1), (10, 3), (20, 2), (30, 0)]);
+        assert_eq!(balancer.total_in_flight(), 0, "popped guards released");
+    }
+
+    fn run(spec: &str, n: usize, events: &[Event]) -> (Outcome, Setup<'static>) {
+        let trace = Box::leak(Box::new(Trace::generate(
+            20_000,
+            2_000,
+            Workload::Hot { p: 0.2, s: 1.1 },
+            2_000.0,
+            Service::Exp { ms: 20.0 },
+            11,
+        )));
+        let initial = Box::leak(endpoints(n).into_boxed_slice());
+        let events = Box::leak(events.to_vec().into_boxed_slice());
+        let setup = Setup::new(trace, initial, events);
+        let outcome = simulate(&spec.parse().unwrap(), &setup, &|_| {}).unwrap();
+        (outcome, setup)
+    }
+
+    #[test]
+    fn every_request_is_placed_and_counted() {
+        let (out, setup) = run("c_murmurhash", 5, &[]);
+        assert_eq!(out.requests.iter().sum::<u64>(), 20_000);
+        assert_eq!(setup.addrs.len(), 5);
+        assert_eq!(
+            out.locality,
+            Some(1.0),
+            "a plain ring always serves the owner"
+        );
+        assert_eq!(out.cap_violations, None);
+        assert_eq!((out.churn, out.ideal_churn), (None, None));
+        assert_eq!(out.timeline.len(), WINDOWS * 5);
+    }
+
+    #[test]
+    fn bounded_runs_respect_the_cap() {
+        let (out, _) = run("c_murmurhash_bl", 5, &[]);
+        assert_eq!(out.cap_violations, Some(0));
+        assert!(out.locality.unwrap() < 1.0, "the viral key spills over");
+        // load <= cap = ceil(1.25 * (total + 1) / 5) and the mean (total + 1) / 5
+        // is at least 4, so the ratio is at most 1.25 + 1 / 4.
+        assert!(out.max_over_mean <= 1.5, "{}", out.max_over_mean);
+        assert!(out.max_over_mean > 1.0, "{}", out.max_over_mean);
+    }
+
+    #[test]
+    fn the_timeline_follows_littles_law() {
+        // 2,000 requests/s x 20 ms = 40 in flight, over 3 endpoints.
+        let (out, _) = run("c_murmurhash", 3, &[]);
+        let middle = &out.means[WINDOWS / 10..WINDOWS * 9 / 10];
+        let mean = middle.iter().map(|&m| f64::from(m)).sum::<f64>() / middle.len() as f64;
+        assert!((mean - 40.0 / 3.0).abs() < 1.5, "{mean}");
+        let row = &out.timeline[3 * (WINDOWS / 2)..3 * (WINDOWS / 2 + 1)];
+        let total: f32 = row.iter().sum();
+        assert!((total - 40.0).abs() < 15.0, "{row:?}");
+    }
+
+    #[test]
+    fn removing_an_endpoint_moves_its_keys_only() {
+        let events = [Event {
+            at: 5_000_000_000,
+            change: Change::Remove("10.0.0.4:80".into()),
+        }];
+        let (out, setup) = run("c_murmurhash", 4, &events);
+        assert_eq!(setup.ideal_churn, vec![0.25]);
+        let churn = out.churn.unwrap();
+        assert!((churn - 0.25).abs() < 0.08, "{churn}");
+        assert_eq!(out.locality, Some(1.0));
+    }
+
+    #[test]
+    fn an_added_endpoint_gets_an_index_and_requests() {
+        let events = [Event {
+            at: 2_000_000_000,
+            change: Change::Add(Endpoint::new("10.0.0.9:80").unwrap()),
+        }];
+        let (out, setup) = run("c_murmurhash_bl", 3, &events);
+        assert_eq!(setup.addrs.last().map(String::as_str), Some("10.0.0.9:80"));
+        assert!(out.requests[3] > 0);
+        assert_eq!(setup.ideal_churn, vec![0.25]);
+        assert_eq!(out.cap_violations, Some(0));
+    }
+}

@@ -1,0 +1,114 @@
+//! `loadring simulate`: the same requests against several policies, in
+//! virtual time, to show what each does to load, locality and churn.
+//!
+//! - `args`: the flags and their validation.
+//! - `workload`: the seeded trace of arrivals, keys and service times.
+//! - `engine`: the discrete-event loop around the real `Balancer`.
+//! - `timeline`: in flight per endpoint over time, for the plot.
+//! - `report`, `json`, `plot`: the three ways to show the outcome.
+
+mod args;
+mod engine;
+mod json;
+mod plot;
+mod report;
+mod timeline;
+mod workload;
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+pub use args::Args;
+use args::Config;
+use engine::{Outcome, Setup};
+use workload::Trace;
+
+use crate::CliError;
+
+pub fn run(args: Args) -> Result<(), CliError> {
+    let config = args.config()?;
+    let started = Instant::now();
+    let trace = Trace::generate(
+        config.requests,
+        config.keys,
+        config.workload,
+        config.rate,
+        config.service,
+        config.seed,
+    );
+    let setup = Setup::new(&trace, &config.endpoints, &config.events);
+    let outcomes = run_all(&config, &setup)?;
+    let wall = started.elapsed().as_secs_f64();
+
+    let mut out = std::io::stdout().lock();
+    let text = if config.json {
+        json::render(&config, &setup, &outcomes, wall)
+    } else {
+        report::render(&config, &setup, &outcomes, wall)
+    };
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(CliError(format!("output: {e}")));
+        }
+    }
+    if let Some((path, format)) = &config.plot {
+        plot::draw(path, *format, &config, &setup, &outcomes)
+            .map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
+        eprintln!("plot written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Runs every policy, on as many threads as there are cores (they share
+/// nothing but the read-only trace); results come back in policy order.
+fn run_all(config: &Config, setup: &Setup<'_>) -> Result<Vec<Outcome>, CliError> {
+    let policies = &config.policies;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(policies.len());
+    let bar = progress_bar((config.requests * policies.len()) as u64);
+    let report = |n: u64| bar.inc(n);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Outcome, CliError>>>> =
+        Mutex::new((0..policies.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(spec) = policies.get(i) else {
+                    return;
+                };
+                let outcome = engine::simulate(spec, setup, &report);
+                // A poisoned lock means another worker panicked; the panic
+                // is re-raised when the scope ends.
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(outcome);
+            });
+        }
+    });
+    bar.finish_and_clear();
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        // Every index below the policy count was taken by some worker.
+        .map(|r| r.expect("every policy ran"))
+        .collect()
+}
+
+/// A bar on stderr when it is a terminal; nothing in pipes and CI.
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "simulating {wide_bar} {human_pos}/{human_len} picks, {eta} left",
+    ) {
+        bar.set_style(style);
+    }
+    bar
+}

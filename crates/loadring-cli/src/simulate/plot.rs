@@ -1,0 +1,357 @@
+//! `--plot FILE.svg|FILE.png`: the run as a picture. On top, in flight per
+//! endpoint over time for a plain ring and a bounded one side by side (same
+//! scale); below, one bar chart per metric with a bar per policy.
+//!
+//! Text is laid out with an embedded DejaVu Sans (plotters' `ab_glyph`
+//! feature), so no system font or fontconfig is needed.
+
+use std::error::Error;
+use std::path::Path;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::args::{Change, Config, PlotFormat};
+use super::engine::{Outcome, Setup};
+use super::workload::thousands;
+
+const SIZE: (u32, u32) = (1600, 1000);
+const FONT: &str = "sans-serif";
+
+/// Tableau 10: distinct at a glance, also for colour-blind readers.
+const ENDPOINT_COLORS: [RGBColor; 10] = [
+    RGBColor(78, 121, 167),
+    RGBColor(242, 142, 43),
+    RGBColor(225, 87, 89),
+    RGBColor(118, 183, 178),
+    RGBColor(89, 161, 79),
+    RGBColor(237, 201, 72),
+    RGBColor(176, 122, 161),
+    RGBColor(255, 157, 167),
+    RGBColor(156, 117, 95),
+    RGBColor(186, 176, 172),
+];
+const PLAIN: RGBColor = RGBColor(214, 69, 65);
+const BOUNDED: RGBColor = RGBColor(46, 139, 87);
+const OTHER: RGBColor = RGBColor(90, 110, 140);
+const GREY: RGBColor = RGBColor(120, 120, 120);
+const CAP: RGBColor = RGBColor(150, 20, 20);
+
+type DrawResult = Result<(), Box<dyn Error>>;
+
+pub fn draw(
+    path: &Path,
+    format: PlotFormat,
+    config: &Config,
+    setup: &Setup<'_>,
+    outcomes: &[Outcome],
+) -> Result<(), String> {
+    static FONTS: Once = Once::new();
+    FONTS.call_once(|| {
+        // The embedded font is a valid TrueType file; if registration ever
+        // failed, text would be missing but the plot still drawn.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+    let result = match format {
+        PlotFormat::Svg => {
+            let root = SVGBackend::new(path, SIZE).into_drawing_area();
+            picture(&root, config, setup, outcomes).and_then(|()| Ok(root.present()?))
+        }
+        PlotFormat::Png => {
+            let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+            picture(&root, config, setup, outcomes).and_then(|()| Ok(root.present()?))
+        }
+    };
+    result.map_err(|e| e.to_string())
+}
+
+fn picture<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    config: &Config,
+    setup: &Setup<'_>,
+    outcomes: &[Outcome],
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let title = format!(
+        "loadring simulate: {} requests on {} endpoints; {}",
+        thousands(config.requests as u64),
+        config.endpoints.len(),
+        config.workload.describe(config.keys)
+    );
+    let root = root.titled(&title, (FONT, 26).into_font().style(FontStyle::Bold))?;
+    let (top, bottom) = root.split_vertically(SIZE.1 * 56 / 100);
+    let (left, right) = top.split_horizontally(SIZE.0 / 2);
+    let (plain, bounded) = pair(outcomes);
+    let ymax = [plain, bounded]
+        .iter()
+        .flatten()
+        .flat_map(|o| o.timeline.iter())
+        .fold(1.0f32, |m, &v| m.max(v)) as f64
+        * 1.08;
+    if let Some(o) = plain {
+        timeline(&left, o, setup, ymax)?;
+    }
+    if let Some(o) = bounded {
+        timeline(&right, o, setup, ymax)?;
+    }
+    let (strip, bottom) = bottom.split_vertically(36);
+    legend_strip(&strip)?;
+    let bars = bottom.split_evenly((1, 3));
+    let color = |o: &Outcome| match (o.spec.load_factor(), o.spec.is_hashing()) {
+        (Some(_), _) => BOUNDED,
+        (None, true) => PLAIN,
+        (None, false) => OTHER,
+    };
+    bar_chart(
+        &bars[0],
+        "peak in flight / mean (lower is better)",
+        outcomes,
+        &|o| Some(o.max_over_mean),
+        &|v| format!("{v:.2}x"),
+        &color,
+        None,
+    )?;
+    bar_chart(
+        &bars[1],
+        "locality: requests on the key's owner",
+        outcomes,
+        &|o| o.locality,
+        &|v| format!("{:.0}%", v * 100.0),
+        &color,
+        None,
+    )?;
+    let ideal = outcomes.iter().find_map(|o| o.ideal_churn);
+    let churn_title = match ideal {
+        Some(i) => format!("keys moved at the change (ideal {:.0}%)", i * 100.0),
+        None => "keys moved at the change (no change)".to_string(),
+    };
+    bar_chart(
+        &bars[2],
+        &churn_title,
+        outcomes,
+        &|o| o.churn,
+        &|v| format!("{:.1}%", v * 100.0),
+        &color,
+        ideal,
+    )?;
+    Ok(())
+}
+
+/// The plain and the bounded policy to show over time: the first unbounded
+/// hashing policy and the first bounded one (else the first two policies).
+fn pair(outcomes: &[Outcome]) -> (Option<&Outcome>, Option<&Outcome>) {
+    let plain = outcomes
+        .iter()
+        .find(|o| o.spec.is_hashing() && o.spec.load_factor().is_none());
+    let bounded = outcomes.iter().find(|o| o.spec.load_factor().is_some());
+    match (plain, bounded) {
+        (Some(p), Some(b)) => (Some(p), Some(b)),
+        _ => (outcomes.first(), outcomes.get(1)),
+    }
+}
+
+fn timeline<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    o: &Outcome,
+    setup: &Setup<'_>,
+    ymax: f64,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let endpoints = setup.addrs.len();
+    let windows = o.means.len();
+    let seconds = |w: usize| (w as f64 + 0.5) * o.window_ns as f64 / 1e9;
+    let xmax = windows as f64 * o.window_ns as f64 / 1e9;
+    let caption = match o.spec.load_factor() {
+        Some(f) => format!("{}: in flight per endpoint (cap {f}x the mean)", o.spec),
+        None => format!("{}: in flight per endpoint", o.spec),
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("virtual time (s)")
+        .y_desc("requests in flight (window average)")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .label_style((FONT, 15))
+        .axis_desc_style((FONT, 16))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()?;
+    for event in setup.events {
+        let x = event.at as f64 / 1e9;
+        let label = match &event.change {
+            Change::Remove(addr) => format!("{addr} removed"),
+            Change::Add(e) => format!("{} added", e.addr()),
+        };
+        chart.draw_series(DashedLineSeries::new(
+            [(x, 0.0), (x, ymax)],
+            6,
+            4,
+            GREY.stroke_width(2),
+        ))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("  {label}"),
+            (x, ymax * 0.97),
+            (FONT, 15).into_font().color(&GREY),
+        )))?;
+    }
+    for e in 0..endpoints {
+        let color = ENDPOINT_COLORS[e % ENDPOINT_COLORS.len()];
+        chart.draw_series(LineSeries::new(
+            (0..windows).map(|w| (seconds(w), f64::from(o.timeline[w * endpoints + e]))),
+            color.stroke_width(2),
+        ))?;
+    }
+    chart
+        .draw_series(LineSeries::new(
+            (0..windows).map(|w| (seconds(w), f64::from(o.means[w]))),
+            BLACK.stroke_width(3),
+        ))?
+        .label("mean per endpoint")
+        .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BLACK.stroke_width(3)));
+    if let Some(f) = o.spec.load_factor() {
+        let f = f.as_f64();
+        chart
+            .draw_series(DashedLineSeries::new(
+                (0..windows).map(|w| (seconds(w), f * f64::from(o.means[w]))),
+                10,
+                6,
+                CAP.stroke_width(3),
+            ))?
+            .label(format!("cap: {f}x the mean"))
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], CAP.stroke_width(3)));
+    }
+    if let Some((busiest, _)) = o.requests.iter().enumerate().max_by_key(|(_, &n)| n) {
+        let color = ENDPOINT_COLORS[busiest % ENDPOINT_COLORS.len()];
+        chart
+            .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
+            .label(format!("busiest: {}", setup.addrs[busiest]))
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font((FONT, 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(200, 200, 200))
+        .draw()?;
+    Ok(())
+}
+
+/// Horizontal bars, one per policy (first policy on top); `None` shows `n/a`.
+fn bar_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    outcomes: &[Outcome],
+    value: &dyn Fn(&Outcome) -> Option<f64>,
+    label: &dyn Fn(f64) -> String,
+    color: &dyn Fn(&Outcome) -> RGBColor,
+    mark: Option<f64>,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let n = outcomes.len();
+    let xmax = outcomes
+        .iter()
+        .filter_map(value)
+        .chain(mark)
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.3;
+    let names: Vec<String> = outcomes.iter().map(|o| o.spec.to_string()).collect();
+    let row = |i: usize| n - 1 - i;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 19))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(names.iter().map(|s| s.len()).max().unwrap_or(4) as u32 * 8 + 16)
+        .build_cartesian_2d(0f64..xmax, (0..n).into_segmented())?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .light_line_style(RGBColor(235, 235, 235))
+        .y_labels(n)
+        .label_style((FONT, 14))
+        .y_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) if *i < n => names[row(*i)].clone(),
+            _ => String::new(),
+        })
+        .x_labels(5)
+        .x_label_formatter(&|v| label(*v))
+        .draw()?;
+    if let Some(x) = mark {
+        chart.draw_series(DashedLineSeries::new(
+            [(x, SegmentValue::Exact(0)), (x, SegmentValue::Exact(n))],
+            6,
+            4,
+            GREY.stroke_width(2),
+        ))?;
+    }
+    for (i, o) in outcomes.iter().enumerate() {
+        let y = row(i);
+        match value(o) {
+            Some(v) => {
+                let mut bar = Rectangle::new(
+                    [
+                        (0.0, SegmentValue::Exact(y)),
+                        (v, SegmentValue::Exact(y + 1)),
+                    ],
+                    color(o).filled(),
+                );
+                bar.set_margin(5, 5, 0, 0);
+                chart.draw_series(std::iter::once(bar))?;
+                chart.draw_series(std::iter::once(Text::new(
+                    format!(" {}", label(v)),
+                    (v, SegmentValue::CenterOf(y)),
+                    left_centered(&BLACK),
+                )))?;
+            }
+            None => {
+                chart.draw_series(std::iter::once(Text::new(
+                    " n/a",
+                    (0.0, SegmentValue::CenterOf(y)),
+                    left_centered(&GREY),
+                )))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the bar colours mean.
+fn legend_strip<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let mut x = 200;
+    for (color, text) in [
+        (PLAIN, "consistent hashing"),
+        (BOUNDED, "consistent hashing with bounded load"),
+        (OTHER, "no key affinity"),
+    ] {
+        area.draw(&Rectangle::new([(x, 12), (x + 18, 30)], color.filled()))?;
+        area.draw(&Text::new(text, (x + 26, 12), (FONT, 17)))?;
+        x += 60 + 9 * text.len() as i32;
+    }
+    Ok(())
+}
+
+/// Bar labels: starting at the point, vertically centred on it.
+fn left_centered(color: &RGBColor) -> TextStyle<'_> {
+    TextStyle::from((FONT, 14).into_font())
+        .color(color)
+        .pos(Pos::new(HPos::Left, VPos::Center))
+}

@@ -1,0 +1,390 @@
+//! `loadring simulate` as a user runs it: the built binary, small seeded runs.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_loadring");
+
+/// A small run: 40,000 requests at 4,000/s for 10 ms each (40 in flight).
+const SMALL: &[&str] = &[
+    "simulate",
+    "--requests",
+    "40000",
+    "--keys",
+    "2000",
+    "--rate",
+    "4000",
+    "--service",
+    "exp:10",
+];
+
+fn loadring(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the loadring binary runs")
+}
+
+fn small(extra: &[&str]) -> Output {
+    let args: Vec<&str> = SMALL.iter().chain(extra).copied().collect();
+    loadring(&args)
+}
+
+fn small_json(extra: &[&str]) -> Value {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(extra);
+    let out = small(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "nothing on stderr in a pipe (no progress bar): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn policy<'a>(report: &'a Value, spec: &str) -> &'a Value {
+    report["policies"]
+        .as_array()
+        .expect("policies is an array")
+        .iter()
+        .find(|p| p["policy"] == spec)
+        .unwrap_or_else(|| panic!("no policy {spec} in {report}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("{v} is not a number"))
+}
+
+/// The report without its wall-clock fields.
+fn deterministic(mut report: Value) -> Value {
+    report
+        .as_object_mut()
+        .expect("an object")
+        .remove("wall_seconds")
+        .expect("wall_seconds is reported");
+    for p in report["policies"].as_array_mut().expect("policies") {
+        let ns = p
+            .as_object_mut()
+            .expect("a policy object")
+            .remove("ns_per_pick")
+            .expect("ns_per_pick is reported");
+        assert!(f(&ns) >= 0.0);
+    }
+    report
+}
+
+#[test]
+fn a_seeded_run_is_identical_twice() {
+    let args = [
+        "-n",
+        "5",
+        "--workload",
+        "hot:0.2",
+        "--seed",
+        "42",
+        "-p",
+        "c_murmurhash",
+        "-p",
+        "c_murmurhash_bl",
+        "-p",
+        "c_md5:load_factor=1.5",
+    ];
+    let first = deterministic(small_json(&args));
+    let second = deterministic(small_json(&args));
+    assert_eq!(first, second);
+    let mut other_seed = args;
+    other_seed[5] = "43";
+    assert_ne!(
+        first["policies"],
+        deterministic(small_json(&other_seed))["policies"]
+    );
+}
+
+#[test]
+fn every_policy_object_has_exactly_the_documented_fields() {
+    let report = small_json(&["-n", "4", "-p", "c_murmurhash", "-p", "c_murmurhash_bl"]);
+    for p in report["policies"].as_array().unwrap() {
+        let mut keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "cap_violations",
+                "churn",
+                "ideal_churn",
+                "locality",
+                "max_over_mean",
+                "ns_per_pick",
+                "policy",
+                "requests_per_endpoint"
+            ]
+        );
+        let per_endpoint = p["requests_per_endpoint"].as_object().unwrap();
+        let addrs: Vec<&str> = per_endpoint.keys().map(String::as_str).collect();
+        assert_eq!(
+            addrs,
+            ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.4:80"]
+        );
+        let total: u64 = per_endpoint.values().map(|v| v.as_u64().unwrap()).sum();
+        assert_eq!(total, 40_000);
+    }
+    for key in [
+        "seed",
+        "requests",
+        "keys",
+        "workload",
+        "rate",
+        "service",
+        "endpoints",
+        "events",
+        "virtual_seconds",
+        "warmup_seconds",
+        "wall_seconds",
+    ] {
+        assert!(report.get(key).is_some(), "run parameter {key} missing");
+    }
+    assert_eq!(report["requests"], 40_000);
+    assert_eq!(report["events"][0]["change"], "remove");
+    assert_eq!(report["events"][0]["endpoint"], "10.0.0.4:80");
+}
+
+#[test]
+fn bounded_load_caps_the_hot_key_and_the_plain_ring_does_not() {
+    let report = small_json(&[
+        "-n",
+        "5",
+        "--workload",
+        "hot:0.3",
+        "-p",
+        "c_murmurhash",
+        "-p",
+        "c_murmurhash_bl",
+        "-p",
+        "c_md5:load_factor=1.25",
+    ]);
+    let plain = policy(&report, "c_murmurhash");
+    assert_eq!(plain["cap_violations"], Value::Null, "unbounded: no cap");
+    assert_eq!(f(&plain["locality"]), 1.0, "a plain ring serves the owner");
+    for spec in ["c_murmurhash_bl", "c_md5:load_factor=1.25"] {
+        let bounded = policy(&report, spec);
+        assert_eq!(bounded["cap_violations"], 0, "{spec}");
+        // load <= ceil(1.25 * (total + 1) / 5) with a mean of at least 4.
+        assert!(f(&bounded["max_over_mean"]) <= 1.5, "{spec}: {bounded}");
+        assert!(
+            f(&plain["max_over_mean"]) >= 1.75 * f(&bounded["max_over_mean"]),
+            "the hot key's owner: {plain} vs {bounded}"
+        );
+        let locality = f(&bounded["locality"]);
+        assert!(locality < 1.0 && locality > 0.5, "{spec}: {locality}");
+    }
+}
+
+#[test]
+fn removing_one_of_ten_moves_about_a_tenth_of_the_keys() {
+    let report = small_json(&["-n", "10", "-p", "c_murmurhash", "-p", "c_murmurhash_bl"]);
+    for spec in ["c_murmurhash", "c_murmurhash_bl"] {
+        let p = policy(&report, spec);
+        assert_eq!(f(&p["ideal_churn"]), 0.1);
+        let churn = f(&p["churn"]);
+        assert!((0.05..=0.15).contains(&churn), "{spec}: churn {churn}");
+    }
+    // Bounded load changes where requests go, not who owns a key.
+    assert_eq!(
+        policy(&report, "c_murmurhash")["churn"],
+        policy(&report, "c_murmurhash_bl")["churn"]
+    );
+    let removed = &policy(&report, "c_murmurhash")["requests_per_endpoint"]["10.0.0.10:80"];
+    assert!(removed.as_u64().unwrap() > 0, "served until its removal");
+}
+
+#[test]
+fn added_endpoints_take_requests_and_events_can_be_turned_off() {
+    let report = small_json(&[
+        "-n",
+        "3",
+        "-p",
+        "c_murmurhash",
+        "--add",
+        "10.0.0.9:80 weight=2@2.5s",
+    ]);
+    let p = policy(&report, "c_murmurhash");
+    assert!(p["requests_per_endpoint"]["10.0.0.9:80"].as_u64().unwrap() > 0);
+    assert_eq!(f(&p["ideal_churn"]), 0.4, "weight 2 of 5 must move to it");
+    assert_eq!(report["events"][0]["endpoint"], "10.0.0.9:80 weight=2");
+
+    let fixed = small_json(&["-n", "3", "-p", "c_murmurhash", "--no-events"]);
+    let p = policy(&fixed, "c_murmurhash");
+    assert_eq!(p["churn"], Value::Null);
+    assert_eq!(p["ideal_churn"], Value::Null);
+    assert_eq!(fixed["events"], Value::Array(vec![]));
+}
+
+#[test]
+fn the_table_has_a_row_and_a_verdict_per_policy() {
+    let out = small(&["-n", "5", "-p", "c_murmurhash", "-p", "c_murmurhash_bl"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("loadring simulate: 40,000 requests, 5 endpoints, seed 1\n"));
+    assert!(text.contains("10.0.0.5:80 removed at 5.0s"), "{text}");
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("policy "))
+        .expect("a header");
+    for column in [
+        "peak/mean",
+        "cap viol.",
+        "locality",
+        "churn",
+        "ideal",
+        "ns/pick",
+    ] {
+        assert!(header.contains(column), "{header}");
+    }
+    let verdicts: Vec<&str> = text
+        .lines()
+        .skip_while(|l| *l != "verdict")
+        .skip(1)
+        .take(2)
+        .collect();
+    assert!(verdicts[0].starts_with("c_murmurhash "), "{verdicts:?}");
+    assert!(verdicts[0].contains("hot spot"), "{verdicts:?}");
+    assert!(verdicts[1].starts_with("c_murmurhash_bl "), "{verdicts:?}");
+    assert!(verdicts[1].contains("never over its cap"), "{verdicts:?}");
+}
+
+#[test]
+fn plots_are_written_as_svg_and_png() {
+    let dir = std::env::temp_dir().join(format!("loadring-simulate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("run.svg");
+    let png = dir.join("run.png");
+    for path in [&svg, &png] {
+        let out = loadring(&[
+            "simulate",
+            "-n",
+            "4",
+            "--requests",
+            "5000",
+            "--rate",
+            "1000",
+            "-p",
+            "c_murmurhash",
+            "-p",
+            "c_murmurhash_bl",
+            "--json",
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg"));
+    assert!(text.contains("c_murmurhash_bl: in flight per endpoint"));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 20_000,
+        "a real picture: {} bytes",
+        bytes.len()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs with a bad flag: one `error:` line on stderr, nothing on stdout, exit 2.
+fn rejects(args: &[&str], want: &str) {
+    let mut all = vec!["simulate"];
+    all.extend_from_slice(args);
+    // Only the flag under test is wrong (the default policies may not all
+    // exist on every branch; a run that wrongly starts stays short).
+    if !args.contains(&"-p") {
+        all.extend(["-p", "c_murmurhash"]);
+    }
+    if !args.contains(&"--requests") {
+        all.extend(["--requests", "1000"]);
+    }
+    if !args.iter().any(|a| a.starts_with("--rate")) {
+        all.extend(["--rate", "100"]); // 10 s of virtual time
+    }
+    let out = loadring(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    assert!(stderr.contains(want), "{args:?}: {stderr} lacks {want:?}");
+}
+
+#[test]
+fn bad_flags_give_one_line_and_exit_2() {
+    rejects(
+        &["--workload", "pareto"],
+        "--workload pareto: unknown workload",
+    );
+    rejects(
+        &["--workload", "zipf:0"],
+        "zipf exponent `0` must be a number > 0",
+    );
+    rejects(&["--workload", "zipf:-1.5"], "zipf exponent `-1.5`");
+    rejects(&["--workload", "hot:0.1:0"], "zipf exponent `0`");
+    rejects(&["--workload", "hot:2"], "hot share `2` must be in (0, 1]");
+    rejects(&["--rate", "0"], "--rate 0: the arrival rate must be");
+    rejects(&["--rate=-3"], "--rate -3");
+    rejects(&["--rate", "inf"], "--rate inf");
+    rejects(&["--service", "exp:0"], "--service exp:0");
+    rejects(&["--service", "uniform:3"], "unknown distribution");
+    rejects(&["--backends", "0"], "no endpoints to simulate");
+    rejects(&["--requests", "0"], "--requests 0: accepted 1..=");
+    rejects(&["--keys", "0"], "--keys 0: accepted 1..=");
+    rejects(
+        &["-p", "c_murmurhash:replicas=0"],
+        "--policy c_murmurhash:replicas=0",
+    );
+    rejects(&["-p", "nope"], "unknown policy `nope`");
+    rejects(
+        &["-n", "3", "--remove", "10.0.0.7:80@50%"],
+        "10.0.0.7:80 is not an endpoint at that time",
+    );
+    rejects(
+        &[
+            "-n",
+            "3",
+            "--remove",
+            "10.0.0.3:80@1s",
+            "--remove",
+            "10.0.0.3:80@2s",
+        ],
+        "--remove 10.0.0.3:80@2s: 10.0.0.3:80 is not an endpoint at that time",
+    );
+    rejects(
+        &["-n", "3", "--add", "10.0.0.2:80@1s"],
+        "10.0.0.2:80 is already an endpoint",
+    );
+    rejects(&["-n", "3", "--remove", "10.0.0.3:80"], "expected WHAT@T");
+    rejects(
+        &["-n", "3", "--remove", "10.0.0.3:80@99s"],
+        "outside the run",
+    );
+    rejects(
+        &["-n", "1", "--remove", "10.0.0.1:80@1s"],
+        "would leave no endpoint",
+    );
+    rejects(&["--plot", "run.jpg"], "must end in .svg or .png");
+    rejects(&["-e", "a", "-e", "a"], "endpoint a is given twice");
+    let empty = std::env::temp_dir().join(format!("loadring-empty-{}.txt", std::process::id()));
+    std::fs::write(&empty, "# nothing here\n\n").unwrap();
+    rejects(
+        &["--endpoints", empty.to_str().unwrap()],
+        "no endpoints in the file",
+    );
+    std::fs::remove_file(&empty).unwrap();
+}
