@@ -34,6 +34,7 @@ mod endpoint;
 mod error;
 pub mod hash;
 mod hashing;
+mod ketama;
 mod load;
 mod policy;
 mod pool;

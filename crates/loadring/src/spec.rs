@@ -12,11 +12,18 @@ use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
 use crate::error::{spec_err, Error, Result};
 use crate::hashing::Hashing;
+use crate::ketama::Ketama;
 use crate::policy::Policy;
 use crate::pool::Pool;
 
 /// Every policy name, for help texts and errors.
-pub const POLICY_NAMES: &[&str] = &["c_murmurhash", "c_murmurhash_bl", "c_md5", "c_ketama"];
+pub const POLICY_NAMES: &[&str] = &[
+    "c_murmurhash",
+    "c_murmurhash_bl",
+    "c_md5",
+    "c_ketama",
+    "ketama",
+];
 
 /// A parsed, validated policy specification.
 ///
@@ -44,6 +51,7 @@ pub struct PolicySpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Brpc(BrpcRing),
+    Ketama(Ketama),
 }
 
 impl PolicySpec {
@@ -51,19 +59,26 @@ impl PolicySpec {
     pub fn name(&self) -> &'static str {
         match &self.kind {
             Kind::Brpc(ring) => ring.name(),
+            Kind::Ketama(k) => k.name(),
         }
     }
 
     /// Whether the policy places requests by hash (needs a key or a code).
     pub fn is_hashing(&self) -> bool {
         match &self.kind {
-            Kind::Brpc(_) => true,
+            Kind::Brpc(_) | Kind::Ketama(_) => true,
         }
     }
 
     /// The load bound, for bounded hashing policies.
     pub fn load_factor(&self) -> Option<LoadFactor> {
         self.bound
+    }
+
+    /// The parsed policy family and parameters.
+    #[cfg(test)]
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.kind
     }
 
     /// The specification as it was written (trimmed).
@@ -79,6 +94,7 @@ impl PolicySpec {
                 pool,
                 self.bound,
             )?)),
+            Kind::Ketama(k) => Ok(Box::new(Hashing::new(k.build(&pool)?, pool, self.bound)?)),
         }
     }
 }
@@ -113,6 +129,7 @@ impl FromStr for PolicySpec {
                 Kind::Brpc(BrpcRing::parse(BrpcHash::Ketama, &mut params)?),
                 None,
             ),
+            "ketama" => (Kind::Ketama(Ketama::parse(&mut params)?), None),
             _ => {
                 return Err(spec_err(format!(
                     "unknown policy `{}` (accepted: {})",
@@ -122,7 +139,7 @@ impl FromStr for PolicySpec {
             }
         };
         let hashing = match &kind {
-            Kind::Brpc(_) => true,
+            Kind::Brpc(_) | Kind::Ketama(_) => true,
         };
         let bound = if hashing {
             params.take_bound()?.or(default_bound)

@@ -89,3 +89,23 @@ fn brpc_c_md5_codes() {
 fn brpc_c_ketama_codes() {
     check("brpc_c_ketama_3servers.tsv");
 }
+
+#[test]
+fn libketama_servers_keys() {
+    check("libketama_servers.tsv");
+}
+
+#[test]
+fn libmemcached_live_ketama_unweighted() {
+    check("libmemcached_live_A_ketama_w111.tsv");
+}
+
+#[test]
+fn libmemcached_live_ketama_weighted_equal() {
+    check("libmemcached_live_C_ketama_weighted_w111.tsv");
+}
+
+#[test]
+fn libmemcached_live_ketama_weighted_123() {
+    check("libmemcached_live_D_ketama_weighted_w123.tsv");
+}
