@@ -127,10 +127,20 @@ pub enum PlotFormat {
     Png,
 }
 
+/// A policy to simulate: as the user wrote it, and as it runs.
+#[derive(Debug)]
+pub struct Policy {
+    /// The spec as given (shown in the table, the JSON and the plot).
+    pub name: String,
+    /// What runs: the spec, plus `seed=` from `--seed` for a randomized
+    /// policy given none, so that the run replays exactly.
+    pub spec: PolicySpec,
+}
+
 /// A validated run.
 #[derive(Debug)]
 pub struct Config {
-    pub policies: Vec<PolicySpec>,
+    pub policies: Vec<Policy>,
     pub endpoints: Vec<Endpoint>,
     pub requests: usize,
     pub keys: usize,
@@ -192,23 +202,26 @@ impl Args {
         })
     }
 
-    fn policies(&self) -> Result<Vec<PolicySpec>, CliError> {
+    fn policies(&self) -> Result<Vec<Policy>, CliError> {
         let texts: Vec<&str> = if self.policy.is_empty() {
             DEFAULT_POLICIES.to_vec()
         } else {
-            self.policy.iter().map(String::as_str).collect()
+            self.policy.iter().map(|t| t.trim()).collect()
         };
-        let mut specs: Vec<PolicySpec> = Vec::with_capacity(texts.len());
+        let mut policies: Vec<Policy> = Vec::with_capacity(texts.len());
         for text in texts {
             let spec: PolicySpec = text
                 .parse()
                 .map_err(|e| CliError(format!("--policy {text}: {e}")))?;
-            if specs.iter().any(|s| s.as_str() == spec.as_str()) {
+            if policies.iter().any(|p| p.name == text) {
                 return Err(CliError(format!("--policy {text} is given twice")));
             }
-            specs.push(spec);
+            policies.push(Policy {
+                name: text.to_string(),
+                spec: seeded(text, self.seed).unwrap_or(spec),
+            });
         }
-        Ok(specs)
+        Ok(policies)
     }
 
     fn endpoints(&self) -> Result<Vec<Endpoint>, CliError> {
@@ -340,6 +353,17 @@ impl Args {
     }
 }
 
+/// `text` with `seed=SEED` added, if the policy takes a seed and has none
+/// (randomized policies such as `p2c`); `None` otherwise.
+fn seeded(text: &str, seed: u64) -> Option<PolicySpec> {
+    let with_seed = if text.contains(':') {
+        format!("{text} seed={seed}")
+    } else {
+        format!("{text}:seed={seed}")
+    };
+    with_seed.parse().ok()
+}
+
 /// Splits `WHAT@T` at its last `@` and turns T into nanoseconds of virtual time.
 fn split_event<'a>(flag: &str, text: &'a str, duration: f64) -> Result<(&'a str, u64), CliError> {
     let (what, time) = text.rsplit_once('@').ok_or_else(|| {
@@ -409,6 +433,21 @@ mod tests {
         assert!(parse_time("-1", 50.0).is_err());
         assert!(parse_time("101%", 50.0).is_err());
         assert!(parse_time("soon", 50.0).is_err());
+    }
+
+    #[test]
+    fn only_policies_that_take_a_seed_get_one() {
+        // Hashing policies take no seed: they run as written.
+        assert_eq!(seeded("c_murmurhash", 7), None);
+        assert_eq!(seeded("c_murmurhash:replicas=10", 7), None);
+        // A randomized policy given its own seed keeps it (a second is an error).
+        if "p2c".parse::<PolicySpec>().is_ok() {
+            assert_eq!(
+                seeded("p2c", 7).map(|s| s.as_str().to_string()),
+                Some("p2c:seed=7".to_string())
+            );
+            assert_eq!(seeded("p2c:seed=3", 7), None);
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use loadring::{Balancer, Endpoint, LoadFactor, Pick, PolicySpec, Request};
 
-use super::args::{Change, Event};
+use super::args::{Change, Event, Policy};
 use super::timeline::Timeline;
 use super::workload::Trace;
 use crate::CliError;
@@ -137,6 +137,8 @@ fn clock_cost() -> Duration {
 /// One policy's run.
 #[derive(Debug)]
 pub struct Outcome {
+    /// The policy as the user wrote it.
+    pub name: String,
     pub spec: PolicySpec,
     pub max_over_mean: f64,
     pub cap_violations: Option<u64>,
@@ -222,11 +224,11 @@ impl Membership {
 /// Runs `spec` over the whole trace. `progress` is told how many requests
 /// were placed since it was last called.
 pub fn simulate(
-    spec: &PolicySpec,
+    policy: &Policy,
     setup: &Setup<'_>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Outcome, CliError> {
-    let name = spec.as_str();
+    let (name, spec) = (policy.name.as_str(), &policy.spec);
     let fail = |what: String| CliError(format!("{name}: {what}"));
     let trace = setup.trace;
     let keys = &trace.keys;
@@ -369,6 +371,7 @@ pub fn simulate(
         pick_time.as_nanos() as f64 / timed.max(1) as f64 - setup.clock_cost.as_nanos() as f64;
     let (timeline, means, window_ns) = timeline.finish();
     Ok(Outcome {
+        name: name.to_string(),
         spec: spec.clone(),
         max_over_mean,
         cap_violations: bound.map(|_| violations),
@@ -457,7 +460,11 @@ mod tests {
         let initial = Box::leak(endpoints(n).into_boxed_slice());
         let events = Box::leak(events.to_vec().into_boxed_slice());
         let setup = Setup::new(trace, initial, events);
-        let outcome = simulate(&spec.parse().unwrap(), &setup, &|_| {}).unwrap();
+        let policy = Policy {
+            name: spec.to_string(),
+            spec: spec.parse().unwrap(),
+        };
+        let outcome = simulate(&policy, &setup, &|_| {}).unwrap();
         (outcome, setup)
     }
 

@@ -95,7 +95,7 @@ pub fn render(config: &Config, setup: &Setup<'_>, outcomes: &[Outcome], wall: f6
         policies: outcomes
             .iter()
             .map(|o| PolicyJson {
-                policy: o.spec.as_str(),
+                policy: &o.name,
                 max_over_mean: o.max_over_mean,
                 cap_violations: o.cap_violations,
                 locality: o.locality,

@@ -79,10 +79,10 @@ fn run_all(config: &Config, setup: &Setup<'_>) -> Result<Vec<Outcome>, CliError>
         for _ in 0..threads {
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(spec) = policies.get(i) else {
+                let Some(policy) = policies.get(i) else {
                     return;
                 };
-                let outcome = engine::simulate(spec, setup, &report);
+                let outcome = engine::simulate(policy, setup, &report);
                 // A poisoned lock means another worker panicked; the panic
                 // is re-raised when the scope ends.
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(outcome);

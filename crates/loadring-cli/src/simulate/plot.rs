@@ -170,8 +170,8 @@ where
     let seconds = |w: usize| (w as f64 + 0.5) * o.window_ns as f64 / 1e9;
     let xmax = windows as f64 * o.window_ns as f64 / 1e9;
     let caption = match o.spec.load_factor() {
-        Some(f) => format!("{}: in flight per endpoint (cap {f}x the mean)", o.spec),
-        None => format!("{}: in flight per endpoint", o.spec),
+        Some(f) => format!("{}: in flight per endpoint (cap {f}x the mean)", o.name),
+        None => format!("{}: in flight per endpoint", o.name),
     };
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, 22))
@@ -271,7 +271,7 @@ where
         .fold(0.0f64, f64::max)
         .max(1e-9)
         * 1.3;
-    let names: Vec<String> = outcomes.iter().map(|o| o.spec.to_string()).collect();
+    let names: Vec<String> = outcomes.iter().map(|o| o.name.clone()).collect();
     let row = |i: usize| n - 1 - i;
     let mut chart = ChartBuilder::on(area)
         .caption(title, (FONT, 19))

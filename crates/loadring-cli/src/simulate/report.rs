@@ -81,7 +81,7 @@ fn metrics(out: &mut String, outcomes: &[Outcome]) {
         let _ = writeln!(
             out,
             "{:<width$}  {:>9.2}  {:>9}  {:>8}  {:>6}  {:>6}  {:>7.0}",
-            o.spec.as_str(),
+            o.name,
             o.max_over_mean,
             o.cap_violations
                 .map_or_else(|| "-".into(), |v| v.to_string()),
@@ -96,7 +96,7 @@ fn metrics(out: &mut String, outcomes: &[Outcome]) {
 fn policy_width(outcomes: &[Outcome]) -> usize {
     outcomes
         .iter()
-        .map(|o| o.spec.as_str().len())
+        .map(|o| o.name.len())
         .max()
         .unwrap_or(0)
         .max("policy".len())
@@ -106,7 +106,7 @@ fn verdicts(out: &mut String, outcomes: &[Outcome]) {
     let width = policy_width(outcomes);
     let _ = writeln!(out, "verdict");
     for o in outcomes {
-        let _ = writeln!(out, "{:<width$}  {}", o.spec.as_str(), verdict(o));
+        let _ = writeln!(out, "{:<width$}  {}", o.name, verdict(o));
     }
 }
 
@@ -173,7 +173,7 @@ fn shares(out: &mut String, setup: &Setup<'_>, outcomes: &[Outcome]) {
     out.push('\n');
     for o in outcomes {
         let total = o.requests.iter().sum::<u64>().max(1) as f64;
-        let _ = write!(out, "{:<width$}", o.spec.as_str());
+        let _ = write!(out, "{:<width$}", o.name);
         for &n in &o.requests {
             let _ = write!(out, "  {:>col$.1}", n as f64 * 100.0 / total);
         }
