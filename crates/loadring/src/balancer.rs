@@ -40,6 +40,25 @@ use crate::spec::PolicySpec;
 /// assert_eq!(balancer.total_in_flight(), 0);
 /// # Ok::<(), loadring::Error>(())
 /// ```
+///
+/// # When nothing can be picked
+/// Unhealthy endpoints (see [`Balancer::set_healthy`]) and those a request
+/// excludes are skipped by walking on (clockwise, for hashing policies). When
+/// every endpoint is unhealthy or excluded, `pick` returns
+/// [`Error::NoEligibleEndpoint`]: retrying on an endpoint the caller chose to
+/// avoid is a decision left to the caller, who can pick again without the
+/// exclusion.
+///
+/// # Bounded load under concurrency
+/// Single-threaded, a bounded pick never takes an endpoint past its cap
+/// `ceil(F * (total + 1) * w / W)`, except in the fallback: when unhealthy or
+/// excluded endpoints leave no eligible endpoint below its cap, the pick goes
+/// to the least-loaded eligible one. Under `T` threads each reservation is a
+/// compare-and-swap against the cap computed from the total its pick read, so
+/// no reservation exceeds that cap; the total read may lag behind picks and
+/// releases of other threads. With at most `G` guards alive at once and at
+/// least `n` eligible endpoints, no endpoint holds more than
+/// `max(cap(G + T), (G + T) / n) + T` requests (the stress tests check it).
 #[derive(Debug)]
 pub struct Balancer {
     spec: PolicySpec,

@@ -114,3 +114,128 @@ fn brpc_ranks(pool: &Pool) -> Vec<u32> {
     }
     rank
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicI64;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::endpoint::{dedup, Endpoint};
+    use crate::load::Member;
+
+    fn pool(endpoints: Vec<Endpoint>) -> Pool {
+        let total = Arc::new(AtomicI64::new(0));
+        let members = endpoints
+            .iter()
+            .map(|e| Arc::new(Member::new(e, total.clone())))
+            .collect();
+        Pool::new(endpoints, members, true, total)
+    }
+
+    /// brpc's own way: add one server at a time, inserting its points into a
+    /// sorted ring (ties by brpc's endpoint order).
+    fn one_at_a_time(ring: &BrpcRing, endpoints: &[Endpoint]) -> Vec<(u32, String)> {
+        let mut sorted: Vec<(u32, usize)> = Vec::new();
+        for (owner, e) in endpoints.iter().enumerate() {
+            let nodes = u64::from(ring.replicas) * u64::from(e.weight());
+            let mut points = Vec::new();
+            match ring.hash {
+                BrpcHash::Murmur3 => points.extend(
+                    (0..nodes).map(|i| murmur3_x86_32(format!("{}-{i}", e.addr()).as_bytes(), 0)),
+                ),
+                BrpcHash::Md5 => points
+                    .extend((0..nodes).map(|i| md5_le32(format!("{}-{i}", e.addr()).as_bytes()))),
+                BrpcHash::Ketama => {
+                    for i in 0..nodes / 4 {
+                        points.extend(md5_words(format!("{}-{i}", e.addr()).as_bytes()));
+                    }
+                }
+            }
+            for p in points {
+                let at = sorted.partition_point(|&(q, o)| {
+                    q < p || (q == p && endpoints[o].brpc_cmp(e) == std::cmp::Ordering::Less)
+                });
+                sorted.insert(at, (p, owner));
+            }
+        }
+        sorted
+            .into_iter()
+            .map(|(p, o)| (p, endpoints[o].addr().to_string()))
+            .collect()
+    }
+
+    fn endpoint() -> impl Strategy<Value = Endpoint> {
+        let addr = prop_oneof![
+            (any::<[u8; 4]>(), 1u16..4)
+                .prop_map(|(ip, port)| format!("{}.{}.{}.{}:{port}", ip[0], ip[1], ip[2], ip[3])),
+            (0u8..8).prop_map(|n| format!("web{n}")),
+            (0u8..4, 80u16..82).prop_map(|(n, port)| format!("10.0.0.{n}:{port}")),
+        ];
+        (addr, 0u32..3).prop_map(|(a, w)| Endpoint::new(a).unwrap().with_weight(w))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn the_batch_build_equals_brpcs_one_at_a_time_ring(
+            endpoints in proptest::collection::vec(endpoint(), 1..12),
+            hash in prop_oneof![Just(BrpcHash::Murmur3), Just(BrpcHash::Md5), Just(BrpcHash::Ketama)],
+            replicas in (1u32..6).prop_map(|r| r * 4),
+        ) {
+            // Keep one endpoint per address: weights differ between duplicates.
+            let mut seen = std::collections::HashSet::new();
+            let endpoints: Vec<Endpoint> = endpoints.into_iter().filter(|e| seen.insert(e.addr().to_string())).collect();
+            let endpoints = dedup(endpoints).unwrap();
+            let ring = BrpcRing { hash, replicas };
+            let pool = pool(endpoints.clone());
+            let built = ring.build(&pool).unwrap();
+            let batch: Vec<(u32, String)> = (0..built.ring.len())
+                .map(|i| (built.ring.point(i), pool.endpoint(built.ring.owner(i)).addr().to_string()))
+                .collect();
+            prop_assert_eq!(batch, one_at_a_time(&ring, &endpoints));
+        }
+    }
+
+    #[test]
+    fn colliding_points_go_to_the_endpoint_brpc_sorts_first() {
+        // Same address twice under different tags: every point collides.
+        let a = Endpoint::new("10.0.0.1:80").unwrap().with_tag("b").unwrap();
+        let b = Endpoint::new("10.0.0.1:80").unwrap().with_tag("a").unwrap();
+        let pool = pool(vec![a, b]);
+        let built = BrpcRing {
+            hash: BrpcHash::Murmur3,
+            replicas: 3,
+        }
+        .build(&pool)
+        .unwrap();
+        for i in (0..6).step_by(2) {
+            assert_eq!(built.ring.point(i), built.ring.point(i + 1));
+            assert_eq!(
+                pool.endpoint(built.ring.owner(i)).tag(),
+                Some("a"),
+                "tag `a` sorts first"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ring_too_large_is_an_error_naming_the_sizes() {
+        let endpoints: Vec<Endpoint> = (0..100)
+            .map(|i| Endpoint::new(format!("h{i}")).unwrap())
+            .collect();
+        let err = BrpcRing {
+            hash: BrpcHash::Murmur3,
+            replicas: 100_000,
+        }
+        .build(&pool(endpoints))
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "c_murmurhash: replicas=100000 times a total weight of 100 makes 10000000 points, more than the limit of 8388608"
+        );
+    }
+}

@@ -1,0 +1,276 @@
+//! The `loadring` binary as its users drive it.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn loadring(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadring"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run loadring");
+    let mut input = child.stdin.take().unwrap();
+    let text = stdin.to_string();
+    let writer = std::thread::spawn(move || {
+        // A command that fails early closes its stdin: that is not an error here.
+        let _ = input.write_all(text.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn vector_files() -> Vec<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../loadring/tests/data");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "tsv"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 14,
+        "the reference vectors are in {}",
+        dir.display()
+    );
+    files
+}
+
+/// Every reference vector file, through `loadring place`, as check_vectors.py does.
+#[test]
+fn place_reproduces_every_reference_vector() {
+    for file in vector_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut args = vec!["place".to_string()];
+        let mut rows = Vec::new();
+        for line in text.lines() {
+            if let Some(p) = line.strip_prefix("# policy: ") {
+                args.extend(["--policy".into(), p.into()]);
+            } else if let Some(e) = line.strip_prefix("# endpoint: ") {
+                args.extend(["-e".into(), e.into()]);
+            } else if line == "# input: codes" {
+                args.push("--codes".into());
+            } else if !line.starts_with('#') && !line.is_empty() {
+                rows.push(line);
+            }
+        }
+        let input: String = rows
+            .iter()
+            .map(|r| format!("{}\n", r.split('\t').next().unwrap()))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = loadring(&args, &input);
+        let name = file.file_name().unwrap().to_string_lossy();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = String::from_utf8(out.stdout).unwrap();
+        let got: Vec<&str> = got.lines().collect();
+        assert_eq!(got.len(), rows.len(), "{name}");
+        let wrong = got.iter().zip(&rows).filter(|(g, w)| g != w).count();
+        assert_eq!(wrong, 0, "{name}: {wrong} of {} rows differ", rows.len());
+    }
+}
+
+/// Bad input: exit code 2 and exactly one line `error: ...` naming the culprit.
+#[test]
+fn bad_input_is_one_error_line_and_exit_code_2() {
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &["place", "--policy", "nope", "-e", "a"],
+            "",
+            "unknown policy `nope`",
+        ),
+        (
+            &["place", "--policy", "c_md5:replicas=0", "-e", "a"],
+            "",
+            "replicas=0 is out of range: accepted 1..=8388608",
+        ),
+        (
+            &["place", "--policy", "c_ketama:replicas=6", "-e", "a"],
+            "",
+            "multiple of 4",
+        ),
+        (
+            &[
+                "place",
+                "--policy",
+                "c_murmurhash_bl:load_factor=1.0",
+                "-e",
+                "a",
+            ],
+            "",
+            "load_factor=1.0",
+        ),
+        (
+            &[
+                "place",
+                "--policy",
+                "c_murmurhash_bl:balance=99.5",
+                "-e",
+                "a",
+            ],
+            "",
+            "balance=99.5",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a weight=-1"],
+            "",
+            "weight `-1`",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a color=red"],
+            "",
+            "unknown attribute `color`",
+        ),
+        (&["place", "--policy", "c_md5"], "", "no endpoints"),
+        (
+            &["place", "--policy", "c_md5", "-e", "a weight=0"],
+            "",
+            "every endpoint has weight 0",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "1\n2\nx\n",
+            "line 3: `x` is not a request code",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "4294967296\n",
+            "line 1: request code 4294967296 is out of range",
+        ),
+        (
+            &[
+                "place",
+                "--policy",
+                "c_md5",
+                "-e",
+                "a",
+                "--endpoints",
+                "/nonexistent",
+            ],
+            "",
+            "--endpoints /nonexistent",
+        ),
+        (
+            &["describe", "--policy", "c_md5:replicas=x", "-e", "a"],
+            "",
+            "replicas=x is not a whole number",
+        ),
+        (
+            &["shell", "--policy", "c_murmurhash_bl:load_factor=abc"],
+            "",
+            "load_factor=abc",
+        ),
+    ];
+    for (args, stdin, want) in cases {
+        let out = loadring(args, stdin);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(
+            err.starts_with("error: ") && err.contains(want),
+            "{args:?}: {err:?} lacks {want:?}"
+        );
+    }
+}
+
+#[test]
+fn place_keeps_the_lines_before_a_bad_one() {
+    let out = loadring(
+        &[
+            "place",
+            "--policy",
+            "c_murmurhash",
+            "-e",
+            "10.0.0.1:80",
+            "--codes",
+        ],
+        "5\nbad\n",
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "5\t10.0.0.1:80\n");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn describe_json_shares_sum_to_one() {
+    let out = loadring(
+        &[
+            "describe",
+            "--policy",
+            "c_md5",
+            "-e",
+            "10.0.0.1:80",
+            "-e",
+            "10.0.0.2:80 weight=3",
+            "--json",
+        ],
+        "",
+    );
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["entries"], 400);
+    assert_eq!(json["entry_label"], "points");
+    let shares: Vec<f64> = json["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["share"].as_f64().unwrap())
+        .collect();
+    assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    assert!(
+        shares[1] > 2.0 * shares[0],
+        "weight 3 owns about three quarters: {shares:?}"
+    );
+    assert!(json["deviation"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn describe_prints_an_aligned_table() {
+    let out = loadring(
+        &[
+            "describe",
+            "--policy",
+            "c_murmurhash",
+            "-e",
+            "10.0.0.1:80",
+            "-e",
+            "web-long-name",
+        ],
+        "",
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("points     200"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("10.0.0.1:80") || l.starts_with("web-long-name"))
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[0].find('%'),
+        rows[1].find('%'),
+        "columns line up:\n{text}"
+    );
+}
+
+#[test]
+fn shell_reproduces_the_course_walk_through() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let input = std::fs::read_to_string(dir.join("shell_walkthrough.in")).unwrap();
+    let want = std::fs::read_to_string(dir.join("shell_walkthrough.out")).unwrap();
+    let out = loadring(&["shell"], &input);
+    assert!(out.status.success());
+    let got = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(got.lines().count(), want.lines().count());
+    for (g, w) in got.lines().zip(want.lines()) {
+        assert!(
+            g == w || (w == "ERR" && g.starts_with("ERR ")),
+            "got {g:?}, want {w:?}"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! Many threads picking, releasing, updating and flapping health at once:
+//! no panic, every counter back to zero, caps within the documented bound.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+
+use loadring::{Balancer, Endpoint, Error, LoadFactor, Request};
+
+const PICKERS: u64 = 4;
+const PICKS: u64 = 20_000;
+const HELD: u64 = 8;
+
+fn endpoints(skip: Option<usize>) -> Vec<Endpoint> {
+    (1..=8)
+        .filter(|i| Some(*i) != skip)
+        .map(|i| Endpoint::new(format!("10.1.0.{i}:80")).unwrap())
+        .collect()
+}
+
+fn stress(spec: &str) {
+    let balancer = Balancer::new(spec.parse().unwrap(), endpoints(None)).unwrap();
+    let factor: LoadFactor = balancer.spec().load_factor().unwrap();
+    // The bound documented on `Balancer`: with at most G guards alive at once
+    // and T picking threads, no endpoint holds more than
+    // max(cap(G + T), (G + T) / n) + T, n the fewest eligible endpoints: here 8
+    // members, one of them removed by the updater and one unhealthy at a time.
+    let (g, t, n) = (PICKERS * HELD, PICKERS, 6);
+    let bound = factor.cap(g + t, 1, n + 1).max((g + t) / n) + t;
+    let done = AtomicBool::new(false);
+    let worst_overshoot = AtomicU64::new(0);
+    thread::scope(|s| {
+        let pickers: Vec<_> = (0..PICKERS)
+            .map(|t| {
+                let (balancer, worst) = (&balancer, &worst_overshoot);
+                s.spawn(move || {
+                    let mut held = VecDeque::new();
+                    for i in 0..PICKS {
+                        // Mostly one hot key, the rest spread out.
+                        let key = if i % 4 == 0 {
+                            format!("k{t}-{i}")
+                        } else {
+                            "hot".to_string()
+                        };
+                        match balancer.pick(&Request::key(&key)) {
+                            Ok(pick) => {
+                                let load = pick.in_flight();
+                                assert!(
+                                    load <= bound,
+                                    "{} holds {load}, above the bound {bound}",
+                                    pick.addr()
+                                );
+                                if let Ok(Some(cap)) = balancer.cap(pick.addr()) {
+                                    worst.fetch_max(load.saturating_sub(cap), Ordering::Relaxed);
+                                }
+                                held.push_back(pick);
+                                if held.len() as u64 > HELD - 1 {
+                                    held.pop_front();
+                                }
+                            }
+                            Err(Error::NoEligibleEndpoint { .. }) => {}
+                            Err(e) => panic!("unexpected error: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        s.spawn(|| {
+            let mut round = 0usize;
+            while !done.load(Ordering::Relaxed) {
+                let skip = if round % 2 == 0 {
+                    Some(round % 8 + 1)
+                } else {
+                    None
+                };
+                balancer.update(endpoints(skip)).unwrap();
+                round += 1;
+                thread::yield_now();
+            }
+        });
+        s.spawn(|| {
+            let mut round = 0usize;
+            while !done.load(Ordering::Relaxed) {
+                let addr = format!("10.1.0.{}:80", round % 8 + 1);
+                // The updater may have just removed it: that is an expected error.
+                let _ = balancer.set_healthy(&addr, false);
+                thread::yield_now();
+                let _ = balancer.set_healthy(&addr, true);
+                round += 1;
+            }
+        });
+        let results: Vec<_> = pickers.into_iter().map(|p| p.join()).collect();
+        // Stop the updater and the flapper before reporting a picker's panic,
+        // or the scope would wait for them forever.
+        done.store(true, Ordering::Relaxed);
+        for r in results {
+            if let Err(panic) = r {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    assert_eq!(balancer.total_in_flight(), 0, "every guard was dropped");
+    assert!(
+        balancer.loads().iter().all(|(_, l)| *l == 0),
+        "{:?}",
+        balancer.loads()
+    );
+    eprintln!(
+        "{spec}: worst load above the instantaneous cap: {} (bound on the load: {bound})",
+        worst_overshoot.load(Ordering::Relaxed)
+    );
+}
+
+#[test]
+fn concurrent_bounded_picks_updates_and_health_flaps() {
+    stress("c_murmurhash_bl");
+}
+
+#[test]
+fn concurrent_picks_on_a_tight_bound() {
+    stress("c_md5:load_factor=1.05");
+}
