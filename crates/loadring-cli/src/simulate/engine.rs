@@ -14,7 +14,7 @@ use loadring::{Balancer, Endpoint, LoadFactor, Pick, PolicySpec, Request};
 
 use super::args::{Change, Event, Policy};
 use super::timeline::Timeline;
-use super::workload::Trace;
+use super::workload::{Arrival, Trace};
 use crate::CliError;
 
 /// Picks in the first 5% of virtual time are warm-up for `max_over_mean`.
@@ -221,169 +221,226 @@ impl Membership {
     }
 }
 
-/// Runs `spec` over the whole trace. `progress` is told how many requests
+/// Runs `policy` over the whole trace. `progress` is told how many requests
 /// were placed since it was last called.
 pub fn simulate(
     policy: &Policy,
     setup: &Setup<'_>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Outcome, CliError> {
-    let (name, spec) = (policy.name.as_str(), &policy.spec);
-    let fail = |what: String| CliError(format!("{name}: {what}"));
-    let trace = setup.trace;
-    let keys = &trace.keys;
-    let balancer =
-        Balancer::new(spec.clone(), setup.initial.to_vec()).map_err(|e| fail(e.to_string()))?;
-    let hashing = spec.is_hashing();
-    let bound: Option<LoadFactor> = spec.load_factor();
-    let mut members = Membership::new(setup);
-    let mut natural = if hashing {
-        natural_owners(&balancer, setup).map_err(fail)?
-    } else {
-        Vec::new()
-    };
-    let mut timeline = Timeline::new(
-        setup.addrs.len(),
-        WINDOWS,
-        trace.end(),
-        members.weight.iter().map(|&w| w > 0).collect(),
-    );
-    // Room for the steady state; the heap grows on its own if needed.
-    let mut heap: BinaryHeap<Departure> = BinaryHeap::with_capacity(4096);
-    let mut next_event = 0usize;
-    let mut churn = Vec::with_capacity(setup.events.len());
-
-    let mut requests = vec![0u64; setup.addrs.len()];
-    let mut local = 0u64;
-    let mut violations = 0u64;
-    let mut max_over_mean = 0.0f64;
-    let mut pick_time = Duration::ZERO;
-    let mut timed = 0u64;
+    let mut run = Run::new(policy, setup)?;
     let mut unreported = 0u64;
-
-    // Departures and membership events due at or before `until`, in time
-    // order; a departure at the same time as an event goes first.
-    let mut settle = |until: u64,
-                      heap: &mut BinaryHeap<Departure>,
-                      timeline: &mut Timeline,
-                      members: &mut Membership,
-                      natural: &mut Vec<u32>|
-     -> Result<(), CliError> {
-        loop {
-            let departure = heap.peek().map(|d| d.at).filter(|&t| t <= until);
-            let event = setup.events.get(next_event).filter(|e| e.at <= until);
-            match (departure, event) {
-                (Some(t), e) if e.map_or(true, |e| t <= e.at) => {
-                    // The heap is not empty: peek just saw a departure.
-                    let d = heap.pop().expect("peeked");
-                    timeline.change(d.at, d.endpoint, false);
-                }
-                (_, Some(event)) => {
-                    timeline.advance(event.at);
-                    members.apply(&event.change, setup);
-                    balancer
-                        .update(members.current.clone())
-                        .map_err(|e| fail(format!("at {}s: {e}", event.at as f64 / 1e9)))?;
-                    let i = setup.index[event.change.addr()];
-                    timeline.set_member(i, members.weight[i] > 0);
-                    if hashing {
-                        let next = natural_owners(&balancer, setup).map_err(fail)?;
-                        let moved = natural.iter().zip(&next).filter(|(a, b)| a != b).count();
-                        churn.push(moved as f64 / keys.len() as f64);
-                        *natural = next;
-                    }
-                    next_event += 1;
-                }
-                _ => return Ok(()),
-            }
-        }
-    };
-
-    for (seq, arrival) in trace.arrivals.iter().enumerate() {
-        settle(
-            arrival.at,
-            &mut heap,
-            &mut timeline,
-            &mut members,
-            &mut natural,
-        )?;
-        let key = arrival.key as usize;
-        let request = Request::key(keys.get(key));
-        let total_before = balancer.total_in_flight();
-        let started = Instant::now();
-        let pick = balancer
-            .pick(&request)
-            .map_err(|e| fail(format!("request {} (key-{key}): {e}", seq + 1)))?;
-        let took = started.elapsed();
-        if took < PREEMPTED {
-            pick_time += took;
-            timed += 1;
-        }
-        let e = *setup
-            .index
-            .get(pick.addr())
-            .ok_or_else(|| fail(format!("picked {}, which is not an endpoint", pick.addr())))?;
-        let load = pick.in_flight();
-        requests[e] += 1;
-        if hashing && natural[key] as usize == e {
-            local += 1;
-        }
-        if let Some(factor) = bound {
-            // The cap this pick was bound by: the exact formula on the load
-            // before the pick (design.md, "Bounded load").
-            let cap = factor.cap(total_before, members.weight[e] as u32, members.weight_sum);
-            if load > cap {
-                violations += 1;
-            }
-        }
-        if arrival.at >= setup.warmup {
-            let total = balancer.total_in_flight() as f64;
-            if total / members.count as f64 >= MIN_MEAN {
-                let fair = total * members.weight[e] as f64 / members.weight_sum as f64;
-                max_over_mean = max_over_mean.max(load as f64 / fair);
-            }
-        }
-        timeline.change(arrival.at, e, true);
-        heap.push(Departure {
-            at: arrival.at.saturating_add(arrival.service),
-            seq,
-            endpoint: e,
-            _pick: pick,
-        });
+    for (seq, arrival) in setup.trace.arrivals.iter().enumerate() {
+        run.settle(arrival.at)?;
+        run.place(seq, arrival)?;
         unreported += 1;
         if unreported == 1 << 16 {
             progress(unreported);
             unreported = 0;
         }
     }
-    settle(
-        u64::MAX,
-        &mut heap,
-        &mut timeline,
-        &mut members,
-        &mut natural,
-    )?;
+    run.settle(u64::MAX)?;
     progress(unreported);
-    debug_assert_eq!(balancer.total_in_flight(), 0, "every guard was dropped");
+    Ok(run.finish())
+}
 
-    let placed = trace.arrivals.len() as f64;
-    let per_pick =
-        pick_time.as_nanos() as f64 / timed.max(1) as f64 - setup.clock_cost.as_nanos() as f64;
-    let (timeline, means, window_ns) = timeline.finish();
-    Ok(Outcome {
-        name: name.to_string(),
-        spec: spec.clone(),
-        max_over_mean,
-        cap_violations: bound.map(|_| violations),
-        locality: hashing.then(|| local as f64 / placed),
-        churn: if hashing { mean(&churn) } else { None },
-        ideal_churn: setup.mean_ideal_churn(),
-        requests,
-        ns_per_pick: per_pick.max(0.0),
-        timeline,
-        means,
-        window_ns,
-    })
+/// The state of one policy's run.
+struct Run<'a, 's> {
+    name: &'a str,
+    spec: &'a PolicySpec,
+    setup: &'s Setup<'s>,
+    balancer: Balancer,
+    hashing: bool,
+    bound: Option<LoadFactor>,
+    members: Membership,
+    /// Each key's natural owner under the current membership (hashing only).
+    natural: Vec<u32>,
+    /// Requests in service, earliest departure on top.
+    heap: BinaryHeap<Departure>,
+    next_event: usize,
+    timeline: Timeline,
+    // What the metrics are made of.
+    churn: Vec<f64>,
+    requests: Vec<u64>,
+    local: u64,
+    violations: u64,
+    max_over_mean: f64,
+    pick_time: Duration,
+    timed: u64,
+}
+
+impl<'a, 's> Run<'a, 's> {
+    fn new(policy: &'a Policy, setup: &'s Setup<'s>) -> Result<Self, CliError> {
+        let (name, spec) = (policy.name.as_str(), &policy.spec);
+        let balancer = Balancer::new(spec.clone(), setup.initial.to_vec())
+            .map_err(|e| CliError(format!("{name}: {e}")))?;
+        let hashing = spec.is_hashing();
+        let natural = if hashing {
+            natural_owners(&balancer, setup).map_err(|e| CliError(format!("{name}: {e}")))?
+        } else {
+            Vec::new()
+        };
+        let members = Membership::new(setup);
+        let timeline = Timeline::new(
+            setup.addrs.len(),
+            WINDOWS,
+            setup.trace.end(),
+            members.weight.iter().map(|&w| w > 0).collect(),
+        );
+        Ok(Run {
+            name,
+            spec,
+            setup,
+            balancer,
+            hashing,
+            bound: spec.load_factor(),
+            members,
+            natural,
+            // Room for the steady state; the heap grows on its own if needed.
+            heap: BinaryHeap::with_capacity(4096),
+            next_event: 0,
+            timeline,
+            churn: Vec::with_capacity(setup.events.len()),
+            requests: vec![0; setup.addrs.len()],
+            local: 0,
+            violations: 0,
+            max_over_mean: 0.0,
+            pick_time: Duration::ZERO,
+            timed: 0,
+        })
+    }
+
+    fn fail(&self, what: String) -> CliError {
+        CliError(format!("{}: {what}", self.name))
+    }
+
+    /// Departures and membership events due at or before `until`, in time
+    /// order; a departure at the same time as an event goes first.
+    fn settle(&mut self, until: u64) -> Result<(), CliError> {
+        loop {
+            let departure = self.heap.peek().map(|d| d.at).filter(|&t| t <= until);
+            let event = self
+                .setup
+                .events
+                .get(self.next_event)
+                .filter(|e| e.at <= until);
+            match (departure, event) {
+                (Some(t), e) if e.map_or(true, |e| t <= e.at) => {
+                    // The heap is not empty: peek just saw a departure.
+                    let d = self.heap.pop().expect("peeked");
+                    self.timeline.change(d.at, d.endpoint, false);
+                    // Dropping `d` drops its guard: the slot is released.
+                }
+                (_, Some(event)) => {
+                    self.apply(event)?;
+                    self.next_event += 1;
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn apply(&mut self, event: &Event) -> Result<(), CliError> {
+        let setup = self.setup;
+        self.timeline.advance(event.at);
+        self.members.apply(&event.change, setup);
+        self.balancer
+            .update(self.members.current.clone())
+            .map_err(|e| self.fail(format!("at {}s: {e}", event.at as f64 / 1e9)))?;
+        let i = setup.index[event.change.addr()];
+        self.timeline.set_member(i, self.members.weight[i] > 0);
+        if self.hashing {
+            let next = natural_owners(&self.balancer, setup).map_err(|e| self.fail(e))?;
+            let moved = self
+                .natural
+                .iter()
+                .zip(&next)
+                .filter(|(a, b)| a != b)
+                .count();
+            self.churn
+                .push(moved as f64 / setup.trace.keys.len() as f64);
+            self.natural = next;
+        }
+        Ok(())
+    }
+
+    /// One request: a real pick, its metrics, and its guard into the heap.
+    #[inline]
+    fn place(&mut self, seq: usize, arrival: &Arrival) -> Result<(), CliError> {
+        let key = arrival.key as usize;
+        let request = Request::key(self.setup.trace.keys.get(key));
+        let total_before = self.balancer.total_in_flight();
+        let started = Instant::now();
+        let pick = self.balancer.pick(&request);
+        let took = started.elapsed();
+        let pick = pick.map_err(|e| self.fail(format!("request {} (key-{key}): {e}", seq + 1)))?;
+        if took < PREEMPTED {
+            self.pick_time += took;
+            self.timed += 1;
+        }
+        let Some(&e) = self.setup.index.get(pick.addr()) else {
+            return Err(self.fail(format!("picked {}, which is not an endpoint", pick.addr())));
+        };
+        let load = pick.in_flight();
+        let members = &self.members;
+        self.requests[e] += 1;
+        if self.hashing && self.natural[key] as usize == e {
+            self.local += 1;
+        }
+        if let Some(factor) = self.bound {
+            // The cap this pick was bound by: the exact formula on the load
+            // before the pick (design.md, "Bounded load").
+            let cap = factor.cap(total_before, members.weight[e] as u32, members.weight_sum);
+            if load > cap {
+                self.violations += 1;
+            }
+        }
+        if arrival.at >= self.setup.warmup {
+            let total = self.balancer.total_in_flight() as f64;
+            if total / members.count as f64 >= MIN_MEAN {
+                let fair = total * members.weight[e] as f64 / members.weight_sum as f64;
+                self.max_over_mean = self.max_over_mean.max(load as f64 / fair);
+            }
+        }
+        self.timeline.change(arrival.at, e, true);
+        self.heap.push(Departure {
+            at: arrival.at.saturating_add(arrival.service),
+            seq,
+            endpoint: e,
+            _pick: pick,
+        });
+        Ok(())
+    }
+
+    fn finish(self) -> Outcome {
+        debug_assert_eq!(
+            self.balancer.total_in_flight(),
+            0,
+            "every guard was dropped"
+        );
+        let placed = self.setup.trace.arrivals.len() as f64;
+        let per_pick = self.pick_time.as_nanos() as f64 / self.timed.max(1) as f64
+            - self.setup.clock_cost.as_nanos() as f64;
+        let (timeline, means, window_ns) = self.timeline.finish();
+        Outcome {
+            name: self.name.to_string(),
+            spec: self.spec.clone(),
+            max_over_mean: self.max_over_mean,
+            cap_violations: self.bound.map(|_| self.violations),
+            locality: self.hashing.then(|| self.local as f64 / placed),
+            churn: if self.hashing {
+                mean(&self.churn)
+            } else {
+                None
+            },
+            ideal_churn: self.setup.mean_ideal_churn(),
+            requests: self.requests,
+            ns_per_pick: per_pick.max(0.0),
+            timeline,
+            means,
+            window_ns,
+        }
+    }
 }
 
 /// Each key's natural owner (an index into [`Setup::addrs`]) under the
