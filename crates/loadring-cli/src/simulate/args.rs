@@ -154,9 +154,10 @@ pub struct Config {
     pub plot: Option<(PathBuf, PlotFormat)>,
 }
 
-/// Guards against runs that would exhaust memory (the trace is kept whole).
-const MAX_REQUESTS: u64 = 100_000_000;
-const MAX_KEYS: u64 = 50_000_000;
+/// Guards against runs that would exhaust memory: the trace is kept whole
+/// (24 bytes a request), and each hashing policy keeps its keys' owners.
+const MAX_REQUESTS: u64 = 20_000_000;
+const MAX_KEYS: u64 = 10_000_000;
 const MAX_BACKENDS: u32 = 10_000;
 
 impl Args {

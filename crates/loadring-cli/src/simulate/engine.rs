@@ -145,6 +145,10 @@ pub struct Outcome {
     pub locality: Option<f64>,
     pub churn: Option<f64>,
     pub ideal_churn: Option<f64>,
+    /// The share of keys this placement had to move at the events, given
+    /// how many keys each endpoint owned before and after (mean over events):
+    /// `churn` above it means keys also moved between endpoints that stayed.
+    pub necessary_churn: Option<f64>,
     /// Requests placed on endpoint `i` of [`Setup::addrs`].
     pub requests: Vec<u64>,
     pub ns_per_pick: f64,
@@ -261,6 +265,7 @@ struct Run<'a, 's> {
     timeline: Timeline,
     // What the metrics are made of.
     churn: Vec<f64>,
+    necessary: Vec<f64>,
     requests: Vec<u64>,
     local: u64,
     violations: u64,
@@ -301,6 +306,7 @@ impl<'a, 's> Run<'a, 's> {
             next_event: 0,
             timeline,
             churn: Vec::with_capacity(setup.events.len()),
+            necessary: Vec::with_capacity(setup.events.len()),
             requests: vec![0; setup.addrs.len()],
             local: 0,
             violations: 0,
@@ -357,8 +363,16 @@ impl<'a, 's> Run<'a, 's> {
                 .zip(&next)
                 .filter(|(a, b)| a != b)
                 .count();
-            self.churn
-                .push(moved as f64 / setup.trace.keys.len() as f64);
+            let keys = setup.trace.keys.len() as f64;
+            self.churn.push(moved as f64 / keys);
+            let owned = |owners: &[u32]| {
+                let mut n = vec![0u64; setup.addrs.len()];
+                owners.iter().for_each(|&o| n[o as usize] += 1);
+                n
+            };
+            let (before, after) = (owned(&self.natural), owned(&next));
+            let must: u64 = before.iter().zip(&after).map(|(b, a)| b.abs_diff(*a)).sum();
+            self.necessary.push(must as f64 / 2.0 / keys);
             self.natural = next;
         }
         Ok(())
@@ -434,6 +448,11 @@ impl<'a, 's> Run<'a, 's> {
                 None
             },
             ideal_churn: self.setup.mean_ideal_churn(),
+            necessary_churn: if self.hashing {
+                mean(&self.necessary)
+            } else {
+                None
+            },
             requests: self.requests,
             ns_per_pick: per_pick.max(0.0),
             timeline,
@@ -573,6 +592,8 @@ mod tests {
         assert_eq!(setup.ideal_churn, vec![0.25]);
         let churn = out.churn.unwrap();
         assert!((churn - 0.25).abs() < 0.08, "{churn}");
+        // A ring moves the removed endpoint's keys and nothing else.
+        assert_eq!(out.necessary_churn, Some(churn));
         assert_eq!(out.locality, Some(1.0));
     }
 
