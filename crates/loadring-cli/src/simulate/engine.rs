@@ -149,6 +149,8 @@ pub struct Outcome {
     /// how many keys each endpoint owned before and after (mean over events):
     /// `churn` above it means keys also moved between endpoints that stayed.
     pub necessary_churn: Option<f64>,
+    /// The natural owner of `key-0` at the start (hashing policies only).
+    pub key0_owner: Option<usize>,
     /// Requests placed on endpoint `i` of [`Setup::addrs`].
     pub requests: Vec<u64>,
     pub ns_per_pick: f64,
@@ -266,6 +268,7 @@ struct Run<'a, 's> {
     // What the metrics are made of.
     churn: Vec<f64>,
     necessary: Vec<f64>,
+    key0_owner: Option<usize>,
     requests: Vec<u64>,
     local: u64,
     violations: u64,
@@ -293,6 +296,7 @@ impl<'a, 's> Run<'a, 's> {
             members.weight.iter().map(|&w| w > 0).collect(),
         );
         Ok(Run {
+            key0_owner: natural.first().map(|&i| i as usize),
             name,
             spec,
             setup,
@@ -448,6 +452,7 @@ impl<'a, 's> Run<'a, 's> {
                 None
             },
             ideal_churn: self.setup.mean_ideal_churn(),
+            key0_owner: self.key0_owner,
             necessary_churn: if self.hashing {
                 mean(&self.necessary)
             } else {

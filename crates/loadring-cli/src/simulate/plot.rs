@@ -15,7 +15,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::args::{Change, Config, PlotFormat};
 use super::engine::{Outcome, Setup};
-use super::workload::thousands;
+use super::workload::{thousands, Workload};
 
 const SIZE: (u32, u32) = (1600, 1000);
 const FONT: &str = "sans-serif";
@@ -94,11 +94,12 @@ where
         .flat_map(|o| o.timeline.iter())
         .fold(1.0f32, |m, &v| m.max(v)) as f64
         * 1.08;
+    let viral = matches!(config.workload, Workload::Hot { .. });
     if let Some(o) = plain {
-        timeline(&left, o, setup, ymax)?;
+        timeline(&left, o, setup, ymax, viral)?;
     }
     if let Some(o) = bounded {
-        timeline(&right, o, setup, ymax)?;
+        timeline(&right, o, setup, ymax, viral)?;
     }
     let (strip, bottom) = bottom.split_vertically(36);
     legend_strip(&strip)?;
@@ -161,6 +162,7 @@ fn timeline<DB: DrawingBackend>(
     o: &Outcome,
     setup: &Setup<'_>,
     ymax: f64,
+    viral: bool,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -183,8 +185,8 @@ where
         .configure_mesh()
         .x_desc("virtual time (s)")
         .y_desc("requests in flight (window average)")
-        .x_label_formatter(&|v| format!("{v:.0}"))
-        .y_label_formatter(&|v| format!("{v:.0}"))
+        .x_label_formatter(&|v| tick(*v, xmax))
+        .y_label_formatter(&|v| tick(*v, ymax))
         .label_style((FONT, 15))
         .axis_desc_style((FONT, 16))
         .light_line_style(RGBColor(235, 235, 235))
@@ -233,11 +235,19 @@ where
             .label(format!("cap: {f}x the mean"))
             .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], CAP.stroke_width(3)));
     }
-    if let Some((busiest, _)) = o.requests.iter().enumerate().max_by_key(|(_, &n)| n) {
-        let color = ENDPOINT_COLORS[busiest % ENDPOINT_COLORS.len()];
+    // Name the line that tells the story: the viral key's owner, else the
+    // endpoint that served the most.
+    let busiest = o.requests.iter().enumerate().max_by_key(|(_, &n)| n);
+    let named = match (viral, o.key0_owner, busiest) {
+        (true, Some(owner), _) => Some((owner, "owner of the viral key-0")),
+        (_, _, Some((i, _))) => Some((i, "busiest")),
+        _ => None,
+    };
+    if let Some((e, what)) = named {
+        let color = ENDPOINT_COLORS[e % ENDPOINT_COLORS.len()];
         chart
             .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
-            .label(format!("busiest: {}", setup.addrs[busiest]))
+            .label(format!("{what}: {}", setup.addrs[e]))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], color.stroke_width(3)));
     }
     chart
@@ -278,7 +288,7 @@ where
         .margin(12)
         .x_label_area_size(28)
         .y_label_area_size(names.iter().map(|s| s.len()).max().unwrap_or(4) as u32 * 8 + 16)
-        .build_cartesian_2d(0f64..xmax, (0..n).into_segmented())?;
+        .build_cartesian_2d(0f64..xmax, (0..n.saturating_sub(1)).into_segmented())?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -329,6 +339,15 @@ where
         }
     }
     Ok(())
+}
+
+/// An axis label: whole numbers on a long axis, one decimal on a short one.
+fn tick(v: f64, span: f64) -> String {
+    if span >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// What the bar colours mean.

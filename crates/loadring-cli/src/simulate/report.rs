@@ -123,7 +123,7 @@ pub fn verdict(o: &Outcome) -> String {
     let mut line = match (o.spec.load_factor(), o.locality) {
         (Some(factor), locality) => match o.cap_violations.unwrap_or(0) {
             0 => format!(
-                "bounded: never over its cap ({factor}x the mean, rounded up; peak {m:.2}x); {}",
+                "bounded: never over its cap ({factor}x the mean, rounded up), peak {m:.2}x; {}",
                 owner(locality.unwrap_or(0.0))
             ),
             v => format!(
@@ -132,7 +132,7 @@ pub fn verdict(o: &Outcome) -> String {
             ),
         },
         (None, Some(locality)) if m >= 1.5 => format!(
-            "hot spot: the busiest endpoint peaks at {m:.1}x the mean load; {}",
+            "hot spot: the busiest endpoint peaks at {m:.1}x the mean; {}",
             owner(locality)
         ),
         (None, Some(locality)) => {
@@ -146,13 +146,13 @@ pub fn verdict(o: &Outcome) -> String {
         if churn > 1.1 * must + 1e-3 {
             let _ = write!(
                 line,
-                "; on change also reshuffles keys between endpoints that stay ({:.1}% moved)",
+                "; a change also moves keys between endpoints that stay ({:.1}%)",
                 churn * 100.0
             );
         } else {
             let _ = write!(
                 line,
-                "; on change moves only the keys it must ({:.1}%)",
+                "; a change moves only the keys it must ({:.1}%)",
                 churn * 100.0
             );
         }
