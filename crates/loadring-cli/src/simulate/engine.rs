@@ -512,6 +512,58 @@ mod tests {
     }
 
     #[test]
+    fn the_cap_formula_agrees_with_the_balancer() {
+        // The engine checks caps with the exact formula over its own view of
+        // the membership; the library's `cap(addr)` must say the same.
+        let weighted: Vec<Endpoint> = [1u32, 2, 3, 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                Endpoint::new(format!("10.0.0.{}:80", i + 1))
+                    .unwrap()
+                    .with_weight(w)
+            })
+            .collect();
+        let spec: PolicySpec = "c_murmurhash:load_factor=1.3".parse().unwrap();
+        let factor = spec.load_factor().unwrap();
+        let trace = Trace::generate(
+            10,
+            10,
+            Workload::Uniform,
+            1.0,
+            Service::Fixed { ms: 1.0 },
+            1,
+        );
+        let events = [Event {
+            at: 1,
+            change: Change::Remove("10.0.0.2:80".into()),
+        }];
+        let setup = Setup::new(&trace, &weighted, &events);
+        let mut members = Membership::new(&setup);
+        let balancer = Balancer::new(spec, weighted.clone()).unwrap();
+        let mut held = Vec::new();
+        for round in 0..2 {
+            for k in 0..37 {
+                held.push(
+                    balancer
+                        .pick(&Request::key(&format!("k{round}-{k}")))
+                        .unwrap(),
+                );
+                let total = balancer.total_in_flight();
+                for e in &members.current {
+                    let i = setup.index[e.addr()];
+                    let want = factor.cap(total, members.weight[i] as u32, members.weight_sum);
+                    assert_eq!(balancer.cap(e.addr()).unwrap(), Some(want), "{}", e.addr());
+                }
+            }
+            members.apply(&events[0].change, &setup);
+            balancer.update(members.current.clone()).unwrap();
+        }
+        drop(held);
+        assert_eq!(balancer.total_in_flight(), 0);
+    }
+
+    #[test]
     fn departures_leave_earliest_first_then_in_arrival_order() {
         let balancer = Balancer::new("c_murmurhash".parse().unwrap(), endpoints(1)).unwrap();
         let mut heap = BinaryHeap::new();
