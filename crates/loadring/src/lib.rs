@@ -35,10 +35,12 @@ mod error;
 pub mod hash;
 mod hashing;
 mod load;
+pub mod maglev;
 mod policy;
 mod pool;
 mod request;
 pub mod ring;
+mod ring_hash;
 mod spec;
 
 pub use balancer::Balancer;

@@ -12,11 +12,20 @@ use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
 use crate::error::{spec_err, Error, Result};
 use crate::hashing::Hashing;
+use crate::maglev::Maglev;
 use crate::policy::Policy;
 use crate::pool::Pool;
+use crate::ring_hash::RingHash;
 
 /// Every policy name, for help texts and errors.
-pub const POLICY_NAMES: &[&str] = &["c_murmurhash", "c_murmurhash_bl", "c_md5", "c_ketama"];
+pub const POLICY_NAMES: &[&str] = &[
+    "c_murmurhash",
+    "c_murmurhash_bl",
+    "c_md5",
+    "c_ketama",
+    "ring_hash",
+    "maglev",
+];
 
 /// A parsed, validated policy specification.
 ///
@@ -44,6 +53,8 @@ pub struct PolicySpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Brpc(BrpcRing),
+    RingHash(RingHash),
+    Maglev(Maglev),
 }
 
 impl PolicySpec {
@@ -51,13 +62,15 @@ impl PolicySpec {
     pub fn name(&self) -> &'static str {
         match &self.kind {
             Kind::Brpc(ring) => ring.name(),
+            Kind::RingHash(_) => "ring_hash",
+            Kind::Maglev(_) => "maglev",
         }
     }
 
     /// Whether the policy places requests by hash (needs a key or a code).
     pub fn is_hashing(&self) -> bool {
         match &self.kind {
-            Kind::Brpc(_) => true,
+            Kind::Brpc(_) | Kind::RingHash(_) | Kind::Maglev(_) => true,
         }
     }
 
@@ -76,6 +89,16 @@ impl PolicySpec {
         match &self.kind {
             Kind::Brpc(ring) => Ok(Box::new(Hashing::new(
                 ring.build(&pool)?,
+                pool,
+                self.bound,
+            )?)),
+            Kind::RingHash(ring) => Ok(Box::new(Hashing::new(
+                ring.build(&pool)?,
+                pool,
+                self.bound,
+            )?)),
+            Kind::Maglev(table) => Ok(Box::new(Hashing::new(
+                table.build(&pool)?,
                 pool,
                 self.bound,
             )?)),
@@ -113,6 +136,8 @@ impl FromStr for PolicySpec {
                 Kind::Brpc(BrpcRing::parse(BrpcHash::Ketama, &mut params)?),
                 None,
             ),
+            "ring_hash" => (Kind::RingHash(RingHash::parse(&mut params)?), None),
+            "maglev" => (Kind::Maglev(Maglev::parse(&mut params)?), None),
             _ => {
                 return Err(spec_err(format!(
                     "unknown policy `{}` (accepted: {})",
@@ -122,7 +147,7 @@ impl FromStr for PolicySpec {
             }
         };
         let hashing = match &kind {
-            Kind::Brpc(_) => true,
+            Kind::Brpc(_) | Kind::RingHash(_) | Kind::Maglev(_) => true,
         };
         let bound = if hashing {
             params.take_bound()?.or(default_bound)
@@ -148,7 +173,7 @@ pub(crate) struct Params<'a> {
 }
 
 impl<'a> Params<'a> {
-    fn tokenize(text: &'a str) -> Result<Self> {
+    pub(crate) fn tokenize(text: &'a str) -> Result<Self> {
         let mut words = text.split_whitespace();
         let Some(first) = words.next() else {
             return Err(spec_err(format!(

@@ -89,3 +89,33 @@ fn brpc_c_md5_codes() {
 fn brpc_c_ketama_codes() {
     check("brpc_c_ketama_3servers.tsv");
 }
+
+#[test]
+fn envoy_ring_hash_basic() {
+    check("envoy_ring_hash_basic.tsv");
+}
+
+#[test]
+fn envoy_ring_hash_weighted_tiny() {
+    check("envoy_ring_hash_weighted_tiny.tsv");
+}
+
+#[test]
+fn envoy_maglev_basic() {
+    check("envoy_maglev_basic.tsv");
+}
+
+#[test]
+fn envoy_maglev_names() {
+    check("envoy_maglev_names.tsv");
+}
+
+#[test]
+fn envoy_maglev_weighted() {
+    check("envoy_maglev_weighted.tsv");
+}
+
+#[test]
+fn envoy_maglev_32hosts() {
+    check("envoy_maglev_32hosts.tsv");
+}
