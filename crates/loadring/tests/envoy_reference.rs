@@ -349,3 +349,31 @@ fn keys_are_hashed_with_xxhash64_under_both_point_hashes() {
         );
     }
 }
+
+// ---------------------------------------------------------- bounded load
+
+#[test]
+fn bounded_maglev_walks_the_following_slots() {
+    // Envoy's MaglevLoadBalancerTest.Basic table (tests/data/envoy_maglev_basic.tsv):
+    // slots 0..7 are owned by :92 :94 :90 :91 :95 :90 :93.
+    let hosts: Vec<Host> = (90..96)
+        .map(|p| (format!("127.0.0.1:{p}"), 1, None))
+        .collect();
+    let balancer = Balancer::new(
+        "maglev:table_size=7 balance=125".parse().unwrap(),
+        endpoints(&hosts),
+    )
+    .unwrap();
+    // cap = ceil(1.25 * (total + 1) / 6): 1 for totals 0..=3, then 2. Code 0
+    // starts at slot 0 each time and walks on past full endpoints.
+    let want = [92, 94, 90, 91, 92, 94, 90, 91];
+    let mut held = Vec::new();
+    for (i, port) in want.iter().enumerate() {
+        let pick = balancer.pick(&Request::code(0)).unwrap();
+        assert_eq!(pick.addr(), format!("127.0.0.1:{port}"), "pick {i}");
+        held.push(pick);
+    }
+    assert_eq!(balancer.total_in_flight(), want.len() as u64);
+    drop(held);
+    assert_eq!(balancer.total_in_flight(), 0);
+}
