@@ -36,10 +36,12 @@ pub mod hash;
 mod hashing;
 mod ketama;
 mod load;
+pub mod maglev;
 mod policy;
 mod pool;
 mod request;
 pub mod ring;
+mod ring_hash;
 mod spec;
 
 pub use balancer::Balancer;

@@ -13,8 +13,10 @@ use crate::brpc::{BrpcHash, BrpcRing};
 use crate::error::{spec_err, Error, Result};
 use crate::hashing::Hashing;
 use crate::ketama::Ketama;
+use crate::maglev::Maglev;
 use crate::policy::Policy;
 use crate::pool::Pool;
+use crate::ring_hash::RingHash;
 
 /// Every policy name, for help texts and errors.
 pub const POLICY_NAMES: &[&str] = &[
@@ -23,6 +25,8 @@ pub const POLICY_NAMES: &[&str] = &[
     "c_md5",
     "c_ketama",
     "ketama",
+    "ring_hash",
+    "maglev",
 ];
 
 /// A parsed, validated policy specification.
@@ -52,6 +56,16 @@ pub struct PolicySpec {
 pub(crate) enum Kind {
     Brpc(BrpcRing),
     Ketama(Ketama),
+    RingHash(RingHash),
+    Maglev(Maglev),
+}
+
+impl Kind {
+    fn is_hashing(&self) -> bool {
+        match self {
+            Kind::Brpc(_) | Kind::Ketama(_) | Kind::RingHash(_) | Kind::Maglev(_) => true,
+        }
+    }
 }
 
 impl PolicySpec {
@@ -60,14 +74,14 @@ impl PolicySpec {
         match &self.kind {
             Kind::Brpc(ring) => ring.name(),
             Kind::Ketama(k) => k.name(),
+            Kind::RingHash(_) => "ring_hash",
+            Kind::Maglev(_) => "maglev",
         }
     }
 
     /// Whether the policy places requests by hash (needs a key or a code).
     pub fn is_hashing(&self) -> bool {
-        match &self.kind {
-            Kind::Brpc(_) | Kind::Ketama(_) => true,
-        }
+        self.kind.is_hashing()
     }
 
     /// The load bound, for bounded hashing policies.
@@ -95,6 +109,16 @@ impl PolicySpec {
                 self.bound,
             )?)),
             Kind::Ketama(k) => Ok(Box::new(Hashing::new(k.build(&pool)?, pool, self.bound)?)),
+            Kind::RingHash(ring) => Ok(Box::new(Hashing::new(
+                ring.build(&pool)?,
+                pool,
+                self.bound,
+            )?)),
+            Kind::Maglev(table) => Ok(Box::new(Hashing::new(
+                table.build(&pool)?,
+                pool,
+                self.bound,
+            )?)),
         }
     }
 }
@@ -130,6 +154,8 @@ impl FromStr for PolicySpec {
                 None,
             ),
             "ketama" => (Kind::Ketama(Ketama::parse(&mut params)?), None),
+            "ring_hash" => (Kind::RingHash(RingHash::parse(&mut params)?), None),
+            "maglev" => (Kind::Maglev(Maglev::parse(&mut params)?), None),
             _ => {
                 return Err(spec_err(format!(
                     "unknown policy `{}` (accepted: {})",
@@ -138,10 +164,7 @@ impl FromStr for PolicySpec {
                 )))
             }
         };
-        let hashing = match &kind {
-            Kind::Brpc(_) | Kind::Ketama(_) => true,
-        };
-        let bound = if hashing {
+        let bound = if kind.is_hashing() {
             params.take_bound()?.or(default_bound)
         } else {
             None
@@ -165,7 +188,7 @@ pub(crate) struct Params<'a> {
 }
 
 impl<'a> Params<'a> {
-    fn tokenize(text: &'a str) -> Result<Self> {
+    pub(crate) fn tokenize(text: &'a str) -> Result<Self> {
         let mut words = text.split_whitespace();
         let Some(first) = words.next() else {
             return Err(spec_err(format!(

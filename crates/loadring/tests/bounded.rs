@@ -148,7 +148,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Drop { index } => {
                 if !model.held.is_empty() {
                     let i = index as usize % model.held.len();
-                    model.held.swap_remove(i);
+                    drop(model.held.swap_remove(i));
                 }
             }
             Op::Update { mask } => {

@@ -109,3 +109,33 @@ fn libmemcached_live_ketama_weighted_equal() {
 fn libmemcached_live_ketama_weighted_123() {
     check("libmemcached_live_D_ketama_weighted_w123.tsv");
 }
+
+#[test]
+fn envoy_ring_hash_basic() {
+    check("envoy_ring_hash_basic.tsv");
+}
+
+#[test]
+fn envoy_ring_hash_weighted_tiny() {
+    check("envoy_ring_hash_weighted_tiny.tsv");
+}
+
+#[test]
+fn envoy_maglev_basic() {
+    check("envoy_maglev_basic.tsv");
+}
+
+#[test]
+fn envoy_maglev_names() {
+    check("envoy_maglev_names.tsv");
+}
+
+#[test]
+fn envoy_maglev_weighted() {
+    check("envoy_maglev_weighted.tsv");
+}
+
+#[test]
+fn envoy_maglev_32hosts() {
+    check("envoy_maglev_32hosts.tsv");
+}

@@ -5,11 +5,13 @@
 //! the way other clients of the same fleet do.
 
 mod md5;
+mod murmur2;
 mod murmur3;
 mod one_at_a_time;
 
 pub(crate) use self::md5::md5_words;
 pub use self::md5::{md5, md5_le32};
+pub use self::murmur2::{murmur_hash_2, STD_HASH_SEED};
 pub use self::murmur3::murmur3_x86_32;
 pub use self::one_at_a_time::one_at_a_time;
 
