@@ -39,7 +39,9 @@ mod policy;
 mod pool;
 mod request;
 pub mod ring;
+mod rng;
 mod spec;
+mod wavelet;
 
 pub use balancer::Balancer;
 pub use bounded::LoadFactor;

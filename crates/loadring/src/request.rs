@@ -72,6 +72,6 @@ impl<'a> Request<'a> {
 
     #[inline]
     pub(crate) fn excludes(&self, addr: &str) -> bool {
-        self.excluded.iter().any(|e| *e == addr)
+        self.excluded.contains(&addr)
     }
 }
