@@ -638,3 +638,58 @@ fn bad_specs_name_their_culprit() {
         assert!(!got.contains('\n'), "one line: {got:?}");
     }
 }
+
+#[test]
+fn concurrent_picks_stay_eligible_and_release_everything() {
+    let lines = [
+        "e0 zone=z",
+        "e1 zone=z weight=2",
+        "e2 zone=z weight=0",
+        "e3 weight=3",
+        "e4 weight=5",
+    ];
+    let mut specs = every_spec();
+    // swrr's live path (the name is case-insensitive): a period too long to
+    // precompute.
+    specs.push("SWRR".into());
+    for spec in specs {
+        let huge;
+        let lines: Vec<&str> = if spec == "SWRR" {
+            huge = [
+                "e0 zone=z weight=4000000000",
+                "e1 zone=z weight=3999999999",
+                "e2 weight=0",
+                "e3 weight=7",
+                "e4 weight=5",
+            ];
+            huge.to_vec()
+        } else {
+            lines.to_vec()
+        };
+        let b = balancer(&spec, &lines);
+        b.set_healthy("e3", false).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let b = &b;
+                let spec = &spec;
+                s.spawn(move || {
+                    let mut held = Vec::new();
+                    for i in 0..5000 {
+                        let key = format!("{t}-{i}");
+                        let pick = b.pick(&Request::key(&key).in_zone("z")).unwrap();
+                        assert!(
+                            !["e2", "e3"].contains(&pick.addr()),
+                            "{spec}: {}",
+                            pick.addr()
+                        );
+                        held.push(pick);
+                        if held.len() > 8 {
+                            drop(held.remove(0));
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(b.total_in_flight(), 0, "{spec}");
+    }
+}

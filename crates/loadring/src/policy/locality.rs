@@ -101,20 +101,20 @@ pub(crate) struct Locality {
 
 impl Locality {
     pub(crate) fn new(rule: LocalityRule, inner: &PolicySpec, pool: Pool) -> Result<Self> {
-        let mut names: Vec<&str> = pool.endpoints().iter().filter_map(|e| e.zone()).collect();
-        names.sort_unstable();
-        names.dedup();
-        let mut zones = Vec::with_capacity(names.len());
-        for name in names {
-            let members: Vec<usize> = (0..pool.len())
-                .filter(|&i| pool.endpoint(i).zone() == Some(name))
-                .collect();
+        // Zone by zone, each zone's endpoints in pool order.
+        let mut zoned: Vec<(&str, usize)> = (0..pool.len())
+            .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
+            .collect();
+        zoned.sort_unstable();
+        let mut zones = Vec::new();
+        for group in zoned.chunk_by(|a, b| a.0 == b.0) {
+            let members: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
             if members.iter().all(|&i| pool.weight(i) == 0) {
                 continue;
             }
             let zone_pool = pool.subset(&members);
             zones.push(Zone {
-                name: name.into(),
+                name: group[0].0.into(),
                 policy: inner.build(zone_pool.clone())?,
                 pool: zone_pool,
             });

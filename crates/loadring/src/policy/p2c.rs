@@ -19,6 +19,10 @@
 //! eligible endpoint instead (`O(n)`) — exactly what distinct sampling gives
 //! when there are no more eligible endpoints than choices. `seed=N` makes the
 //! draws reproducible on a single thread.
+//!
+//! Cost: one atomic operation on the shared generator per pick (the samples
+//! are drawn from a local stream it seeds), `choices` eligibility checks and
+//! load reads; `O(choices)` whatever the number of endpoints.
 
 use std::sync::Arc;
 
@@ -104,8 +108,9 @@ impl Policy for P2c {
         let mut sampled = [usize::MAX; MAX_CHOICES];
         let mut count = 0;
         let mut best = usize::MAX;
+        let mut draws = self.rng.draws();
         for _ in 0..4 * self.choices {
-            let i = self.rng.below(n) as usize;
+            let i = draws.below(n) as usize;
             if sampled[..count].contains(&i) || !self.pool.eligible(i, req) {
                 continue;
             }
