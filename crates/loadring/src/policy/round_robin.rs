@@ -15,7 +15,10 @@
 //! skip) but never picks an ineligible endpoint.
 //!
 //! Cost: one `fetch_add` and one division when the endpoint is eligible;
-//! `O(n)` only while skipping.
+//! `O(n)` only while skipping. The counter belongs to the membership
+//! snapshot: after an update that changes the endpoints, picks start again
+//! from the first endpoint (as do `wrr`'s and `swrr`'s sequences, and the
+//! random policies' seeded streams).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
