@@ -274,3 +274,75 @@ fn shell_reproduces_the_course_walk_through() {
         );
     }
 }
+
+/// Non-hashing policies: each line is one pick, released before the next.
+#[test]
+fn place_runs_the_classic_policies_line_by_line() {
+    let lines = "x\n".repeat(12);
+    let picks = |args: &[&str]| -> Vec<String> {
+        let out = loadring(args, &lines);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.split('\t').nth(1).unwrap().to_string())
+            .collect()
+    };
+    // LVS wrr, weights 3,2,7: indices 2,2,2,2,0,2,0,1,2,0,1,2 (seed 004).
+    let wrr = picks(&[
+        "place",
+        "-p",
+        "wrr",
+        "-e",
+        "a weight=3",
+        "-e",
+        "b weight=2",
+        "-e",
+        "c weight=7",
+    ]);
+    assert_eq!(wrr.join(""), "ccccacabcabc");
+    // nginx swrr, weights 5,1,1: a,a,b,a,c,a,a.
+    let swrr = picks(&[
+        "place",
+        "-p",
+        "swrr",
+        "-e",
+        "a weight=5",
+        "-e",
+        "b",
+        "-e",
+        "c",
+    ]);
+    assert_eq!(swrr[..7].join(""), "aabacaa");
+    let rr = picks(&["place", "-p", "rr", "-e", "a", "-e", "b", "-e", "c"]);
+    assert_eq!(rr[..4].join(""), "abca", "starts at the first endpoint");
+}
+
+#[test]
+fn place_takes_the_request_zone() {
+    let args = [
+        "place",
+        "-p",
+        "zone_first over c_murmurhash",
+        "-e",
+        "a zone=eu",
+        "-e",
+        "b zone=us",
+        "-e",
+        "c zone=eu",
+    ];
+    let in_us = loadring(&[&args[..], &["--zone", "us"]].concat(), "k1\nk2\nk3\n");
+    assert_eq!(
+        String::from_utf8(in_us.stdout).unwrap(),
+        "k1\tb\nk2\tb\nk3\tb\n"
+    );
+    let in_eu = loadring(&[&args[..], &["--zone", "eu"]].concat(), "k1\nk2\nk3\nk4\n");
+    assert!(String::from_utf8(in_eu.stdout)
+        .unwrap()
+        .lines()
+        .all(|l| !l.ends_with("\tb")));
+}

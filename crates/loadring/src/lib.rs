@@ -42,7 +42,9 @@ mod pool;
 mod request;
 pub mod ring;
 mod ring_hash;
+mod rng;
 mod spec;
+mod wavelet;
 
 pub use balancer::Balancer;
 pub use bounded::LoadFactor;

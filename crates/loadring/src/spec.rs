@@ -4,6 +4,11 @@
 //! `c_murmurhash:replicas=160 load_factor=1.25`. Unlike brpc, which only logs
 //! an unknown key, every unknown key, repeated key, empty value or value out
 //! of range is an error naming the key and what it accepts.
+//!
+//! The locality policies wrap another policy: `OUTER[:params] over INNER`,
+//! e.g. `zone_first:min_endpoints=2 over c_murmurhash_bl:load_factor=1.3`
+//! or `local_first:local_share=80 over zone_first over rr`; without `over`
+//! the inner policy is `rr`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -14,9 +19,17 @@ use crate::error::{spec_err, Error, Result};
 use crate::hashing::Hashing;
 use crate::ketama::Ketama;
 use crate::maglev::Maglev;
+use crate::policy::locality::{Locality, LocalityRule};
+use crate::policy::p2c::{P2c, P2cParams};
+use crate::policy::random::Random;
+use crate::policy::round_robin::RoundRobin;
+use crate::policy::smooth_weighted_round_robin::SmoothWeightedRoundRobin;
+use crate::policy::weighted_random::WeightedRandom;
+use crate::policy::weighted_round_robin::WeightedRoundRobin;
 use crate::policy::Policy;
 use crate::pool::Pool;
 use crate::ring_hash::RingHash;
+use crate::rng::Seed;
 
 /// Every policy name, for help texts and errors.
 pub const POLICY_NAMES: &[&str] = &[
@@ -27,7 +40,18 @@ pub const POLICY_NAMES: &[&str] = &[
     "ketama",
     "ring_hash",
     "maglev",
+    "rr",
+    "random",
+    "wrr",
+    "swrr",
+    "wr",
+    "p2c",
+    "zone_first",
+    "local_first",
 ];
+
+/// The word that joins a locality policy to the policy it wraps.
+const OVER: &str = "over";
 
 /// A parsed, validated policy specification.
 ///
@@ -42,6 +66,14 @@ pub const POLICY_NAMES: &[&str] = &[
 /// let err = "c_murmurhash:replica=160".parse::<PolicySpec>().unwrap_err();
 /// assert_eq!(err.to_string(),
 ///     "c_murmurhash: unknown key `replica` (accepted: replicas, load_factor, balance)");
+///
+/// // Locality policies wrap another one, hashing and bounded ones included.
+/// let zoned: PolicySpec = "zone_first:min_endpoints=2 over c_md5:load_factor=1.3".parse()?;
+/// assert_eq!(zoned.name(), "zone_first");
+/// assert!(zoned.is_hashing(), "it needs keys for its inner policy");
+/// assert_eq!(zoned.inner().map(|p| p.name()), Some("c_md5"));
+/// assert_eq!(zoned.load_factor().map(|f| f.to_string()), Some("1.3".into()));
+/// assert_eq!(zoned.as_str(), "zone_first:min_endpoints=2 over c_md5:load_factor=1.3");
 /// # Ok::<(), loadring::Error>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,12 +90,27 @@ pub(crate) enum Kind {
     Ketama(Ketama),
     RingHash(RingHash),
     Maglev(Maglev),
+    RoundRobin,
+    Random(Seed),
+    WeightedRoundRobin,
+    SmoothWeightedRoundRobin,
+    WeightedRandom(Seed),
+    P2c(P2cParams),
+    Locality(LocalityRule, Box<PolicySpec>),
 }
 
 impl Kind {
+    /// Whether the family hashes requests (and so takes `load_factor`/`balance` itself).
     fn is_hashing(&self) -> bool {
         match self {
             Kind::Brpc(_) | Kind::Ketama(_) | Kind::RingHash(_) | Kind::Maglev(_) => true,
+            Kind::RoundRobin
+            | Kind::Random(_)
+            | Kind::WeightedRoundRobin
+            | Kind::SmoothWeightedRoundRobin
+            | Kind::WeightedRandom(_)
+            | Kind::P2c(_)
+            | Kind::Locality(..) => false,
         }
     }
 }
@@ -76,17 +123,41 @@ impl PolicySpec {
             Kind::Ketama(k) => k.name(),
             Kind::RingHash(_) => "ring_hash",
             Kind::Maglev(_) => "maglev",
+            Kind::RoundRobin => "rr",
+            Kind::Random(_) => "random",
+            Kind::WeightedRoundRobin => "wrr",
+            Kind::SmoothWeightedRoundRobin => "swrr",
+            Kind::WeightedRandom(_) => "wr",
+            Kind::P2c(_) => "p2c",
+            Kind::Locality(rule, _) => rule.name(),
         }
     }
 
-    /// Whether the policy places requests by hash (needs a key or a code).
+    /// Whether the policy places requests by hash (needs a key or a code);
+    /// for a locality policy, whether the policy it wraps does.
     pub fn is_hashing(&self) -> bool {
-        self.kind.is_hashing()
+        match &self.kind {
+            Kind::Locality(_, inner) => inner.is_hashing(),
+            kind => kind.is_hashing(),
+        }
     }
 
-    /// The load bound, for bounded hashing policies.
+    /// The load bound, for bounded hashing policies (for a locality policy,
+    /// the bound of the policy it wraps).
     pub fn load_factor(&self) -> Option<LoadFactor> {
-        self.bound
+        match &self.kind {
+            Kind::Locality(_, inner) => inner.load_factor(),
+            _ => self.bound,
+        }
+    }
+
+    /// The policy a locality policy wraps (`rr` unless given with `over`);
+    /// `None` for other policies.
+    pub fn inner(&self) -> Option<&PolicySpec> {
+        match &self.kind {
+            Kind::Locality(_, inner) => Some(inner),
+            _ => None,
+        }
     }
 
     /// The parsed policy family and parameters.
@@ -119,6 +190,13 @@ impl PolicySpec {
                 pool,
                 self.bound,
             )?)),
+            Kind::RoundRobin => Ok(Box::new(RoundRobin::new(pool)?)),
+            Kind::Random(seed) => Ok(Box::new(Random::new(pool, *seed)?)),
+            Kind::WeightedRoundRobin => Ok(Box::new(WeightedRoundRobin::new(pool)?)),
+            Kind::SmoothWeightedRoundRobin => Ok(Box::new(SmoothWeightedRoundRobin::new(pool)?)),
+            Kind::WeightedRandom(seed) => Ok(Box::new(WeightedRandom::new(pool, *seed)?)),
+            Kind::P2c(params) => Ok(Box::new(P2c::new(pool, *params)?)),
+            Kind::Locality(rule, inner) => Ok(Box::new(Locality::new(*rule, inner, pool)?)),
         }
     }
 }
@@ -134,6 +212,50 @@ impl FromStr for PolicySpec {
 
     fn from_str(text: &str) -> Result<Self> {
         let text = text.trim();
+        match split_over(text) {
+            None => PolicySpec::parse_one(text, None),
+            Some((outer, inner)) => {
+                let (outer, inner) = (outer.trim(), inner.trim());
+                if outer.is_empty() {
+                    return Err(spec_err(format!(
+                        "`{text}`: a locality policy (zone_first, local_first) must come before `{OVER}`"
+                    )));
+                }
+                if inner.is_empty() {
+                    return Err(spec_err(format!(
+                        "`{text}`: the policy to wrap is missing after `{OVER}`"
+                    )));
+                }
+                let inner: PolicySpec = inner.parse()?;
+                let mut spec = PolicySpec::parse_one(outer, Some(inner))?;
+                spec.text = text.to_string();
+                Ok(spec)
+            }
+        }
+    }
+}
+
+/// Splits `OUTER over INNER` at the first word `over` (any case).
+fn split_over(text: &str) -> Option<(&str, &str)> {
+    let mut word_start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        match (c.is_whitespace(), word_start) {
+            (false, None) => word_start = Some(i),
+            (true, Some(start)) => {
+                if text[start..i].eq_ignore_ascii_case(OVER) {
+                    return Some((&text[..start], &text[i..]));
+                }
+                word_start = None;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+impl PolicySpec {
+    /// Parses one policy (no `over`); `inner` is what follows its `over`.
+    fn parse_one(text: &str, inner: Option<PolicySpec>) -> Result<Self> {
         let mut params = Params::tokenize(text)?;
         let name = params.policy.to_ascii_lowercase();
         let (kind, default_bound) = match name.as_str() {
@@ -156,6 +278,24 @@ impl FromStr for PolicySpec {
             "ketama" => (Kind::Ketama(Ketama::parse(&mut params)?), None),
             "ring_hash" => (Kind::RingHash(RingHash::parse(&mut params)?), None),
             "maglev" => (Kind::Maglev(Maglev::parse(&mut params)?), None),
+            "rr" => (Kind::RoundRobin, None),
+            "random" => (Kind::Random(Seed::parse(&mut params)?), None),
+            "wrr" => (Kind::WeightedRoundRobin, None),
+            "swrr" => (Kind::SmoothWeightedRoundRobin, None),
+            "wr" => (Kind::WeightedRandom(Seed::parse(&mut params)?), None),
+            "p2c" => (Kind::P2c(P2cParams::parse(&mut params)?), None),
+            "zone_first" | "local_first" => {
+                let rule = if name == "zone_first" {
+                    LocalityRule::parse_zone_first(&mut params)?
+                } else {
+                    LocalityRule::parse_local_first(&mut params)?
+                };
+                let inner = match &inner {
+                    Some(inner) => inner.clone(),
+                    None => PolicySpec::parse_one("rr", None)?,
+                };
+                (Kind::Locality(rule, Box::new(inner)), None)
+            }
             _ => {
                 return Err(spec_err(format!(
                     "unknown policy `{}` (accepted: {})",
@@ -164,9 +304,26 @@ impl FromStr for PolicySpec {
                 )))
             }
         };
+        if inner.is_some() && !matches!(kind, Kind::Locality(..)) {
+            return Err(spec_err(format!(
+                "{name} does not wrap another policy: only zone_first and local_first come before `{OVER}`"
+            )));
+        }
         let bound = if kind.is_hashing() {
             params.take_bound()?.or(default_bound)
         } else {
+            for key in ["load_factor", "balance"] {
+                if params.has(key) {
+                    return Err(spec_err(match &kind {
+                        Kind::Locality(..) => format!(
+                            "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
+                        ),
+                        _ => format!(
+                            "{name}: {key} applies to hashing policies only (c_murmurhash, c_md5, c_ketama, ...)"
+                        ),
+                    }));
+                }
+            }
             None
         };
         params.finish()?;
@@ -267,7 +424,20 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// An integer in `min..=max`, `None` when absent.
+    pub(crate) fn take_opt_u64(
+        &mut self,
+        key: &'static str,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<u64>> {
+        let given = self.has(key);
+        let value = self.take_u64(key, min, max, min)?;
+        Ok(given.then_some(value))
+    }
+
     /// `true` or `false`, `default` when absent.
+    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn take_bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
         match self.take(key) {
             None => Ok(default),
@@ -281,6 +451,7 @@ impl<'a> Params<'a> {
     }
 
     /// One of `choices` (returned as the matching `&'static str`), `default` when absent.
+    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn take_choice(
         &mut self,
         key: &'static str,
@@ -309,6 +480,7 @@ impl<'a> Params<'a> {
     }
 
     /// The policy name as written.
+    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn policy(&self) -> &'a str {
         self.policy
     }

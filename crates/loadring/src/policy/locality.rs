@@ -1,0 +1,230 @@
+//! Locality: `zone_first` (IDC priority) and `local_first` (local priority),
+//! wrapping any other policy.
+//!
+//! A locality policy does not choose endpoints itself. It builds its inner
+//! policy once per zone, over that zone's endpoints, and once over all the
+//! endpoints; a pick only decides which of these instances serves the
+//! request, then delegates. Hashing inner policies therefore place keys on a
+//! ring of the zone's endpoints (the same owner as a ring built over that
+//! zone alone), bounded ones cap loads relative to the zone's total, and
+//! round robins keep one counter per zone.
+//!
+//! * `zone_first:min_endpoints=K` (default 1): a request from zone `z` is
+//!   served by `z`'s instance while at least `K` of `z`'s endpoints are
+//!   eligible for it (healthy, not excluded, weight > 0), else by the
+//!   instance over all endpoints. The threshold keeps a nearly drained zone
+//!   from concentrating its traffic on its last survivors.
+//! * `local_first:local_share=P` (0..=100, default 50): a request from zone
+//!   `z` is served by `z`'s instance with probability `P%`, else by the
+//!   instance over all endpoints (which may also choose `z`'s endpoints, so
+//!   the share that stays local is `P% + (100 - P)% * z's share of all`).
+//!   When `z` has no eligible endpoint, all endpoints serve. `seed=N` makes
+//!   the coin reproducible.
+//!
+//! A request without a zone, or from a zone no endpoint is in, is served by
+//! the instance over all endpoints. Endpoints without a zone are only in
+//! that instance. A zone whose endpoints all have weight 0 gets no instance.
+//!
+//! Cost: a binary search among the zone names, plus (`zone_first`) counting
+//! eligible endpoints of the zone up to `K`, or (`local_first`) one random
+//! draw, on top of the inner policy's pick.
+
+use std::sync::Arc;
+
+use crate::describe::Layout;
+use crate::error::{Error, Result};
+use crate::load::Member;
+use crate::policy::Policy;
+use crate::pool::Pool;
+use crate::request::Request;
+use crate::rng::{Rng, Seed};
+use crate::spec::{Params, PolicySpec};
+
+/// This policy's generator stream (see [`Rng::new`]).
+const STREAM: u64 = 4;
+
+/// Which locality rule, with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LocalityRule {
+    /// `zone_first`: stay in the zone while it has `min_endpoints` eligible.
+    ZoneFirst {
+        /// Eligible endpoints the zone needs to serve its own requests.
+        min_endpoints: u32,
+    },
+    /// `local_first`: `local_share` percent of the zone's requests stay in it.
+    LocalFirst {
+        /// Percent of requests served by the zone's instance, 0..=100.
+        local_share: u8,
+        /// The coin's seed.
+        seed: Seed,
+    },
+}
+
+impl LocalityRule {
+    pub(crate) fn parse_zone_first(params: &mut Params<'_>) -> Result<Self> {
+        let min_endpoints = params.take_u64("min_endpoints", 1, u64::from(u32::MAX), 1)? as u32;
+        Ok(LocalityRule::ZoneFirst { min_endpoints })
+    }
+
+    pub(crate) fn parse_local_first(params: &mut Params<'_>) -> Result<Self> {
+        let local_share = params.take_u64("local_share", 0, 100, 50)? as u8;
+        let seed = Seed::parse(params)?;
+        Ok(LocalityRule::LocalFirst { local_share, seed })
+    }
+
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            LocalityRule::ZoneFirst { .. } => "zone_first",
+            LocalityRule::LocalFirst { .. } => "local_first",
+        }
+    }
+}
+
+/// One zone's endpoints and the inner policy over them.
+#[derive(Debug)]
+struct Zone {
+    name: Box<str>,
+    pool: Pool,
+    policy: Box<dyn Policy>,
+}
+
+/// A locality policy over its inner instances.
+#[derive(Debug)]
+pub(crate) struct Locality {
+    rule: LocalityRule,
+    /// Sorted by name.
+    zones: Vec<Zone>,
+    all: Box<dyn Policy>,
+    /// `local_first`'s coin.
+    rng: Rng,
+}
+
+impl Locality {
+    pub(crate) fn new(rule: LocalityRule, inner: &PolicySpec, pool: Pool) -> Result<Self> {
+        // Zone by zone, each zone's endpoints in pool order.
+        let mut zoned: Vec<(&str, usize)> = (0..pool.len())
+            .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
+            .collect();
+        zoned.sort_unstable();
+        let mut zones = Vec::new();
+        for group in zoned.chunk_by(|a, b| a.0 == b.0) {
+            let members: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
+            if members.iter().all(|&i| pool.weight(i) == 0) {
+                continue;
+            }
+            let zone_pool = pool.subset(&members);
+            zones.push(Zone {
+                name: group[0].0.into(),
+                policy: inner.build(zone_pool.clone())?,
+                pool: zone_pool,
+            });
+        }
+        let seed = match rule {
+            LocalityRule::LocalFirst { seed, .. } => seed,
+            // zone_first never draws: a fixed seed spares the entropy.
+            LocalityRule::ZoneFirst { .. } => Seed(Some(0)),
+        };
+        Ok(Locality {
+            rule,
+            zones,
+            all: inner.build(pool)?,
+            rng: Rng::new(seed, STREAM),
+        })
+    }
+
+    /// The request's own zone, if it is one of ours.
+    #[inline]
+    fn zone_of(&self, req: &Request<'_>) -> Option<&Zone> {
+        let name = req.zone?;
+        self.zones
+            .binary_search_by(|z| (*z.name).cmp(name))
+            .ok()
+            .map(|i| &self.zones[i])
+    }
+
+    /// Whether at least `min` of the zone's endpoints are eligible for `req`.
+    fn has_eligible(zone: &Zone, req: &Request<'_>, min: u32) -> bool {
+        let min = min as usize;
+        if zone.pool.len() < min {
+            return false;
+        }
+        let mut found = 0;
+        for i in 0..zone.pool.len() {
+            if zone.pool.eligible(i, req) {
+                found += 1;
+                if found == min {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The zone instance that serves `req`, if not the one over all;
+    /// `coin` decides `local_first`'s share.
+    #[inline]
+    fn local(&self, req: &Request<'_>, coin: impl FnOnce(u8) -> bool) -> Option<&Zone> {
+        let zone = self.zone_of(req)?;
+        let stays = match self.rule {
+            LocalityRule::ZoneFirst { min_endpoints } => {
+                Self::has_eligible(zone, req, min_endpoints)
+            }
+            LocalityRule::LocalFirst { local_share, .. } => {
+                coin(local_share) && Self::has_eligible(zone, req, 1)
+            }
+        };
+        stays.then_some(zone)
+    }
+
+    fn flip(&self, local_share: u8) -> bool {
+        match local_share {
+            0 => false,
+            100 => true,
+            p => self.rng.below(100) < u64::from(p),
+        }
+    }
+}
+
+impl Policy for Locality {
+    #[inline]
+    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+        match self.local(req, |share| self.flip(share)) {
+            // The zone can empty between the count and the pick: then all
+            // endpoints serve, as if it had been empty from the start.
+            Some(zone) => match zone.policy.pick(req) {
+                Err(Error::NoEligibleEndpoint { .. }) => self.all.pick(req),
+                found => found,
+            },
+            None => self.all.pick(req),
+        }
+    }
+
+    /// The owner in the instance that would serve the request; for
+    /// `local_first`, which serves a zone's requests by chance, the instance
+    /// over all endpoints unless `local_share=100`.
+    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
+        match self.local(req, |share| share == 100) {
+            Some(zone) => zone.policy.natural(req),
+            None => self.all.natural(req),
+        }
+    }
+
+    /// The cap of the instance serving the member's own zone (the requests
+    /// of that zone, the ones that reach it in normal operation); for a
+    /// member without a zone, the cap of the instance over all endpoints.
+    fn cap(&self, member: &Member) -> Option<u64> {
+        let own = self
+            .zones
+            .iter()
+            .find(|z| (0..z.pool.len()).any(|i| std::ptr::eq(&**z.pool.member(i), member)));
+        match own {
+            Some(zone) => zone.policy.cap(member),
+            None => self.all.cap(member),
+        }
+    }
+
+    /// The inner policy's layout over all endpoints.
+    fn layout(&self) -> Option<Layout> {
+        self.all.layout()
+    }
+}
