@@ -94,6 +94,10 @@ fn a_seeded_run_is_identical_twice() {
         "c_murmurhash_bl",
         "-p",
         "c_md5:load_factor=1.5",
+        "-p",
+        "p2c",
+        "-p",
+        "random",
     ];
     let first = deterministic(small_json(&args));
     let second = deterministic(small_json(&args));
@@ -104,6 +108,22 @@ fn a_seeded_run_is_identical_twice() {
         first["policies"],
         deterministic(small_json(&other_seed))["policies"]
     );
+}
+
+#[test]
+fn randomized_policies_follow_the_seed() {
+    let p2c = |seed: &str| {
+        let report = small_json(&["-n", "5", "--seed", seed, "-p", "p2c"]);
+        deterministic(report)["policies"][0]["requests_per_endpoint"].clone()
+    };
+    assert_eq!(p2c("5"), p2c("5"));
+    assert_ne!(p2c("5"), p2c("6"));
+    // Shown as written, though it runs with seed=5.
+    let report = small_json(&["-n", "5", "--seed", "5", "-p", "p2c"]);
+    assert_eq!(report["policies"][0]["policy"], "p2c");
+    assert_eq!(report["policies"][0]["locality"], Value::Null);
+    assert_eq!(report["policies"][0]["churn"], Value::Null);
+    assert_eq!(f(&report["policies"][0]["ideal_churn"]), 0.2);
 }
 
 #[test]

@@ -442,18 +442,28 @@ mod tests {
     }
 
     #[test]
+    fn every_default_policy_exists() {
+        for text in DEFAULT_POLICIES {
+            assert!(text.parse::<PolicySpec>().is_ok(), "{text}");
+        }
+    }
+
+    #[test]
     fn only_policies_that_take_a_seed_get_one() {
-        // Hashing policies take no seed: they run as written.
+        // Hashing and deterministic policies take no seed: they run as written.
         assert_eq!(seeded("c_murmurhash", 7), None);
         assert_eq!(seeded("c_murmurhash:replicas=10", 7), None);
-        // A randomized policy given its own seed keeps it (a second is an error).
-        if "p2c".parse::<PolicySpec>().is_ok() {
-            assert_eq!(
-                seeded("p2c", 7).map(|s| s.as_str().to_string()),
-                Some("p2c:seed=7".to_string())
-            );
-            assert_eq!(seeded("p2c:seed=3", 7), None);
-        }
+        assert_eq!(seeded("rr", 7), None);
+        // A randomized policy gets the run's seed, unless it has its own.
+        assert_eq!(
+            seeded("p2c", 7).map(|s| s.as_str().to_string()),
+            Some("p2c:seed=7".to_string())
+        );
+        assert_eq!(
+            seeded("p2c:choices=3", 7).map(|s| s.as_str().to_string()),
+            Some("p2c:choices=3 seed=7".to_string())
+        );
+        assert_eq!(seeded("p2c:seed=3", 7), None);
     }
 
     #[test]
