@@ -29,6 +29,7 @@ enum Command {
     Shell(shell::Args),
     /// Replay one seeded workload against several policies in virtual time:
     /// load, locality and churn side by side.
+    #[command(long_about = simulate::LONG_ABOUT)]
     Simulate(simulate::Args),
 }
 

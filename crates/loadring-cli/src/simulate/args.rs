@@ -18,31 +18,34 @@ pub const DEFAULT_POLICIES: &[&str] = &[
     "rr",
 ];
 
-/// Runs a discrete-event simulation in virtual time and shows what each
-/// policy does to load, locality and churn on the same requests.
-///
-/// Requests arrive as a Poisson process (`--rate`), each for a key drawn from
-/// `--workload`, and are placed by the real `loadring::Balancer`: each holds
-/// its pick guard for a service time (`--service`), then releases it. The
-/// default run is the story of a viral key: 10 endpoints, 1,000,000 requests,
-/// zipf:1.1 over 100,000 keys with key-0 getting 10% of all requests, about
-/// 20 requests in flight per endpoint, and the last endpoint removed halfway.
-///
-/// Per policy it reports:
-///   max_over_mean  the worst in-flight of a picked endpoint divided by the mean
-///                  in-flight per endpoint at that moment (weight-adjusted), over
-///                  picks after the first 5% of virtual time while that mean >= 4
-///   cap_violations picks after which the endpoint held more than the policy's
-///                  bounded-load cap (null for unbounded policies)
-///   locality       share of requests served by the key's natural owner at that
-///                  moment (null for policies that do not place by hash)
-///   churn          share of keys whose natural owner changed at a membership
-///                  event (mean over events; null without events or hashing)
-///   ideal_churn    the least share any placement must move at those events
-///   requests_per_endpoint, ns_per_pick (wall time inside Balancer::pick)
-/// See docs/simulate.md for the model and every JSON field.
+/// `loadring simulate --help`: the model and the metrics in brief
+/// (docs/simulate.md has the rest).
+pub const LONG_ABOUT: &str = "\
+Replay one seeded workload against several policies in virtual time: load, locality and churn side by side.
+
+Requests arrive as a Poisson process (--rate), each for a key drawn from --workload, and are placed
+by the real loadring::Balancer: each holds its pick guard for a service time (--service), then
+releases it. The default run is the story of a viral key: 10 endpoints, 1,000,000 requests,
+zipf:1.1 over 100,000 keys with key-0 getting 10% of all requests, ~20 requests in flight per
+endpoint, and the last endpoint removed halfway.
+
+Per policy (table, or --json with these field names):
+  max_over_mean          the worst in-flight of a picked endpoint over the mean in-flight per endpoint
+                         at that moment (weight-adjusted), over picks after the first 5% of virtual
+                         time while that mean is >= 4
+  cap_violations         picks after which the endpoint held more than the policy's bounded-load cap
+                         (null for unbounded policies)
+  locality               share of requests served by the key's natural owner at that moment
+                         (null for policies that do not place by hash)
+  churn                  share of keys whose natural owner changed at a membership event (mean over
+                         events; null without events or for non-hashing policies)
+  ideal_churn            the least share any placement must move at those events
+  requests_per_endpoint  requests served by each endpoint
+  ns_per_pick            wall time inside Balancer::pick per request (varies run to run)
+The same flags and --seed give the same results, wall times aside. See docs/simulate.md.";
+
+/// The flags of `loadring simulate`.
 #[derive(clap::Args, Debug)]
-#[command(verbatim_doc_comment)]
 pub struct Args {
     /// A policy to compare (repeatable); default: c_murmurhash, c_murmurhash_bl,
     /// maglev, maglev:load_factor=1.25, ring_hash, p2c, rr.

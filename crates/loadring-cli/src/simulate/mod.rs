@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-pub use args::Args;
 use args::Config;
+pub use args::{Args, LONG_ABOUT};
 use engine::{Outcome, Setup};
 use workload::Trace;
 
