@@ -408,3 +408,24 @@ fn bad_flags_give_one_line_and_exit_2() {
     );
     std::fs::remove_file(&empty).unwrap();
 }
+
+#[test]
+fn a_light_load_leaves_the_peak_unmeasured() {
+    // 100 requests/s x 10 ms = 1 in flight in all: never 4 per endpoint.
+    let out = loadring(&[
+        "simulate",
+        "--requests",
+        "2000",
+        "--rate",
+        "100",
+        "-n",
+        "5",
+        "-p",
+        "c_murmurhash",
+        "--json",
+    ]);
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["policies"][0]["max_over_mean"], Value::Null);
+    assert_eq!(f(&report["policies"][0]["locality"]), 1.0);
+}

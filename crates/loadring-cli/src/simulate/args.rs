@@ -32,7 +32,7 @@ endpoint, and the last endpoint removed halfway.
 Per policy (table, or --json with these field names):
   max_over_mean          the worst in-flight of a picked endpoint over the mean in-flight per endpoint
                          at that moment (weight-adjusted), over picks after the first 5% of virtual
-                         time while that mean is >= 4
+                         time while that mean is >= 4 (null if none qualified)
   cap_violations         picks after which the endpoint held more than the policy's bounded-load cap
                          (null for unbounded policies)
   locality               share of requests served by the key's natural owner at that moment

@@ -140,7 +140,8 @@ pub struct Outcome {
     /// The policy as the user wrote it.
     pub name: String,
     pub spec: PolicySpec,
-    pub max_over_mean: f64,
+    /// `None` when no pick qualified (the load never reached [`MIN_MEAN`]).
+    pub max_over_mean: Option<f64>,
     pub cap_violations: Option<u64>,
     pub locality: Option<f64>,
     pub churn: Option<f64>,
@@ -272,7 +273,7 @@ struct Run<'a, 's> {
     requests: Vec<u64>,
     local: u64,
     violations: u64,
-    max_over_mean: f64,
+    max_over_mean: Option<f64>,
     pick_time: Duration,
     timed: u64,
 }
@@ -314,7 +315,7 @@ impl<'a, 's> Run<'a, 's> {
             requests: vec![0; setup.addrs.len()],
             local: 0,
             violations: 0,
-            max_over_mean: 0.0,
+            max_over_mean: None,
             pick_time: Duration::ZERO,
             timed: 0,
         })
@@ -417,7 +418,8 @@ impl<'a, 's> Run<'a, 's> {
             let total = self.balancer.total_in_flight() as f64;
             if total / members.count as f64 >= MIN_MEAN {
                 let fair = total * members.weight[e] as f64 / members.weight_sum as f64;
-                self.max_over_mean = self.max_over_mean.max(load as f64 / fair);
+                let ratio = load as f64 / fair;
+                self.max_over_mean = Some(self.max_over_mean.map_or(ratio, |m| m.max(ratio)));
             }
         }
         self.timeline.change(arrival.at, e, true);
@@ -613,6 +615,7 @@ mod tests {
         );
         assert_eq!(out.cap_violations, None);
         assert_eq!((out.churn, out.ideal_churn), (None, None));
+        assert!(out.max_over_mean.unwrap() > 1.0);
         assert_eq!(out.timeline.len(), WINDOWS * 5);
     }
 
@@ -623,8 +626,8 @@ mod tests {
         assert!(out.locality.unwrap() < 1.0, "the viral key spills over");
         // load <= cap = ceil(1.25 * (total + 1) / 5) and the mean (total + 1) / 5
         // is at least 4, so the ratio is at most 1.25 + 1 / 4.
-        assert!(out.max_over_mean <= 1.5, "{}", out.max_over_mean);
-        assert!(out.max_over_mean > 1.0, "{}", out.max_over_mean);
+        let m = out.max_over_mean.unwrap();
+        assert!(m > 1.0 && m <= 1.5, "{m}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ struct EventJson {
 #[derive(Serialize)]
 struct PolicyJson<'a> {
     policy: &'a str,
-    max_over_mean: f64,
+    max_over_mean: Option<f64>,
     cap_violations: Option<u64>,
     locality: Option<f64>,
     churn: Option<f64>,

@@ -113,7 +113,7 @@ where
         &bars[0],
         "peak in flight / mean (lower is better)",
         outcomes,
-        &|o| Some(o.max_over_mean),
+        &|o| o.max_over_mean,
         &|v| format!("{v:.2}x"),
         &color,
         None,

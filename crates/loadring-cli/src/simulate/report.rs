@@ -80,9 +80,9 @@ fn metrics(out: &mut String, outcomes: &[Outcome]) {
     for o in outcomes {
         let _ = writeln!(
             out,
-            "{:<width$}  {:>9.2}  {:>9}  {:>8}  {:>6}  {:>6}  {:>7.0}",
+            "{:<width$}  {:>9}  {:>9}  {:>8}  {:>6}  {:>6}  {:>7.0}",
             o.name,
-            o.max_over_mean,
+            opt(o.max_over_mean, 2),
             o.cap_violations
                 .map_or_else(|| "-".into(), |v| v.to_string()),
             opt(o.locality, 3),
@@ -112,35 +112,35 @@ fn verdicts(out: &mut String, outcomes: &[Outcome]) {
 
 /// One line a person can act on, from the numbers alone.
 pub fn verdict(o: &Outcome) -> String {
-    let m = o.max_over_mean;
-    let owner = |locality: f64| {
-        if locality >= 1.0 {
-            "every request on its key's owner".to_string()
-        } else {
-            format!("{} of requests on their key's owner", percent(locality))
-        }
+    let owner = |locality: Option<f64>| match locality {
+        Some(l) if l >= 1.0 => "every request on its key's owner".to_string(),
+        Some(l) => format!("{} of requests on their key's owner", percent(l)),
+        None => "no key affinity: a key's requests go anywhere".to_string(),
     };
-    let mut line = match (o.spec.load_factor(), o.locality) {
-        (Some(factor), locality) => match o.cap_violations.unwrap_or(0) {
+    let peak = match o.max_over_mean {
+        Some(m) => format!("peak {m:.2}x the mean"),
+        None => format!("peak not measured (under {MIN_MEAN} in flight per endpoint)"),
+    };
+    let mut line = match (o.spec.load_factor(), o.max_over_mean) {
+        (Some(factor), _) => match o.cap_violations.unwrap_or(0) {
             0 => format!(
-                "bounded: never over its cap ({factor}x the mean, rounded up), peak {m:.2}x; {}",
-                owner(locality.unwrap_or(0.0))
+                "bounded: never over its cap ({factor}x the mean, rounded up), {peak}; {}",
+                owner(o.locality)
             ),
             v => format!(
                 "bounded, yet {v} picks went over the cap ({factor}x the mean); {}",
-                owner(locality.unwrap_or(0.0))
+                owner(o.locality)
             ),
         },
-        (None, Some(locality)) if m >= 1.5 => format!(
+        (None, Some(m)) if m >= 1.5 && o.locality.is_some() => format!(
             "hot spot: the busiest endpoint peaks at {m:.1}x the mean; {}",
-            owner(locality)
+            owner(o.locality)
         ),
-        (None, Some(locality)) => {
-            format!("balanced here (peak {m:.2}x the mean); {}", owner(locality))
+        (None, Some(_)) if o.locality.is_some() => {
+            format!("balanced here ({peak}); {}", owner(o.locality))
         }
-        (None, None) => format!(
-            "even load (peak {m:.2}x the mean), but no key affinity: a key's requests go anywhere"
-        ),
+        (None, Some(_)) => format!("even load ({peak}), but {}", owner(None)),
+        (None, None) => format!("{peak}; {}", owner(o.locality)),
     };
     if let (Some(churn), Some(must)) = (o.churn, o.necessary_churn) {
         if churn > 1.1 * must + 1e-3 {
