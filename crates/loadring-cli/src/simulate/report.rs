@@ -143,19 +143,20 @@ pub fn verdict(o: &Outcome) -> String {
         (None, None) => format!("{peak}; {}", owner(o.locality)),
     };
     if let (Some(churn), Some(must)) = (o.churn, o.necessary_churn) {
-        if churn > 1.1 * must + 1e-3 {
-            let _ = write!(
+        let (churn, must) = (churn * 100.0, must * 100.0);
+        let _ = if churn <= must + 0.05 {
+            write!(line, "; a change moves only the keys it must ({churn:.1}%)")
+        } else if churn <= 1.1 * must {
+            write!(
                 line,
-                "; a change also moves keys between endpoints that stay ({:.1}%)",
-                churn * 100.0
-            );
+                "; a change moves a few more keys than it must ({churn:.1}% for {must:.1}%)"
+            )
         } else {
-            let _ = write!(
+            write!(
                 line,
-                "; a change moves only the keys it must ({:.1}%)",
-                churn * 100.0
-            );
-        }
+                "; a change also moves keys between endpoints that stay ({churn:.1}% for {must:.1}%)"
+            )
+        };
     }
     line
 }
