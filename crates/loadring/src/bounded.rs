@@ -108,7 +108,7 @@ impl fmt::Display for LoadFactor {
         if frac == 0 {
             return write!(f, "{int}");
         }
-        while frac % 10 == 0 {
+        while frac.is_multiple_of(10) {
             frac /= 10;
             den /= 10;
         }

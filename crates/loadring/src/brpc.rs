@@ -33,7 +33,7 @@ pub(crate) struct BrpcRing {
 impl BrpcRing {
     pub(crate) fn parse(hash: BrpcHash, params: &mut Params<'_>) -> Result<Self> {
         let replicas = params.take_u64("replicas", 1, MAX_RING_POINTS, 100)? as u32;
-        if hash == BrpcHash::Ketama && replicas % 4 != 0 {
+        if hash == BrpcHash::Ketama && !replicas.is_multiple_of(4) {
             return Err(spec_err(format!(
                 "replicas={replicas}: c_ketama takes four points per MD5 digest, so replicas must be a multiple of 4"
             )));

@@ -69,12 +69,12 @@ fn is_prime(n: u64) -> bool {
     if n < 4 {
         return n >= 2;
     }
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         return false;
     }
     let mut d = 3;
     while d * d <= n {
-        if n % d == 0 {
+        if n.is_multiple_of(d) {
             return false;
         }
         d += 2;

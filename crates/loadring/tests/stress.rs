@@ -68,7 +68,7 @@ fn stress(spec: &str) {
         s.spawn(|| {
             let mut round = 0usize;
             while !done.load(Ordering::Relaxed) {
-                let skip = if round % 2 == 0 {
+                let skip = if round.is_multiple_of(2) {
                     Some(round % 8 + 1)
                 } else {
                     None

@@ -336,7 +336,7 @@ impl<'a, 's> Run<'a, 's> {
                 .get(self.next_event)
                 .filter(|e| e.at <= until);
             match (departure, event) {
-                (Some(t), e) if e.map_or(true, |e| t <= e.at) => {
+                (Some(t), e) if e.is_none_or(|e| t <= e.at) => {
                     // The heap is not empty: peek just saw a departure.
                     let d = self.heap.pop().expect("peeked");
                     self.timeline.change(d.at, d.endpoint, false);

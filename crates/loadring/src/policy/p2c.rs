@@ -86,7 +86,7 @@ impl P2c {
     fn lightest_of_all(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
         let mut best: Option<usize> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
-            if best.map_or(true, |b| self.lighter(i, b)) {
+            if best.is_none_or(|b| self.lighter(i, b)) {
                 best = Some(i);
             }
         }

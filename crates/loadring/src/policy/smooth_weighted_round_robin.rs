@@ -197,7 +197,7 @@ impl Table {
                 Some(&p) => u64::from(p),
                 None => u64::from(mine[0]) + period,
             };
-            if best.map_or(true, |(distance, _)| next - pos < distance) {
+            if best.is_none_or(|(distance, _)| next - pos < distance) {
                 best = Some((next - pos, i));
             }
         }
@@ -241,7 +241,7 @@ mod tests {
                     }
                     current[i] += i128::from(weights[i]);
                     total += i128::from(weights[i]);
-                    if best.map_or(true, |b| current[i] > current[b]) {
+                    if best.is_none_or(|b| current[i] > current[b]) {
                         best = Some(i);
                     }
                 }
@@ -342,7 +342,7 @@ mod tests {
                 }
                 current[i] += i128::from(weights[i]);
                 total += i128::from(weights[i]);
-                if best.map_or(true, |b| current[i] > current[b]) {
+                if best.is_none_or(|b| current[i] > current[b]) {
                     best = Some(i);
                 }
             }
