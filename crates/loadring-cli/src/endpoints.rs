@@ -1,6 +1,7 @@
-//! The endpoint and policy options shared by `place` and `describe`.
+//! The endpoint and policy options shared by `place` and `describe`, and
+//! the endpoint reading that `simulate` shares with them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use loadring::{Endpoint, PolicySpec};
 
@@ -27,31 +28,7 @@ impl Target {
             .policy
             .parse()
             .map_err(|e| CliError(format!("--policy: {e}")))?;
-        let mut endpoints = Vec::new();
-        for text in &self.endpoint {
-            endpoints.push(
-                text.parse::<Endpoint>()
-                    .map_err(|e| CliError(format!("-e: {e}")))?,
-            );
-        }
-        if let Some(path) = &self.endpoints {
-            let file = std::fs::read_to_string(path)
-                .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
-            for (n, line) in file.lines().enumerate() {
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                let endpoint = line.parse::<Endpoint>().map_err(|e| {
-                    CliError(format!(
-                        "--endpoints {} line {}: {e}",
-                        path.display(),
-                        n + 1
-                    ))
-                })?;
-                endpoints.push(endpoint);
-            }
-        }
+        let endpoints = read(&self.endpoint, self.endpoints.as_deref())?;
         if endpoints.is_empty() {
             return Err(CliError(
                 "no endpoints: give -e ENDPOINT (repeatable) or --endpoints FILE".into(),
@@ -59,4 +36,36 @@ impl Target {
         }
         Ok((spec, endpoints))
     }
+}
+
+/// The endpoints of `-e TEXT...` then of `--endpoints FILE` (one per line,
+/// blank lines and `#` comments ignored), in order; the first bad one is a
+/// one-line error naming the flag (and the file's line).
+pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliError> {
+    let mut endpoints = Vec::new();
+    for text in texts {
+        endpoints.push(
+            text.parse::<Endpoint>()
+                .map_err(|e| CliError(format!("-e: {e}")))?,
+        );
+    }
+    if let Some(path) = file {
+        let content = std::fs::read_to_string(path)
+            .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
+        for (n, line) in content.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let endpoint = line.parse::<Endpoint>().map_err(|e| {
+                CliError(format!(
+                    "--endpoints {} line {}: {e}",
+                    path.display(),
+                    n + 1
+                ))
+            })?;
+            endpoints.push(endpoint);
+        }
+    }
+    Ok(endpoints)
 }

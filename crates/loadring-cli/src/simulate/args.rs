@@ -234,29 +234,8 @@ impl Args {
     }
 
     fn endpoints(&self) -> Result<Vec<Endpoint>, CliError> {
-        let mut endpoints = Vec::new();
-        for text in &self.endpoint {
-            endpoints.push(
-                text.parse::<Endpoint>()
-                    .map_err(|e| CliError(format!("-e {text}: {e}")))?,
-            );
-        }
+        let mut endpoints = crate::endpoints::read(&self.endpoint, self.endpoints.as_deref())?;
         if let Some(path) = &self.endpoints {
-            let file = std::fs::read_to_string(path)
-                .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
-            for (n, line) in file.lines().enumerate() {
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') {
-                    continue;
-                }
-                endpoints.push(line.parse::<Endpoint>().map_err(|e| {
-                    CliError(format!(
-                        "--endpoints {} line {}: {e}",
-                        path.display(),
-                        n + 1
-                    ))
-                })?);
-            }
             if endpoints.is_empty() {
                 return Err(CliError(format!(
                     "--endpoints {}: no endpoints in the file (one ENDPOINT per line)",
