@@ -6,7 +6,7 @@
 //! endpoint of weight `w` gets `replicas * w` virtual nodes (weight 1 is brpc).
 
 use crate::error::{spec_err, Error, Result};
-use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name};
+use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name, Murmur3Prefix};
 use crate::hashing::RingPlacement;
 use crate::pool::Pool;
 use crate::ring::Ring;
@@ -68,10 +68,12 @@ impl BrpcRing {
             let nodes = replicas * u64::from(endpoint.weight());
             match self.hash {
                 BrpcHash::Murmur3 => {
-                    for i in 0..nodes {
-                        let name = point_name(&mut buf, endpoint.addr(), b'-', i);
-                        entries.push((murmur3_x86_32(name, 0), owner));
-                    }
+                    // Every name starts with "<addr>-": mix that part once.
+                    buf.clear();
+                    buf.extend_from_slice(endpoint.addr().as_bytes());
+                    buf.push(b'-');
+                    let prefix = Murmur3Prefix::new(&buf, 0);
+                    entries.extend((0..nodes).map(|i| (prefix.hash_decimal(i), owner)));
                 }
                 BrpcHash::Md5 => {
                     for i in 0..nodes {

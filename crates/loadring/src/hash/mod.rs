@@ -13,6 +13,7 @@ pub(crate) use self::md5::md5_words;
 pub use self::md5::{md5, md5_le32};
 pub use self::murmur2::{murmur_hash_2, STD_HASH_SEED};
 pub use self::murmur3::murmur3_x86_32;
+pub(crate) use self::murmur3::Murmur3Prefix;
 pub use self::one_at_a_time::one_at_a_time;
 
 /// xxHash64 with the given seed (Envoy's `HashUtil::xxHash64`).

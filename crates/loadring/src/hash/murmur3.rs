@@ -8,17 +8,29 @@
 /// assert_eq!(loadring::hash::murmur3_x86_32(b"10.0.0.1:80-0", 0), 0xd012af39);
 /// ```
 pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
-    const C1: u32 = 0xcc9e_2d51;
-    const C2: u32 = 0x1b87_3593;
-    let mut h = seed;
     let mut blocks = data.chunks_exact(4);
-    for block in &mut blocks {
+    let h = body(seed, &mut blocks);
+    finish(h, blocks.remainder(), data.len())
+}
+
+const C1: u32 = 0xcc9e_2d51;
+const C2: u32 = 0x1b87_3593;
+
+/// Mixes the whole 4-byte blocks into the state `h`.
+#[inline(always)]
+fn body(mut h: u32, blocks: &mut std::slice::ChunksExact<'_, u8>) -> u32 {
+    for block in blocks {
         let mut k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
         k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
         h ^= k;
         h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
     }
-    let tail = blocks.remainder();
+    h
+}
+
+/// Mixes the last 0 to 3 bytes and the total length, then avalanches.
+#[inline(always)]
+fn finish(mut h: u32, tail: &[u8], len: usize) -> u32 {
     if !tail.is_empty() {
         let mut k = 0u32;
         for (i, &b) in tail.iter().enumerate() {
@@ -27,7 +39,7 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
         k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
         h ^= k;
     }
-    h ^= data.len() as u32;
+    h ^= len as u32;
     h ^= h >> 16;
     h = h.wrapping_mul(0x85eb_ca6b);
     h ^= h >> 13;
@@ -36,9 +48,56 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
     h
 }
 
+/// MurmurHash3_x86_32 of `"<prefix><n>"` for many `n`: the whole 4-byte
+/// blocks of the prefix are mixed once, and each name is hashed from a small
+/// stack buffer (a ring build hashes `"<addr>-<i>"` for every virtual node).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Murmur3Prefix {
+    /// The state after the prefix's whole blocks.
+    h: u32,
+    /// The prefix's bytes after its last whole block (`rest_len <= 3`).
+    rest: [u8; 3],
+    rest_len: usize,
+    len: usize,
+}
+
+impl Murmur3Prefix {
+    pub(crate) fn new(prefix: &[u8], seed: u32) -> Self {
+        let mut blocks = prefix.chunks_exact(4);
+        let h = body(seed, &mut blocks);
+        let tail = blocks.remainder();
+        let mut rest = [0u8; 3];
+        rest[..tail.len()].copy_from_slice(tail);
+        Murmur3Prefix {
+            h,
+            rest,
+            rest_len: tail.len(),
+            len: prefix.len(),
+        }
+    }
+
+    /// The hash of the prefix followed by `n` in decimal.
+    #[inline]
+    pub(crate) fn hash_decimal(&self, n: u64) -> u32 {
+        // At most 3 prefix bytes and 20 digits.
+        let mut buf = [0u8; 23];
+        buf[..3].copy_from_slice(&self.rest);
+        let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
+        let end = self.rest_len + digits;
+        let mut v = n;
+        for d in buf[self.rest_len..end].iter_mut().rev() {
+            *d = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+        let mut blocks = buf[..end].chunks_exact(4);
+        let h = body(self.h, &mut blocks);
+        finish(h, blocks.remainder(), self.len + digits)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::murmur3_x86_32;
+    use super::{murmur3_x86_32, Murmur3Prefix};
 
     #[test]
     fn reference_values() {
@@ -55,5 +114,36 @@ mod tests {
             0x2fa8_26cd
         );
         assert_eq!(murmur3_x86_32(b"10.0.0.1:80-0", 0), 0xd012_af39);
+    }
+
+    #[test]
+    fn prefix_state_hashes_like_the_whole_name() {
+        let prefixes = [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "h-",
+            "10.0.0.1:80-",
+            "[::1]:8080-",
+            "unix:app.sock_",
+        ];
+        let numbers = [0, 1, 9, 10, 99, 100, 159, 12345, 9_999_999, u64::MAX];
+        for prefix in prefixes {
+            let state = Murmur3Prefix::new(prefix.as_bytes(), 0);
+            for n in numbers {
+                let name = format!("{prefix}{n}");
+                assert_eq!(
+                    state.hash_decimal(n),
+                    murmur3_x86_32(name.as_bytes(), 0),
+                    "{name}"
+                );
+            }
+        }
+        let seeded = Murmur3Prefix::new(b"abcde", 0x9747_b28c);
+        assert_eq!(
+            seeded.hash_decimal(42),
+            murmur3_x86_32(b"abcde42", 0x9747_b28c)
+        );
     }
 }
