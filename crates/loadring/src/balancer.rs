@@ -22,6 +22,11 @@ use crate::spec::PolicySpec;
 /// on the snapshot they started with. In-flight counters and health belong to
 /// the backend (address and tag), so they survive updates that keep it.
 ///
+/// Bounded policies also keep a running total of the requests in flight,
+/// which their cap needs on every pick; other policies skip that shared
+/// counter (one contended atomic add less per pick and per release) and
+/// [`Balancer::total_in_flight`] sums the members instead.
+///
 /// ```
 /// use loadring::{Balancer, Endpoint, Request};
 ///
@@ -64,6 +69,8 @@ pub struct Balancer {
     spec: PolicySpec,
     snapshot: ArcSwap<Snapshot>,
     total: Arc<AtomicI64>,
+    /// Whether members count their reservations in `total` (bounded policies).
+    tallied: bool,
     /// Serializes writers; readers never touch it.
     writer: Mutex<()>,
 }
@@ -84,16 +91,18 @@ impl Balancer {
     /// over them (a ring too large, ...).
     pub fn new(spec: PolicySpec, endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Self> {
         let total = Arc::new(AtomicI64::new(0));
+        let tallied = spec.load_factor().is_some();
         let endpoints = dedup(endpoints)?;
         let members: Vec<Arc<Member>> = endpoints
             .iter()
-            .map(|e| Arc::new(Member::new(e, total.clone())))
+            .map(|e| new_member(e, tallied, &total))
             .collect();
-        let snapshot = build(&spec, endpoints, members, &total)?;
+        let snapshot = build(&spec, endpoints, members, tallied, &total)?;
         Ok(Balancer {
             spec,
             snapshot: ArcSwap::from_pointee(snapshot),
             total,
+            tallied,
             writer: Mutex::new(()),
         })
     }
@@ -125,10 +134,10 @@ impl Balancer {
             .iter()
             .map(|e| match current.members.iter().find(|m| m.is(e)) {
                 Some(m) => m.clone(),
-                None => Arc::new(Member::new(e, self.total.clone())),
+                None => new_member(e, self.tallied, &self.total),
             })
             .collect();
-        let next = build(&self.spec, endpoints, members, &self.total)?;
+        let next = build(&self.spec, endpoints, members, self.tallied, &self.total)?;
         for old in &current.members {
             if !next.members.iter().any(|m| Arc::ptr_eq(m, old)) {
                 old.retire();
@@ -203,7 +212,11 @@ impl Balancer {
 
     /// Requests in flight on the current members.
     pub fn total_in_flight(&self) -> u64 {
-        self.total.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64
+        if self.tallied {
+            self.total.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64
+        } else {
+            self.snapshot.load().members.iter().map(|m| m.load()).sum()
+        }
     }
 
     /// The cap the next bounded pick would apply to the endpoint at `addr`;
@@ -231,10 +244,19 @@ impl Balancer {
     }
 }
 
+fn new_member(endpoint: &Endpoint, tallied: bool, total: &Arc<AtomicI64>) -> Arc<Member> {
+    Arc::new(if tallied {
+        Member::new(endpoint, total.clone())
+    } else {
+        Member::untallied(endpoint)
+    })
+}
+
 fn build(
     spec: &PolicySpec,
     endpoints: Vec<Endpoint>,
     members: Vec<Arc<Member>>,
+    tallied: bool,
     total: &Arc<AtomicI64>,
 ) -> Result<Snapshot> {
     if endpoints.is_empty() {
@@ -247,7 +269,9 @@ fn build(
     if endpoints.iter().all(|e| e.weight() == 0) {
         return Err(Error::AllWeightsZero);
     }
-    let pool = Pool::new(endpoints.clone(), members.clone(), true, total.clone());
+    // Without a running total the pool sums its members when asked, as a
+    // sub-pool does.
+    let pool = Pool::new(endpoints.clone(), members.clone(), tallied, total.clone());
     let policy = spec.build(pool)?;
     Ok(Snapshot {
         endpoints,

@@ -4,6 +4,11 @@
 //! release racing with the backend's removal from the membership is counted
 //! out of the member total exactly once: either by the release (it saw the
 //! backend still a member) or by the removal (its count included the slot).
+//!
+//! The member total is one counter shared by every picking thread, so keeping
+//! it costs each pick and each release an atomic add on a contended cache
+//! line. Only bounded policies read it on every pick; members of other
+//! balancers keep no total (it is summed over the members when asked).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -21,18 +26,28 @@ pub(crate) struct Member {
     /// Low 63 bits: requests in flight. Top bit: no longer a member.
     word: AtomicU64,
     healthy: AtomicBool,
-    /// In-flight requests summed over the current members of the balancer.
-    total: Arc<AtomicI64>,
+    /// In-flight requests summed over the current members of the balancer,
+    /// if the balancer keeps that sum.
+    total: Option<Arc<AtomicI64>>,
 }
 
 impl Member {
+    /// A member whose reservations are counted in `total` too.
     pub(crate) fn new(endpoint: &Endpoint, total: Arc<AtomicI64>) -> Self {
+        Member {
+            total: Some(total),
+            ..Member::untallied(endpoint)
+        }
+    }
+
+    /// A member of a balancer that keeps no running total.
+    pub(crate) fn untallied(endpoint: &Endpoint) -> Self {
         Member {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(Into::into),
             word: AtomicU64::new(0),
             healthy: AtomicBool::new(true),
-            total,
+            total: None,
         }
     }
 
@@ -67,8 +82,17 @@ impl Member {
     #[inline]
     pub(crate) fn reserve(&self) {
         let prev = self.word.fetch_add(1, Relaxed);
-        if prev & REMOVED == 0 {
-            self.total.fetch_add(1, Relaxed);
+        self.count_in_total(prev, 1);
+    }
+
+    /// Adds `delta` to the total if there is one and the backend was still a
+    /// member when its word read `prev`.
+    #[inline]
+    fn count_in_total(&self, prev: u64, delta: i64) {
+        if let Some(total) = &self.total {
+            if prev & REMOVED == 0 {
+                total.fetch_add(delta, Relaxed);
+            }
         }
     }
 
@@ -87,9 +111,7 @@ impl Member {
                 .compare_exchange_weak(cur, cur + 1, Relaxed, Relaxed)
             {
                 Ok(_) => {
-                    if cur & REMOVED == 0 {
-                        self.total.fetch_add(1, Relaxed);
-                    }
+                    self.count_in_total(cur, 1);
                     return true;
                 }
                 Err(now) => cur = now,
@@ -101,18 +123,14 @@ impl Member {
     fn release(&self) {
         let prev = self.word.fetch_sub(1, Relaxed);
         debug_assert!(prev & COUNT > 0, "release without a reservation");
-        if prev & REMOVED == 0 {
-            self.total.fetch_sub(1, Relaxed);
-        }
+        self.count_in_total(prev, -1);
     }
 
     /// Marks the backend as no longer a member: its load leaves the total now,
     /// and its outstanding guards will release without touching the total.
     pub(crate) fn retire(&self) {
         let prev = self.word.fetch_or(REMOVED, Relaxed);
-        if prev & REMOVED == 0 {
-            self.total.fetch_sub((prev & COUNT) as i64, Relaxed);
-        }
+        self.count_in_total(prev, -((prev & COUNT) as i64));
     }
 }
 
@@ -209,5 +227,18 @@ mod tests {
             (0, 0),
             "late releases do not count twice"
         );
+    }
+
+    #[test]
+    fn untallied_members_count_only_themselves() {
+        let m = Member::untallied(&Endpoint::new("a").unwrap());
+        m.reserve();
+        assert!(m.try_reserve(2));
+        assert!(!m.try_reserve(2), "the cap is 2");
+        m.retire();
+        m.release();
+        assert_eq!(m.load(), 1);
+        m.release();
+        assert_eq!(m.load(), 0);
     }
 }
