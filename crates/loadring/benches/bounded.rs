@@ -1,0 +1,183 @@
+//! Bounded load: what the cap check costs a pick, and what concurrent updates
+//! cost the picks running beside them.
+//!
+//! ```text
+//! cargo bench -p loadring --bench bounded -- --warm-up-time 1 --measurement-time 3
+//! ```
+//!
+//! Every pick here is released at once (pick, then drop the guard), so the
+//! bounded walk always finds room at the key's natural owner: the figures are
+//! the price of the cap arithmetic and the compare-and-swap reservation, not of
+//! spilling. Picks cycle through 1024 pseudo-random request codes.
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use loadring::{Balancer, Endpoint, Request};
+
+const INPUTS: usize = 1024;
+const ENDPOINTS: usize = 100;
+
+fn endpoints(range: std::ops::Range<usize>) -> Vec<Endpoint> {
+    range
+        .map(|i| Endpoint::new(&format!("10.0.{}.{}:8080", i / 250, i % 250 + 1)).unwrap())
+        .collect()
+}
+
+/// A fixed pseudo-random sequence of u32 request codes (SplitMix64).
+fn codes() -> Vec<u64> {
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    (0..INPUTS)
+        .map(|_| {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) & u64::from(u32::MAX)
+        })
+        .collect()
+}
+
+fn balancer(policy: &str) -> Balancer {
+    Balancer::new(policy.parse().unwrap(), endpoints(0..ENDPOINTS)).unwrap()
+}
+
+#[inline]
+fn pick_release(b: &Balancer, code: u64) {
+    let pick = b.pick(&Request::code(code)).unwrap();
+    drop(black_box(pick));
+}
+
+/// `iters` picks on each of two threads started together; the slower
+/// thread's time, so the figure is the time per pick as each thread sees it.
+fn two_threads(b: &Balancer, codes: &[u64], iters: u64) -> Duration {
+    let barrier = Barrier::new(2);
+    thread::scope(|s| {
+        let run = |offset: usize| {
+            let barrier = &barrier;
+            move || {
+                barrier.wait();
+                let start = Instant::now();
+                let mut i = offset;
+                for _ in 0..iters {
+                    i = (i + 1) & (INPUTS - 1);
+                    pick_release(b, codes[i]);
+                }
+                start.elapsed()
+            }
+        };
+        let a = s.spawn(run(0));
+        let c = s.spawn(run(INPUTS / 2));
+        a.join().unwrap().max(c.join().unwrap())
+    })
+}
+
+fn pick_cost(c: &mut Criterion) {
+    let codes = codes();
+    let policies = [
+        ("plain", "c_murmurhash"),
+        ("bounded", "c_murmurhash_bl:load_factor=1.25"),
+    ];
+    let mut g = c.benchmark_group("pick_release/1_thread");
+    for (name, policy) in policies {
+        let bal = balancer(policy);
+        g.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                pick_release(&bal, codes[i]);
+            })
+        });
+        assert_eq!(bal.total_in_flight(), 0);
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("pick_release/2_threads");
+    for (name, policy) in policies {
+        let bal = balancer(policy);
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| two_threads(&bal, &codes, iters))
+        });
+        assert_eq!(bal.total_in_flight(), 0);
+    }
+    g.finish();
+}
+
+/// Picks while another thread swaps the membership every millisecond
+/// (alternating endpoints 0..100 and 1..101), against the same picks alone.
+fn during_updates(c: &mut Criterion) {
+    let codes = codes();
+    let a = endpoints(0..ENDPOINTS);
+    let b_members = endpoints(1..ENDPOINTS + 1);
+    for (name, policy) in [
+        ("plain", "c_murmurhash"),
+        ("bounded", "c_murmurhash_bl:load_factor=1.25"),
+    ] {
+        let mut g = c.benchmark_group(format!("pick_during_updates/{name}"));
+        let bal = balancer(policy);
+        g.bench_function("no_updates", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                pick_release(&bal, codes[i]);
+            })
+        });
+        let stop = AtomicBool::new(false);
+        let updates = AtomicU64::new(0);
+        thread::scope(|s| {
+            s.spawn(|| {
+                let mut next = Instant::now();
+                let mut flip = false;
+                while !stop.load(Ordering::Relaxed) {
+                    next += Duration::from_millis(1);
+                    let members = if flip { &a } else { &b_members };
+                    assert!(bal.update(members.iter().cloned()).unwrap());
+                    flip = !flip;
+                    updates.fetch_add(1, Ordering::Relaxed);
+                    if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                        thread::sleep(wait);
+                    }
+                }
+            });
+            let start = Instant::now();
+            g.bench_function("update_every_ms", |b| {
+                let mut i = 0;
+                b.iter(|| {
+                    i = (i + 1) & (INPUTS - 1);
+                    pick_release(&bal, codes[i]);
+                })
+            });
+            stop.store(true, Ordering::Relaxed);
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            let n = updates.load(Ordering::Relaxed);
+            // A run filtered to other benchmarks has no updates to report.
+            if n > 1 {
+                eprintln!(
+                    "  ({n} updates in {ms:.0} ms: one per {:.2} ms)",
+                    ms / n as f64
+                );
+            }
+        });
+        g.finish();
+    }
+
+    // The writer's side: one membership change of a 100 x 100 ring.
+    let bal = balancer("c_murmurhash_bl");
+    let mut g = c.benchmark_group("update");
+    let mut flip = false;
+    g.bench_function("c_murmurhash_bl/100x100", |bench| {
+        bench.iter(|| {
+            flip = !flip;
+            let members = if flip { &b_members } else { &a };
+            bal.update(members.iter().cloned()).unwrap()
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, pick_cost, during_updates);
+criterion_main!(benches);
