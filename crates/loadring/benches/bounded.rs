@@ -24,7 +24,7 @@ const ENDPOINTS: usize = 100;
 
 fn endpoints(range: std::ops::Range<usize>) -> Vec<Endpoint> {
     range
-        .map(|i| Endpoint::new(&format!("10.0.{}.{}:8080", i / 250, i % 250 + 1)).unwrap())
+        .map(|i| Endpoint::new(format!("10.0.{}.{}:8080", i / 250, i % 250 + 1)).unwrap())
         .collect()
 }
 

@@ -1,5 +1,6 @@
 //! `Balancer`: an immutable snapshot behind an atomic pointer, picked lock-free.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
@@ -130,16 +131,23 @@ impl Balancer {
         if current.endpoints == endpoints {
             return Ok(false);
         }
+        // Maps, not scans: a membership of n endpoints is matched in O(n).
+        let by_identity: HashMap<(&str, Option<&str>), &Arc<Member>> = current
+            .members
+            .iter()
+            .map(|m| ((m.addr(), m.tag()), m))
+            .collect();
         let members: Vec<Arc<Member>> = endpoints
             .iter()
-            .map(|e| match current.members.iter().find(|m| m.is(e)) {
-                Some(m) => m.clone(),
+            .map(|e| match by_identity.get(&(e.addr(), e.tag())) {
+                Some(&m) => m.clone(),
                 None => new_member(e, self.tallied, &self.total),
             })
             .collect();
         let next = build(&self.spec, endpoints, members, self.tallied, &self.total)?;
+        let kept: HashSet<*const Member> = next.members.iter().map(Arc::as_ptr).collect();
         for old in &current.members {
-            if !next.members.iter().any(|m| Arc::ptr_eq(m, old)) {
+            if !kept.contains(&Arc::as_ptr(old)) {
                 old.retire();
             }
         }
@@ -278,4 +286,38 @@ fn build(
         members,
         policy: Some(policy),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(addrs: &[&str]) -> Vec<Endpoint> {
+        addrs.iter().map(|a| Endpoint::new(*a).unwrap()).collect()
+    }
+
+    /// Plain balancers keep no running total and sum their members instead:
+    /// both ways must count the same guards, current members only.
+    #[test]
+    fn totals_count_current_members_with_or_without_a_running_total() {
+        for spec in ["c_murmurhash", "c_murmurhash_bl"] {
+            let b =
+                Balancer::new(spec.parse().unwrap(), endpoints(&["a:1", "b:1", "c:1"])).unwrap();
+            let picks: Vec<Pick> = (0..30)
+                .map(|i| b.pick(&Request::key(&format!("key{i}"))).unwrap())
+                .collect();
+            assert_eq!(b.total_in_flight(), 30, "{spec}");
+            let on_c = picks.iter().filter(|p| p.addr() == "c:1").count() as u64;
+            assert!(on_c > 0, "{spec}: the test needs a guard on c");
+            assert!(b.update(endpoints(&["b:1", "a:1"])).unwrap());
+            assert_eq!(b.total_in_flight(), 30 - on_c, "{spec}: c left");
+            let loads: u64 = b.loads().iter().map(|(_, l)| l).sum();
+            assert_eq!(loads, 30 - on_c, "{spec}");
+            assert!(b.update(endpoints(&["a:1", "b:1", "c:1"])).unwrap());
+            assert_eq!(b.total_in_flight(), 30 - on_c, "{spec}: c is back, empty");
+            drop(picks);
+            assert_eq!(b.total_in_flight(), 0, "{spec}");
+            assert!(b.loads().iter().all(|(_, l)| *l == 0), "{spec}");
+        }
+    }
 }

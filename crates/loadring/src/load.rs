@@ -59,10 +59,6 @@ impl Member {
         self.tag.as_deref()
     }
 
-    pub(crate) fn is(&self, endpoint: &Endpoint) -> bool {
-        *self.addr == *endpoint.addr() && self.tag.as_deref() == endpoint.tag()
-    }
-
     /// Requests in flight on this backend.
     #[inline]
     pub(crate) fn load(&self) -> u64 {

@@ -120,11 +120,9 @@ impl<P: Point> Ring<P> {
         let b = (hash.to_u64() >> self.shift) as usize;
         let lo = self.index[b] as usize;
         let hi = self.index[b + 1] as usize;
-        let mut i = lo;
-        // Buckets hold about two points: a short linear scan beats a search.
-        while i < hi && self.points[i] < hash {
-            i += 1;
-        }
+        // Buckets hold one or two points: a short linear scan beats a search,
+        // and scanning a subslice checks its bounds once.
+        let i = lo + self.points[lo..hi].iter().take_while(|&&p| p < hash).count();
         if i == self.points.len() {
             0
         } else {
