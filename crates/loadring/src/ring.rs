@@ -122,7 +122,11 @@ impl<P: Point> Ring<P> {
         let hi = self.index[b + 1] as usize;
         // Buckets hold one or two points: a short linear scan beats a search,
         // and scanning a subslice checks its bounds once.
-        let i = lo + self.points[lo..hi].iter().take_while(|&&p| p < hash).count();
+        let i = lo
+            + self.points[lo..hi]
+                .iter()
+                .take_while(|&&p| p < hash)
+                .count();
         if i == self.points.len() {
             0
         } else {

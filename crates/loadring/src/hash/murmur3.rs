@@ -16,14 +16,40 @@ pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
 const C1: u32 = 0xcc9e_2d51;
 const C2: u32 = 0x1b87_3593;
 
+#[inline(always)]
+fn scramble(k: u32) -> u32 {
+    k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2)
+}
+
+/// Mixes one whole 4-byte block into the state.
+#[inline(always)]
+fn mix(h: u32, k: u32) -> u32 {
+    (h ^ scramble(k))
+        .rotate_left(13)
+        .wrapping_mul(5)
+        .wrapping_add(0xe654_6b64)
+}
+
+/// Mixes in the total length, then avalanches.
+#[inline(always)]
+fn fmix(mut h: u32, len: usize) -> u32 {
+    h ^= len as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    h
+}
+
 /// Mixes the whole 4-byte blocks into the state `h`.
 #[inline(always)]
 fn body(mut h: u32, blocks: &mut std::slice::ChunksExact<'_, u8>) -> u32 {
     for block in blocks {
-        let mut k = u32::from_le_bytes([block[0], block[1], block[2], block[3]]);
-        k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
-        h ^= k;
-        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+        h = mix(
+            h,
+            u32::from_le_bytes([block[0], block[1], block[2], block[3]]),
+        );
     }
     h
 }
@@ -36,27 +62,23 @@ fn finish(mut h: u32, tail: &[u8], len: usize) -> u32 {
         for (i, &b) in tail.iter().enumerate() {
             k |= u32::from(b) << (8 * i);
         }
-        k = k.wrapping_mul(C1).rotate_left(15).wrapping_mul(C2);
-        h ^= k;
+        h ^= scramble(k);
     }
-    h ^= len as u32;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85eb_ca6b);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xc2b2_ae35);
-    h ^= h >> 16;
-    h
+    fmix(h, len)
 }
 
 /// MurmurHash3_x86_32 of `"<prefix><n>"` for many `n`: the whole 4-byte
-/// blocks of the prefix are mixed once, and each name is hashed from a small
-/// stack buffer (a ring build hashes `"<addr>-<i>"` for every virtual node).
+/// blocks of the prefix are mixed once, and the rest of each name is built
+/// and mixed in registers (a ring build hashes `"<addr>-<i>"` for every
+/// virtual node: writing the digits to memory and reading them back as words
+/// stalls on store forwarding).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Murmur3Prefix {
     /// The state after the prefix's whole blocks.
     h: u32,
-    /// The prefix's bytes after its last whole block (`rest_len <= 3`).
-    rest: [u8; 3],
+    /// The prefix's bytes after its last whole block, little-endian.
+    rest: u32,
+    /// How many bytes `rest` holds (0 to 3).
     rest_len: usize,
     len: usize,
 }
@@ -66,8 +88,10 @@ impl Murmur3Prefix {
         let mut blocks = prefix.chunks_exact(4);
         let h = body(seed, &mut blocks);
         let tail = blocks.remainder();
-        let mut rest = [0u8; 3];
-        rest[..tail.len()].copy_from_slice(tail);
+        let rest = tail
+            .iter()
+            .enumerate()
+            .fold(0u32, |k, (i, &b)| k | u32::from(b) << (8 * i));
         Murmur3Prefix {
             h,
             rest,
@@ -79,10 +103,37 @@ impl Murmur3Prefix {
     /// The hash of the prefix followed by `n` in decimal.
     #[inline]
     pub(crate) fn hash_decimal(&self, n: u64) -> u32 {
+        let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
+        let end = self.rest_len + digits;
+        if end > 16 {
+            return self.hash_decimal_long(n, digits);
+        }
+        // The bytes after the prefix's whole blocks, little-endian; the bytes
+        // past `end` stay zero, as the tail block needs.
+        let mut word = u128::from(self.rest);
+        let mut v = n;
+        for pos in (self.rest_len..end).rev() {
+            word |= u128::from(b'0' + (v % 10) as u8) << (8 * pos);
+            v /= 10;
+        }
+        let mut h = self.h;
+        let blocks = end / 4;
+        for b in 0..blocks {
+            h = mix(h, (word >> (32 * b)) as u32);
+        }
+        if !end.is_multiple_of(4) {
+            h ^= scramble((word >> (32 * blocks)) as u32);
+        }
+        fmix(h, self.len + digits)
+    }
+
+    /// `hash_decimal` for numbers too long for one 16-byte word (14 digits
+    /// and more): through a buffer.
+    #[cold]
+    fn hash_decimal_long(&self, n: u64, digits: usize) -> u32 {
         // At most 3 prefix bytes and 20 digits.
         let mut buf = [0u8; 23];
-        buf[..3].copy_from_slice(&self.rest);
-        let digits = n.checked_ilog10().unwrap_or(0) as usize + 1;
+        buf[..4].copy_from_slice(&self.rest.to_le_bytes()[..]);
         let end = self.rest_len + digits;
         let mut v = n;
         for d in buf[self.rest_len..end].iter_mut().rev() {
@@ -128,7 +179,21 @@ mod tests {
             "[::1]:8080-",
             "unix:app.sock_",
         ];
-        let numbers = [0, 1, 9, 10, 99, 100, 159, 12345, 9_999_999, u64::MAX];
+        let numbers = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            159,
+            12345,
+            9_999_999,
+            9_999_999_999_999,
+            10_000_000_000_000,
+            123_456_789_012_345,
+            u64::MAX,
+        ];
         for prefix in prefixes {
             let state = Murmur3Prefix::new(prefix.as_bytes(), 0);
             for n in numbers {
