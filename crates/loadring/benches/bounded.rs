@@ -16,7 +16,8 @@ use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 use loadring::{Balancer, Endpoint, Request};
 
 const INPUTS: usize = 1024;
@@ -107,8 +108,57 @@ fn pick_cost(c: &mut Criterion) {
     g.finish();
 }
 
+/// Picks on `picked` while another thread updates `updated` every millisecond,
+/// alternating between two memberships.
+fn picks_beside_updates(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    picked: &Balancer,
+    updated: &Balancer,
+    memberships: [&[Endpoint]; 2],
+    codes: &[u64],
+) {
+    let stop = AtomicBool::new(false);
+    let updates = AtomicU64::new(0);
+    thread::scope(|s| {
+        s.spawn(|| {
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                next += Duration::from_millis(1);
+                let n = updates.fetch_add(1, Ordering::Relaxed);
+                let members = memberships[(n % 2) as usize];
+                assert!(updated.update(members.iter().cloned()).unwrap());
+                if let Some(wait) = next.checked_duration_since(Instant::now()) {
+                    thread::sleep(wait);
+                }
+            }
+        });
+        let start = Instant::now();
+        g.bench_function(name, |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                pick_release(picked, codes[i]);
+            })
+        });
+        stop.store(true, Ordering::Relaxed);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        let n = updates.load(Ordering::Relaxed);
+        // A run filtered to other benchmarks has no updates to report.
+        if n > 1 {
+            eprintln!(
+                "  ({n} updates in {ms:.0} ms: one per {:.2} ms)",
+                ms / n as f64
+            );
+        }
+    });
+}
+
 /// Picks while another thread swaps the membership every millisecond
 /// (alternating endpoints 0..100 and 1..101), against the same picks alone.
+/// The control updates a second balancer instead: the same work on the other
+/// core, sharing nothing with the picks, which separates the cost of sharing
+/// the machine (2 cores, other jobs) from the cost of the swaps themselves.
 fn during_updates(c: &mut Criterion) {
     let codes = codes();
     let a = endpoints(0..ENDPOINTS);
@@ -126,42 +176,17 @@ fn during_updates(c: &mut Criterion) {
                 pick_release(&bal, codes[i]);
             })
         });
-        let stop = AtomicBool::new(false);
-        let updates = AtomicU64::new(0);
-        thread::scope(|s| {
-            s.spawn(|| {
-                let mut next = Instant::now();
-                let mut flip = false;
-                while !stop.load(Ordering::Relaxed) {
-                    next += Duration::from_millis(1);
-                    let members = if flip { &a } else { &b_members };
-                    assert!(bal.update(members.iter().cloned()).unwrap());
-                    flip = !flip;
-                    updates.fetch_add(1, Ordering::Relaxed);
-                    if let Some(wait) = next.checked_duration_since(Instant::now()) {
-                        thread::sleep(wait);
-                    }
-                }
-            });
-            let start = Instant::now();
-            g.bench_function("update_every_ms", |b| {
-                let mut i = 0;
-                b.iter(|| {
-                    i = (i + 1) & (INPUTS - 1);
-                    pick_release(&bal, codes[i]);
-                })
-            });
-            stop.store(true, Ordering::Relaxed);
-            let ms = start.elapsed().as_secs_f64() * 1e3;
-            let n = updates.load(Ordering::Relaxed);
-            // A run filtered to other benchmarks has no updates to report.
-            if n > 1 {
-                eprintln!(
-                    "  ({n} updates in {ms:.0} ms: one per {:.2} ms)",
-                    ms / n as f64
-                );
-            }
-        });
+        let memberships = [&b_members[..], &a[..]];
+        picks_beside_updates(&mut g, "update_every_ms", &bal, &bal, memberships, &codes);
+        let other = balancer(policy);
+        picks_beside_updates(
+            &mut g,
+            "control_other_balancer_updated",
+            &bal,
+            &other,
+            memberships,
+            &codes,
+        );
         g.finish();
     }
 

@@ -1,6 +1,6 @@
 //! A sorted ring of hash points, built in one batch and laid out for lookup.
 //!
-//! Points and their owners live in separate arrays (the binary search touches
+//! Points and their owners live in separate arrays (the search touches
 //! only points), and a bucket index over the top bits of the hash narrows each
 //! lookup to the few points of one bucket, so a lookup costs about one cache
 //! miss instead of `log2(points)` of them.
