@@ -82,6 +82,8 @@ pub(crate) struct Hashing<T: Placement> {
     bound: Option<LoadFactor>,
     /// All weights equal: one cap serves every endpoint of a pick.
     uniform: bool,
+    /// Bounded: each endpoint's cap at total 0, the least cap it can have.
+    floors: Vec<u64>,
 }
 
 impl<T: Placement> Hashing<T> {
@@ -97,11 +99,18 @@ impl<T: Placement> Hashing<T> {
             .endpoints()
             .windows(2)
             .all(|w| w[0].weight() == w[1].weight());
+        let floors = match bound {
+            Some(factor) => (0..pool.len())
+                .map(|i| factor.cap(0, pool.weight(i), pool.weight_sum()))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(Hashing {
             placement,
             pool,
             bound,
             uniform,
+            floors,
         })
     }
 
@@ -155,9 +164,10 @@ impl<T: Placement> Hashing<T> {
         req: &Request<'_>,
         factor: LoadFactor,
     ) -> Result<&Arc<Member>> {
-        let total = self.pool.total_load();
         let weight_sum = self.pool.weight_sum();
-        let uniform_cap = factor.cap(total, self.pool.weight(0), weight_sum);
+        // The total and the uniform cap, read at the first endpoint that needs
+        // them: most picks never do.
+        let mut at_total: Option<(u64, u64)> = None;
         let n = self.placement.entries();
         let mut entry = start;
         // Consecutive entries of one endpoint that was full or ineligible are
@@ -167,13 +177,25 @@ impl<T: Placement> Hashing<T> {
             let owner = self.placement.owner(entry);
             if owner != skipped {
                 if self.pool.eligible(owner, req) {
+                    let member = self.pool.member(owner);
+                    // Caps grow with the total, so an endpoint below its cap
+                    // at total 0 is below its cap whatever the total: the
+                    // shared total (a cache line every picking thread writes)
+                    // need not be read.
+                    let floor = self.floors[owner];
+                    if member.try_reserve(floor) {
+                        return Ok(member);
+                    }
+                    let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
+                        let total = self.pool.total_load();
+                        (total, factor.cap(total, self.pool.weight(0), weight_sum))
+                    });
                     let cap = if self.uniform {
                         uniform_cap
                     } else {
                         factor.cap(total, self.pool.weight(owner), weight_sum)
                     };
-                    let member = self.pool.member(owner);
-                    if member.try_reserve(cap) {
+                    if cap > floor && member.try_reserve(cap) {
                         return Ok(member);
                     }
                 }
