@@ -7,8 +7,9 @@
 //!
 //! Every pick here is released at once (pick, then drop the guard), so the
 //! bounded walk always finds room at the key's natural owner: the figures are
-//! the price of the cap arithmetic and the compare-and-swap reservation, not of
-//! spilling. Picks cycle through 1024 pseudo-random request codes.
+//! the price of the bounded bookkeeping (the cap check, the compare-and-swap
+//! reservation, the shared total of requests in flight), not of spilling.
+//! Picks cycle through 1024 pseudo-random request codes.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
