@@ -120,13 +120,11 @@ impl<P: Point> Ring<P> {
         let b = (hash.to_u64() >> self.shift) as usize;
         let lo = self.index[b] as usize;
         let hi = self.index[b + 1] as usize;
-        // Buckets hold one or two points: a short linear scan beats a search,
-        // and scanning a subslice checks its bounds once.
-        let i = lo
-            + self.points[lo..hi]
-                .iter()
-                .take_while(|&&p| p < hash)
-                .count();
+        // Buckets hold one or two points: a short linear scan beats a search.
+        let mut i = lo;
+        while i < hi && self.points[i] < hash {
+            i += 1;
+        }
         if i == self.points.len() {
             0
         } else {
