@@ -135,25 +135,24 @@ impl<T: Placement> Hashing<T> {
         Ok(self.placement.start(code))
     }
 
+    /// The owners met walking clockwise from `start` over every entry once,
+    /// each run of consecutive entries of one endpoint reported once (the
+    /// walk's answer for an entry depends only on its owner, so a run needs
+    /// one look, not one per entry).
+    #[inline]
+    fn walk(&self, start: usize) -> Walk<'_, T> {
+        Walk {
+            placement: &self.placement,
+            entry: start,
+            left: self.placement.entries(),
+            last: usize::MAX,
+        }
+    }
+
     /// The first eligible entry's owner, clockwise from `start`.
     fn first_eligible(&self, start: usize, req: &Request<'_>) -> Option<usize> {
-        let n = self.placement.entries();
-        let mut entry = start;
-        let mut skipped = usize::MAX;
-        for _ in 0..n {
-            let owner = self.placement.owner(entry);
-            if owner != skipped {
-                if self.pool.eligible(owner, req) {
-                    return Some(owner);
-                }
-                skipped = owner;
-            }
-            entry += 1;
-            if entry == n {
-                entry = 0;
-            }
-        }
-        None
+        self.walk(start)
+            .find(|&owner| self.pool.eligible(owner, req))
     }
 
     /// The bounded walk: the first eligible entry whose endpoint is below its
@@ -168,42 +167,29 @@ impl<T: Placement> Hashing<T> {
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
         let mut at_total: Option<(u64, u64)> = None;
-        let n = self.placement.entries();
-        let mut entry = start;
-        // Consecutive entries of one endpoint that was full or ineligible are
-        // skipped without looking at it again (same result, fewer atomics).
-        let mut skipped = usize::MAX;
-        for _ in 0..n {
-            let owner = self.placement.owner(entry);
-            if owner != skipped {
-                if self.pool.eligible(owner, req) {
-                    let member = self.pool.member(owner);
-                    // Caps grow with the total, so an endpoint below its cap
-                    // at total 0 is below its cap whatever the total: the
-                    // shared total (a cache line every picking thread writes)
-                    // need not be read.
-                    let floor = self.floors[owner];
-                    if member.try_reserve(floor) {
-                        return Ok(member);
-                    }
-                    let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
-                        let total = self.pool.total_load();
-                        (total, factor.cap(total, self.pool.weight(0), weight_sum))
-                    });
-                    let cap = if self.uniform {
-                        uniform_cap
-                    } else {
-                        factor.cap(total, self.pool.weight(owner), weight_sum)
-                    };
-                    if cap > floor && member.try_reserve(cap) {
-                        return Ok(member);
-                    }
+        for owner in self.walk(start) {
+            if self.pool.eligible(owner, req) {
+                let member = self.pool.member(owner);
+                // Caps grow with the total, so an endpoint below its cap
+                // at total 0 is below its cap whatever the total: the
+                // shared total (a cache line every picking thread writes)
+                // need not be read.
+                let floor = self.floors[owner];
+                if member.try_reserve(floor) {
+                    return Ok(member);
                 }
-                skipped = owner;
-            }
-            entry += 1;
-            if entry == n {
-                entry = 0;
+                let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
+                    let total = self.pool.total_load();
+                    (total, factor.cap(total, self.pool.weight(0), weight_sum))
+                });
+                let cap = if self.uniform {
+                    uniform_cap
+                } else {
+                    factor.cap(total, self.pool.weight(owner), weight_sum)
+                };
+                if cap > floor && member.try_reserve(cap) {
+                    return Ok(member);
+                }
             }
         }
         match self.pool.least_loaded(req) {
@@ -257,5 +243,34 @@ impl<T: Placement> Policy for Hashing<T> {
             self.placement.entries(),
             self.placement.entry_label(),
         ))
+    }
+}
+
+/// The clockwise walk of [`Hashing::walk`].
+struct Walk<'a, T> {
+    placement: &'a T,
+    entry: usize,
+    left: usize,
+    last: usize,
+}
+
+impl<T: Placement> Iterator for Walk<'_, T> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        while self.left > 0 {
+            let owner = self.placement.owner(self.entry);
+            self.left -= 1;
+            self.entry += 1;
+            if self.entry == self.placement.entries() {
+                self.entry = 0;
+            }
+            if owner != self.last {
+                self.last = owner;
+                return Some(owner);
+            }
+        }
+        None
     }
 }
