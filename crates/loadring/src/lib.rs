@@ -54,3 +54,8 @@ pub use error::{Error, Result};
 pub use load::Pick;
 pub use request::Request;
 pub use spec::{PolicySpec, POLICY_NAMES};
+
+/// The README's Rust example, compiled and run by `cargo test` so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
