@@ -79,6 +79,8 @@ const OVER: &str = "over";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PolicySpec {
     text: String,
+    /// The canonical name: an entry of `POLICY_NAMES`.
+    name: &'static str,
     kind: Kind,
     bound: Option<LoadFactor>,
 }
@@ -118,19 +120,7 @@ impl Kind {
 impl PolicySpec {
     /// The policy's canonical (lower-case) name.
     pub fn name(&self) -> &'static str {
-        match &self.kind {
-            Kind::Brpc(ring) => ring.name(),
-            Kind::Ketama(k) => k.name(),
-            Kind::RingHash(_) => "ring_hash",
-            Kind::Maglev(_) => "maglev",
-            Kind::RoundRobin => "rr",
-            Kind::Random(_) => "random",
-            Kind::WeightedRoundRobin => "wrr",
-            Kind::SmoothWeightedRoundRobin => "swrr",
-            Kind::WeightedRandom(_) => "wr",
-            Kind::P2c(_) => "p2c",
-            Kind::Locality(rule, _) => rule.name(),
-        }
+        self.name
     }
 
     /// Whether the policy places requests by hash (needs a key or a code);
@@ -327,8 +317,15 @@ impl PolicySpec {
             None
         };
         params.finish()?;
+        let name = POLICY_NAMES
+            .iter()
+            .copied()
+            .find(|n| *n == name)
+            // The match above accepts only names of POLICY_NAMES (tested below).
+            .expect("an accepted policy name is in POLICY_NAMES");
         Ok(PolicySpec {
             text: text.to_string(),
+            name,
             kind,
             bound,
         })
@@ -615,6 +612,18 @@ mod tests {
             assert!(got.contains(want), "{input:?}: {got:?} lacks {want:?}");
             assert!(!got.contains('\n'), "one line: {got:?}");
         }
+    }
+
+    #[test]
+    fn every_listed_name_parses_to_itself() {
+        for name in POLICY_NAMES {
+            let spec: PolicySpec = name.to_ascii_uppercase().parse().unwrap();
+            assert_eq!(spec.name(), *name);
+        }
+        assert_eq!(
+            "c_murmurhash_bl".parse::<PolicySpec>().unwrap().name(),
+            "c_murmurhash_bl"
+        );
     }
 
     #[test]

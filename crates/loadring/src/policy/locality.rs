@@ -71,13 +71,6 @@ impl LocalityRule {
         let seed = Seed::parse(params)?;
         Ok(LocalityRule::LocalFirst { local_share, seed })
     }
-
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            LocalityRule::ZoneFirst { .. } => "zone_first",
-            LocalityRule::LocalFirst { .. } => "local_first",
-        }
-    }
 }
 
 /// One zone's endpoints and the inner policy over them.
