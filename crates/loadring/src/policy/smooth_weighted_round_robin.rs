@@ -230,26 +230,7 @@ mod tests {
     /// nginx's `ngx_http_upstream_get_peer`, literally: unavailable peers
     /// are skipped before they gain weight.
     fn nginx(weights: &[u64], available: &[bool], count: usize) -> Vec<usize> {
-        let mut current = vec![0i128; weights.len()];
-        (0..count)
-            .map(|_| {
-                let mut total = 0;
-                let mut best: Option<usize> = None;
-                for i in 0..weights.len() {
-                    if !available[i] {
-                        continue;
-                    }
-                    current[i] += i128::from(weights[i]);
-                    total += i128::from(weights[i]);
-                    if best.is_none_or(|b| current[i] > current[b]) {
-                        best = Some(i);
-                    }
-                }
-                let best = best.unwrap();
-                current[best] -= total;
-                best
-            })
-            .collect()
+        nginx_then(weights, available, 0, count)
     }
 
     fn both(weights: &[u32]) -> [SmoothWeightedRoundRobin; 2] {
