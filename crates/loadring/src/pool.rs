@@ -41,8 +41,6 @@ impl Pool {
 
     /// The sub-pool of the endpoints at `indices` (never the whole membership,
     /// even if it happens to hold all of it: its total is summed on demand).
-    // For the locality and p2c policies, not merged yet.
-    #[allow(dead_code)]
     pub(crate) fn subset(&self, indices: &[usize]) -> Pool {
         let endpoints = indices.iter().map(|&i| self.endpoints[i].clone()).collect();
         let members = indices.iter().map(|&i| self.members[i].clone()).collect();
@@ -105,7 +103,6 @@ impl Pool {
     }
 
     /// Number of eligible endpoints for `req`.
-    #[allow(dead_code)]
     pub(crate) fn eligible_count(&self, req: &Request<'_>) -> usize {
         (0..self.len()).filter(|&i| self.eligible(i, req)).count()
     }

@@ -434,7 +434,6 @@ impl<'a> Params<'a> {
     }
 
     /// `true` or `false`, `default` when absent.
-    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn take_bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
         match self.take(key) {
             None => Ok(default),
@@ -448,7 +447,6 @@ impl<'a> Params<'a> {
     }
 
     /// One of `choices` (returned as the matching `&'static str`), `default` when absent.
-    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn take_choice(
         &mut self,
         key: &'static str,
@@ -477,7 +475,6 @@ impl<'a> Params<'a> {
     }
 
     /// The policy name as written.
-    #[allow(dead_code)] // for the policies of other families
     pub(crate) fn policy(&self) -> &'a str {
         self.policy
     }
