@@ -4,10 +4,20 @@
 //! request-key hashes are exposed so that callers can compute request codes
 //! the way other clients of the same fleet do.
 
+mod crc16;
+mod crc32;
+mod djb2;
+mod fnv;
+mod full_hash;
+mod hsieh;
+mod lookup3;
 mod md5;
 mod murmur2;
+mod murmur2_32;
 mod murmur3;
 mod one_at_a_time;
+mod sdbm;
+mod wt6;
 
 pub(crate) use self::md5::md5_words;
 pub use self::md5::{md5, md5_le32};
@@ -15,6 +25,17 @@ pub use self::murmur2::{murmur_hash_2, STD_HASH_SEED};
 pub use self::murmur3::murmur3_x86_32;
 pub(crate) use self::murmur3::Murmur3Prefix;
 pub use self::one_at_a_time::one_at_a_time;
+pub use self::crc16::twemproxy_crc16;
+pub(crate) use self::crc32::{crc32_update, CRC32_INIT};
+pub use self::crc32::crc32;
+pub use self::djb2::djb2;
+pub use self::fnv::{fnv1_32, fnv1_64, fnv1a_32, fnv1a_64};
+pub use self::full_hash::haproxy_full_hash;
+pub use self::hsieh::hsieh;
+pub use self::lookup3::{hashlittle, jenkins};
+pub use self::murmur2_32::{murmur2_32, twemproxy_murmur};
+pub use self::sdbm::sdbm;
+pub use self::wt6::wt6;
 
 /// xxHash64 with the given seed (Envoy's `HashUtil::xxHash64`).
 pub fn xxhash64(data: &[u8], seed: u64) -> u64 {
