@@ -30,6 +30,34 @@ pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
     fn shares(&self, endpoints: usize) -> Vec<f64>;
     /// What an entry is called in `describe` ("points", "slots").
     fn entry_label(&self) -> &'static str;
+
+    /// The entry a code lands on given the endpoints' health, for schemes
+    /// whose lookup itself leaves unhealthy endpoints out (HAProxy takes the
+    /// closest node among the servers that are up). By default the plain
+    /// lookup: the walk then skips unhealthy endpoints.
+    #[inline]
+    fn start_among_healthy(&self, code: u64, _pool: &Pool) -> usize {
+        self.start(code)
+    }
+
+    /// The scheme's own bounded-load cap of endpoint `owner` with `total`
+    /// requests in flight (HAProxy's `hash-balance-factor` slots), or `None`
+    /// for the generic cap of [`LoadFactor::cap`].
+    fn own_cap(
+        &self,
+        _factor: LoadFactor,
+        _total: u64,
+        _owner: usize,
+        _pool: &Pool,
+    ) -> Option<u64> {
+        None
+    }
+
+    /// A cap that [`Placement::own_cap`] never goes below, whatever the
+    /// total: an endpoint below it needs no look at the total.
+    fn own_cap_floor(&self) -> u64 {
+        0
+    }
 }
 
 /// A ring placement: a sorted [`Ring`] plus the key hash of its scheme.
@@ -95,11 +123,14 @@ impl<T: Placement> Hashing<T> {
                 Error::AllWeightsZero
             });
         }
-        let uniform = pool
-            .endpoints()
-            .windows(2)
-            .all(|w| w[0].weight() == w[1].weight());
+        let own_rule = bound.is_some_and(|factor| placement.own_cap(factor, 0, 0, &pool).is_some());
+        let uniform = !own_rule
+            && pool
+                .endpoints()
+                .windows(2)
+                .all(|w| w[0].weight() == w[1].weight());
         let floors = match bound {
+            Some(_) if own_rule => vec![placement.own_cap_floor(); pool.len()],
             Some(factor) => (0..pool.len())
                 .map(|i| factor.cap(0, pool.weight(i), pool.weight_sum()))
                 .collect(),
@@ -132,7 +163,15 @@ impl<T: Placement> Hashing<T> {
                 })
             }
         };
-        Ok(self.placement.start(code))
+        Ok(self.placement.start_among_healthy(code, &self.pool))
+    }
+
+    /// The cap of endpoint `owner`: the scheme's own rule if it has one.
+    #[inline]
+    fn cap_of(&self, factor: LoadFactor, total: u64, owner: usize) -> u64 {
+        self.placement
+            .own_cap(factor, total, owner, &self.pool)
+            .unwrap_or_else(|| factor.cap(total, self.pool.weight(owner), self.pool.weight_sum()))
     }
 
     /// The owners met walking clockwise from `start` over every entry once,
@@ -185,7 +224,7 @@ impl<T: Placement> Hashing<T> {
                 let cap = if self.uniform {
                     uniform_cap
                 } else {
-                    factor.cap(total, self.pool.weight(owner), weight_sum)
+                    self.cap_of(factor, total, owner)
                 };
                 if cap > floor && member.try_reserve(cap) {
                     return Ok(member);
@@ -229,11 +268,7 @@ impl<T: Placement> Policy for Hashing<T> {
     fn cap(&self, member: &Member) -> Option<u64> {
         let factor = self.bound?;
         let i = (0..self.pool.len()).find(|&i| std::ptr::eq(&**self.pool.member(i), member))?;
-        Some(factor.cap(
-            self.pool.total_load(),
-            self.pool.weight(i),
-            self.pool.weight_sum(),
-        ))
+        Some(self.cap_of(factor, self.pool.total_load(), i))
     }
 
     fn layout(&self) -> Option<Layout> {

@@ -2,7 +2,7 @@
 //!
 //! Load-balancing policies behind one API, with consistent hashing that places
 //! keys exactly like the systems already in production (brpc, Envoy,
-//! memcached clients) and bounded loads on every hashing policy.
+//! memcached clients, nginx, HAProxy, twemproxy) and bounded loads on every hashing policy.
 //!
 //! A [`PolicySpec`] names the policy in brpc's syntax; a [`Balancer`] runs it
 //! over a changing set of [`Endpoint`]s; [`Balancer::pick`] returns a [`Pick`]
@@ -32,11 +32,13 @@ mod brpc;
 mod describe;
 mod endpoint;
 mod error;
+mod haproxy;
 pub mod hash;
 mod hashing;
 mod ketama;
 mod load;
 pub mod maglev;
+mod nginx;
 mod policy;
 mod pool;
 mod request;
@@ -44,6 +46,7 @@ pub mod ring;
 mod ring_hash;
 mod rng;
 mod spec;
+mod twemproxy;
 mod wavelet;
 
 pub use balancer::Balancer;

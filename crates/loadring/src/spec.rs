@@ -16,9 +16,11 @@ use std::str::FromStr;
 use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
 use crate::error::{spec_err, Error, Result};
+use crate::haproxy::HaproxyHash;
 use crate::hashing::Hashing;
 use crate::ketama::Ketama;
 use crate::maglev::Maglev;
+use crate::nginx::NginxHash;
 use crate::policy::locality::{Locality, LocalityRule};
 use crate::policy::p2c::{P2c, P2cParams};
 use crate::policy::random::Random;
@@ -30,6 +32,7 @@ use crate::policy::Policy;
 use crate::pool::Pool;
 use crate::ring_hash::RingHash;
 use crate::rng::Seed;
+use crate::twemproxy::Twemproxy;
 
 /// Every policy name, for help texts and errors.
 pub const POLICY_NAMES: &[&str] = &[
@@ -40,6 +43,9 @@ pub const POLICY_NAMES: &[&str] = &[
     "ketama",
     "ring_hash",
     "maglev",
+    "nginx_hash",
+    "haproxy_hash",
+    "twemproxy",
     "rr",
     "random",
     "wrr",
@@ -92,6 +98,9 @@ pub(crate) enum Kind {
     Ketama(Ketama),
     RingHash(RingHash),
     Maglev(Maglev),
+    Nginx(NginxHash),
+    Haproxy(HaproxyHash),
+    Twemproxy(Twemproxy),
     RoundRobin,
     Random(Seed),
     WeightedRoundRobin,
@@ -105,7 +114,13 @@ impl Kind {
     /// Whether the family hashes requests (and so takes `load_factor`/`balance` itself).
     fn is_hashing(&self) -> bool {
         match self {
-            Kind::Brpc(_) | Kind::Ketama(_) | Kind::RingHash(_) | Kind::Maglev(_) => true,
+            Kind::Brpc(_)
+            | Kind::Ketama(_)
+            | Kind::RingHash(_)
+            | Kind::Maglev(_)
+            | Kind::Nginx(_)
+            | Kind::Haproxy(_)
+            | Kind::Twemproxy(_) => true,
             Kind::RoundRobin
             | Kind::Random(_)
             | Kind::WeightedRoundRobin
@@ -180,6 +195,9 @@ impl PolicySpec {
                 pool,
                 self.bound,
             )?)),
+            Kind::Nginx(family) => family.build(pool, self.bound),
+            Kind::Haproxy(family) => family.build(pool, self.bound),
+            Kind::Twemproxy(family) => family.build(pool, self.bound),
             Kind::RoundRobin => Ok(Box::new(RoundRobin::new(pool)?)),
             Kind::Random(seed) => Ok(Box::new(Random::new(pool, *seed)?)),
             Kind::WeightedRoundRobin => Ok(Box::new(WeightedRoundRobin::new(pool)?)),
@@ -268,6 +286,9 @@ impl PolicySpec {
             "ketama" => (Kind::Ketama(Ketama::parse(&mut params)?), None),
             "ring_hash" => (Kind::RingHash(RingHash::parse(&mut params)?), None),
             "maglev" => (Kind::Maglev(Maglev::parse(&mut params)?), None),
+            "nginx_hash" => (Kind::Nginx(NginxHash::parse(&mut params)?), None),
+            "haproxy_hash" => (Kind::Haproxy(HaproxyHash::parse(&mut params)?), None),
+            "twemproxy" => (Kind::Twemproxy(Twemproxy::parse(&mut params)?), None),
             "rr" => (Kind::RoundRobin, None),
             "random" => (Kind::Random(Seed::parse(&mut params)?), None),
             "wrr" => (Kind::WeightedRoundRobin, None),

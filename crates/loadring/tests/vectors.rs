@@ -139,3 +139,58 @@ fn envoy_maglev_weighted() {
 fn envoy_maglev_32hosts() {
     check("envoy_maglev_32hosts.tsv");
 }
+
+#[test]
+fn nginx_live_consistent() {
+    check("nginx_live_N1_consistent_3srv.tsv");
+}
+
+#[test]
+fn nginx_live_modulo() {
+    check("nginx_live_N4_modulo_3srv.tsv");
+}
+
+#[test]
+fn haproxy_live_consistent_sdbm_avalanche() {
+    check("haproxy_live_H1_consistent_3srv.tsv");
+}
+
+#[test]
+fn haproxy_live_consistent_djb2() {
+    check("haproxy_live_H3_consistent_djb2_5srv.tsv");
+}
+
+#[test]
+fn haproxy_live_map_based() {
+    check("haproxy_live_H6_map_3srv.tsv");
+}
+
+#[test]
+fn twemproxy_live_ketama_fnv1a_64() {
+    check("twemproxy_live_T1_ketama_fnv1a64_3.tsv");
+}
+
+#[test]
+fn twemproxy_live_ketama_md5() {
+    check("twemproxy_live_T3_ketama_md5_3.tsv");
+}
+
+#[test]
+fn twemproxy_live_ketama_one_at_a_time() {
+    check("twemproxy_live_T4_ketama_one_at_a_time_4.tsv");
+}
+
+#[test]
+fn twemproxy_live_ketama_named_servers() {
+    check("twemproxy_live_T8_ketama_fnv1a64_named.tsv");
+}
+
+#[test]
+fn twemproxy_live_ketama_hash_tag() {
+    check("twemproxy_live_T9_ketama_fnv1a64_hashtag.tsv");
+}
+
+#[test]
+fn twemproxy_live_modula_md5() {
+    check("twemproxy_live_T11_modula_md5_3.tsv");
+}

@@ -94,8 +94,14 @@ mod tests {
         // lookup3.c's driver5.
         assert_eq!(hashlittle(b"", 0), 0xdead_beef);
         assert_eq!(hashlittle(b"", 0xdead_beef), 0xbd5b_7dde);
-        assert_eq!(hashlittle(b"Four score and seven years ago", 0), 0x1777_0551);
-        assert_eq!(hashlittle(b"Four score and seven years ago", 1), 0xcd62_8161);
+        assert_eq!(
+            hashlittle(b"Four score and seven years ago", 0),
+            0x1777_0551
+        );
+        assert_eq!(
+            hashlittle(b"Four score and seven years ago", 1),
+            0xcd62_8161
+        );
     }
 
     #[test]

@@ -19,21 +19,21 @@ mod one_at_a_time;
 mod sdbm;
 mod wt6;
 
-pub(crate) use self::md5::md5_words;
-pub use self::md5::{md5, md5_le32};
-pub use self::murmur2::{murmur_hash_2, STD_HASH_SEED};
-pub use self::murmur3::murmur3_x86_32;
-pub(crate) use self::murmur3::Murmur3Prefix;
-pub use self::one_at_a_time::one_at_a_time;
 pub use self::crc16::twemproxy_crc16;
-pub(crate) use self::crc32::{crc32_update, CRC32_INIT};
 pub use self::crc32::crc32;
+pub(crate) use self::crc32::{crc32_update, CRC32_INIT};
 pub use self::djb2::djb2;
 pub use self::fnv::{fnv1_32, fnv1_64, fnv1a_32, fnv1a_64};
 pub use self::full_hash::haproxy_full_hash;
 pub use self::hsieh::hsieh;
 pub use self::lookup3::{hashlittle, jenkins};
+pub(crate) use self::md5::md5_words;
+pub use self::md5::{md5, md5_le32};
+pub use self::murmur2::{murmur_hash_2, STD_HASH_SEED};
 pub use self::murmur2_32::{murmur2_32, twemproxy_murmur};
+pub use self::murmur3::murmur3_x86_32;
+pub(crate) use self::murmur3::Murmur3Prefix;
+pub use self::one_at_a_time::one_at_a_time;
 pub use self::sdbm::sdbm;
 pub use self::wt6::wt6;
 

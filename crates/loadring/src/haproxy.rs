@@ -1,0 +1,672 @@
+//! HAProxy's hash balancing: `haproxy_hash:type=map-based|consistent
+//! function=sdbm|djb2|wt6|crc32 avalanche=true|false`.
+//!
+//! A service that sits beside (or replaces) an HAProxy backend balanced with
+//! `balance hdr(...)`, `uri`, `url_param` or `source` keeps every cache warm
+//! only if each key reaches the server HAProxy sends it to. This is HAProxy's
+//! placement (as of 2.6), parameters named after its `hash-type` line:
+//!
+//! - `type=` `map-based` (HAProxy's default) or `consistent`;
+//! - `function=` `sdbm` (default), `djb2`, `wt6` or `crc32`: the hash of the
+//!   key's bytes;
+//! - `avalanche=` `true` passes that hash through HAProxy's `full_hash`.
+//!   Its default follows HAProxy: `hash-type consistent` alone means sdbm
+//!   with avalanche, so avalanche defaults to true for `type=consistent`
+//!   without `function=`, false otherwise.
+//!
+//! ## Server ids
+//! HAProxy places nodes by each server's numeric `id`. An endpoint's
+//! `hash_key` is that id (a whole number from 1); endpoints without one are
+//! numbered as HAProxy numbers servers without `id`: a counter starts at 1;
+//! a server without an id takes the smallest id not given to another server
+//! that is at least the counter, and the counter then moves to one past the
+//! id taken, or one past its value for a server with an explicit id. So ids
+//! auto, 1, auto, 7 become 2, 1, 4, 7. Give every endpoint its `id` from the
+//! HAProxy configuration when in doubt.
+//!
+//! ## `type=consistent`
+//! A server of weight `w` (0..=256, as HAProxy) has `16 * w` nodes, node `j`
+//! keyed `full_hash(id * 4096 + j)`. A key goes to the CLOSER of the two
+//! nodes around its hash: the first node at or after it (wrapping) and the
+//! one before that; an exact tie goes to the node before. Servers that are
+//! down leave the tree in HAProxy: an unhealthy endpoint's nodes are passed
+//! over by that same lookup. A retry that excludes the chosen server walks on
+//! clockwise, node by node, as HAProxy's `avoid` does.
+//!
+//! ## `type=map-based`
+//! Weights are divided by their gcd; a table of `sum` slots is filled one
+//! slot at a time, every server adding its reduced weight to a score and the
+//! first with the greatest `(score + sum) / sum` taking the slot (and paying
+//! `sum`); a key takes slot `hash % sum`. HAProxy rebuilds the table over the
+//! servers that are up, so with unhealthy endpoints the key's slot is taken
+//! in the table of the healthy ones (computed for that request, without
+//! rebuilding anything). Excluded endpoints (retries) are passed over by
+//! walking the table slot by slot from there.
+//!
+//! ## Bounded load: `balance=P` (HAProxy's `hash-balance-factor P`)
+//! HAProxy's own rule, not the generic cap: with `T` requests in flight on
+//! the pool, `R = ceil((T + 1) * P / 100)` slots are shared out in endpoint
+//! order by weight (with `C_i` the weight of the healthy endpoints before
+//! endpoint `i` and `W` the total, endpoint `i` gets
+//! `floor(C_(i+1) * R / W) - floor(C_i * R / W)`, at least 1), and an
+//! endpoint is eligible while it serves fewer requests than its slots. From
+//! the key's node the walk goes on clockwise to the first eligible one.
+//! `load_factor=F` is the same rule with `P = 100 * F`. With `type=map-based`
+//! (where HAProxy has no bound) the same rule walks the table slot by slot.
+
+use crate::bounded::LoadFactor;
+use crate::error::{Error, Result};
+use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
+use crate::hashing::{Hashing, Placement};
+use crate::policy::Policy;
+use crate::pool::Pool;
+use crate::ring::Ring;
+use crate::spec::Params;
+
+/// The policy name.
+const NAME: &str = "haproxy_hash";
+/// HAProxy's largest server weight.
+const MAX_WEIGHT: u32 = 256;
+/// Nodes per unit of weight (HAProxy's `BE_WEIGHT_SCALE`).
+const NODES_PER_WEIGHT: u32 = 16;
+/// Node keys of one server are `id * 4096 + j` (HAProxy's `SRV_EWGHT_RANGE`).
+const NODE_RANGE: u32 = 4096;
+/// HAProxy's server ids are positive C `int`s.
+const MAX_ID: u64 = i32::MAX as u64;
+
+/// `hash-type`'s method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HashType {
+    MapBased,
+    Consistent,
+}
+
+/// `hash-type`'s function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Function {
+    Sdbm,
+    Djb2,
+    Wt6,
+    Crc32,
+}
+
+/// The parameters of `haproxy_hash`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HaproxyHash {
+    pub(crate) hash_type: HashType,
+    pub(crate) function: Function,
+    pub(crate) avalanche: bool,
+}
+
+/// How a key becomes HAProxy's 32-bit hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct KeyHash {
+    function: Function,
+    avalanche: bool,
+}
+
+impl KeyHash {
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u32 {
+        let h = match self.function {
+            Function::Sdbm => sdbm(key),
+            Function::Djb2 => djb2(key),
+            Function::Wt6 => wt6(key),
+            Function::Crc32 => crc32(key),
+        };
+        if self.avalanche {
+            haproxy_full_hash(h)
+        } else {
+            h
+        }
+    }
+}
+
+impl HaproxyHash {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+        let hash_type =
+            match params.take_choice("type", &["map-based", "consistent"], "map-based")? {
+                "consistent" => HashType::Consistent,
+                _ => HashType::MapBased,
+            };
+        let function_given = params.has("function");
+        let function =
+            match params.take_choice("function", &["sdbm", "djb2", "wt6", "crc32"], "sdbm")? {
+                "djb2" => Function::Djb2,
+                "wt6" => Function::Wt6,
+                "crc32" => Function::Crc32,
+                _ => Function::Sdbm,
+            };
+        // HAProxy: `hash-type consistent` alone is sdbm with avalanche; any
+        // explicit function, and map-based, go without unless asked.
+        let default_avalanche = hash_type == HashType::Consistent && !function_given;
+        let avalanche = params.take_bool("avalanche", default_avalanche)?;
+        Ok(HaproxyHash {
+            hash_type,
+            function,
+            avalanche,
+        })
+    }
+
+    fn key_hash(&self) -> KeyHash {
+        KeyHash {
+            function: self.function,
+            avalanche: self.avalanche,
+        }
+    }
+
+    /// Builds the policy over `pool`.
+    pub(crate) fn build(&self, pool: Pool, bound: Option<LoadFactor>) -> Result<Box<dyn Policy>> {
+        check_weights(&pool)?;
+        Ok(match self.hash_type {
+            HashType::Consistent => {
+                let ids = server_ids(&pool)?;
+                Box::new(Hashing::new(
+                    ConsistentTree::build(&pool, &ids, self.key_hash()),
+                    pool,
+                    bound,
+                )?)
+            }
+            HashType::MapBased => {
+                // Ids play no part in the map, but a bad one is still an error.
+                server_ids(&pool)?;
+                Box::new(Hashing::new(
+                    WeightMap::build(&pool, self.key_hash()),
+                    pool,
+                    bound,
+                )?)
+            }
+        })
+    }
+}
+
+fn check_weights(pool: &Pool) -> Result<()> {
+    match pool.endpoints().iter().find(|e| e.weight() > MAX_WEIGHT) {
+        Some(e) => Err(Error::Endpoint(format!(
+            "{NAME}: endpoint `{}`: weight={} is out of range: HAProxy accepts 0..={MAX_WEIGHT}",
+            e.addr(),
+            e.weight()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Each endpoint's HAProxy server id: its `hash_key`, or HAProxy's
+/// automatic numbering.
+pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
+    let mut explicit: Vec<Option<u32>> = Vec::with_capacity(pool.len());
+    for e in pool.endpoints() {
+        explicit.push(match e.hash_key() {
+            None => None,
+            Some(text) => {
+                let id = text.parse::<u64>().ok().filter(|id| {
+                    (1..=MAX_ID).contains(id) && text.bytes().all(|b| b.is_ascii_digit())
+                });
+                match id {
+                    Some(id) => Some(id as u32),
+                    None => {
+                        return Err(Error::Endpoint(format!(
+                            "{NAME}: endpoint `{}`: hash_key={text} is not a server id: \
+                             accepted a whole number 1..={MAX_ID} (HAProxy's `id`)",
+                            e.addr()
+                        )))
+                    }
+                }
+            }
+        });
+    }
+    let mut used: Vec<u32> = explicit.iter().flatten().copied().collect();
+    used.sort_unstable();
+    if let Some(w) = used.windows(2).find(|w| w[0] == w[1]) {
+        let holders: Vec<&str> = pool
+            .endpoints()
+            .iter()
+            .zip(&explicit)
+            .filter(|(_, id)| **id == Some(w[0]))
+            .map(|(e, _)| e.addr())
+            .collect();
+        return Err(Error::Endpoint(format!(
+            "{NAME}: endpoints `{}` and `{}` both have hash_key={}: server ids must be unique",
+            holders[0], holders[1], w[0]
+        )));
+    }
+    // HAProxy's counter: a server without an id moves it to the id it takes;
+    // every server then moves it on by one.
+    let mut next: u64 = 1;
+    let mut ids = Vec::with_capacity(pool.len());
+    for id in explicit {
+        let id = match id {
+            Some(id) => id,
+            None => {
+                while next <= MAX_ID && used.binary_search(&(next as u32)).is_ok() {
+                    next += 1;
+                }
+                if next > MAX_ID {
+                    return Err(Error::Endpoint(format!(
+                        "{NAME}: no server id left up to {MAX_ID} for automatic numbering"
+                    )));
+                }
+                let id = next as u32;
+                let at = used.binary_search(&id).unwrap_or_else(|i| i);
+                used.insert(at, id);
+                id
+            }
+        };
+        ids.push(id);
+        next += 1;
+    }
+    Ok(ids)
+}
+
+/// `type=consistent`: HAProxy's tree of nodes and its closest-node lookup.
+#[derive(Debug)]
+pub(crate) struct ConsistentTree {
+    ring: Ring<u32>,
+    key_hash: KeyHash,
+}
+
+impl ConsistentTree {
+    fn build(pool: &Pool, ids: &[u32], key_hash: KeyHash) -> Self {
+        let mut nodes = Vec::new();
+        for (owner, (e, &id)) in pool.endpoints().iter().zip(ids).enumerate() {
+            for j in 0..e.weight() * NODES_PER_WEIGHT {
+                let key = haproxy_full_hash(id.wrapping_mul(NODE_RANGE).wrapping_add(j));
+                nodes.push((key, owner as u32));
+            }
+        }
+        let rank: Vec<u32> = (0..pool.len() as u32).collect();
+        ConsistentTree {
+            ring: Ring::build(nodes, &rank),
+            key_hash,
+        }
+    }
+
+    /// The closer of `prev` and `next` to `h`, ties to `prev`.
+    #[inline]
+    fn closer(&self, h: u32, prev: usize, next: usize) -> usize {
+        let dp = h.wrapping_sub(self.ring.point(prev));
+        let dn = self.ring.point(next).wrapping_sub(h);
+        if dp <= dn {
+            prev
+        } else {
+            next
+        }
+    }
+}
+
+impl Placement for ConsistentTree {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn entries(&self) -> usize {
+        self.ring.len()
+    }
+    #[inline]
+    fn start(&self, code: u64) -> usize {
+        let h = code as u32;
+        let next = self.ring.locate(h);
+        let prev = if next == 0 {
+            self.ring.len() - 1
+        } else {
+            next - 1
+        };
+        self.closer(h, prev, next)
+    }
+    #[inline]
+    fn owner(&self, entry: usize) -> usize {
+        self.ring.owner(entry)
+    }
+    fn max_code(&self) -> u64 {
+        u64::from(u32::MAX)
+    }
+    #[inline]
+    fn key_code(&self, key: &[u8]) -> u64 {
+        u64::from(self.key_hash.hash(key))
+    }
+    fn shares(&self, endpoints: usize) -> Vec<f64> {
+        // A node serves the hashes closer to it than to either neighbour:
+        // half of the arc on each side.
+        let mut shares = vec![0.0; endpoints];
+        let n = self.ring.len();
+        let full = f64::from(u32::MAX) + 1.0;
+        for i in 0..n {
+            let prev = self.ring.point((i + n - 1) % n);
+            let next = self.ring.point((i + 1) % n);
+            let here = self.ring.point(i);
+            let arcs = if n == 1 {
+                full
+            } else {
+                (f64::from(here.wrapping_sub(prev)) + f64::from(next.wrapping_sub(here))) / 2.0
+            };
+            shares[self.ring.owner(i)] += arcs / full;
+        }
+        shares
+    }
+    fn entry_label(&self) -> &'static str {
+        "nodes"
+    }
+
+    /// HAProxy's lookup on the tree of the servers that are up: the closer of
+    /// the healthy nodes around the hash.
+    #[inline]
+    fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
+        let natural = self.start(code);
+        let n = self.ring.len();
+        let healthy = |entry: usize| pool.member(self.ring.owner(entry)).is_healthy();
+        let h = code as u32;
+        let at = self.ring.locate(h);
+        let Some(next) = (0..n).map(|k| (at + k) % n).find(|&e| healthy(e)) else {
+            return natural;
+        };
+        let prev = (1..=n)
+            .map(|k| (at + n - k) % n)
+            .find(|&e| healthy(e))
+            .unwrap_or(next);
+        self.closer(h, prev, next)
+    }
+
+    fn own_cap(&self, factor: LoadFactor, total: u64, owner: usize, pool: &Pool) -> Option<u64> {
+        Some(balance_slots(factor, total, owner, pool))
+    }
+
+    fn own_cap_floor(&self) -> u64 {
+        1
+    }
+}
+
+/// HAProxy's `chash_server_is_eligible` slots of endpoint `owner`: the
+/// `R = ceil((total + 1) * F)` slots shared out by weight in endpoint order
+/// over the healthy endpoints, at least 1.
+fn balance_slots(factor: LoadFactor, total: u64, owner: usize, pool: &Pool) -> u64 {
+    // ceil(F * (total + 1) * w / W) with w = W is ceil(F * (total + 1)).
+    let slots = u128::from(factor.cap(total, 1, 1));
+    let weight_of = |i: usize| -> u128 {
+        if pool.member(i).is_healthy() {
+            u128::from(pool.weight(i))
+        } else {
+            0
+        }
+    };
+    let before: u128 = (0..owner).map(weight_of).sum();
+    let through = before + weight_of(owner);
+    let all: u128 = through + (owner + 1..pool.len()).map(weight_of).sum::<u128>();
+    if all == 0 {
+        return 1;
+    }
+    let share = through * slots / all - before * slots / all;
+    u64::try_from(share).unwrap_or(u64::MAX).max(1)
+}
+
+/// `type=map-based`: HAProxy's weighted table.
+#[derive(Debug)]
+pub(crate) struct WeightMap {
+    /// Each slot's endpoint, all endpoints up.
+    slots: Vec<u32>,
+    /// Each endpoint's weight divided by the gcd of the weights.
+    reduced: Vec<u64>,
+    /// The first slot of each endpoint (`u32::MAX` for weight 0).
+    first_slot: Vec<u32>,
+    key_hash: KeyHash,
+}
+
+impl WeightMap {
+    fn build(pool: &Pool, key_hash: KeyHash) -> Self {
+        let gcd = pool
+            .endpoints()
+            .iter()
+            .map(|e| u64::from(e.weight()))
+            .fold(0, gcd)
+            .max(1);
+        let reduced: Vec<u64> = pool
+            .endpoints()
+            .iter()
+            .map(|e| u64::from(e.weight()) / gcd)
+            .collect();
+        let total: u64 = reduced.iter().sum();
+        let slots: Vec<u32> = MapFill::new(&reduced, |_| true)
+            .take(total as usize)
+            .map(|i| i as u32)
+            .collect();
+        let mut first_slot = vec![u32::MAX; pool.len()];
+        for (slot, &owner) in slots.iter().enumerate().rev() {
+            first_slot[owner as usize] = slot as u32;
+        }
+        WeightMap {
+            slots,
+            reduced,
+            first_slot,
+            key_hash,
+        }
+    }
+}
+
+/// HAProxy's map filling (`recalc_server_map`): yields the endpoint of each
+/// successive slot among the endpoints `usable` accepts.
+struct MapFill<'a, F> {
+    reduced: &'a [u64],
+    usable: F,
+    scores: Vec<i64>,
+    total: i64,
+}
+
+impl<'a, F: Fn(usize) -> bool> MapFill<'a, F> {
+    fn new(reduced: &'a [u64], usable: F) -> Self {
+        let total = (0..reduced.len())
+            .filter(|&i| usable(i))
+            .map(|i| reduced[i] as i64)
+            .sum();
+        MapFill {
+            reduced,
+            usable,
+            scores: vec![0; reduced.len()],
+            total,
+        }
+    }
+}
+
+impl<F: Fn(usize) -> bool> Iterator for MapFill<'_, F> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let tot = self.total;
+        if tot == 0 {
+            return None;
+        }
+        let mut best: Option<(usize, i64)> = None;
+        for i in 0..self.reduced.len() {
+            if self.reduced[i] == 0 || !(self.usable)(i) {
+                continue;
+            }
+            if tot == 1 {
+                // HAProxy takes the first usable server without scoring.
+                return Some(i);
+            }
+            self.scores[i] += self.reduced[i] as i64;
+            // C's division truncates toward zero, as Rust's does.
+            let v = (self.scores[i] + tot) / tot;
+            if best.is_none_or(|(_, max)| v > max) {
+                best = Some((i, v));
+            }
+        }
+        let (i, _) = best?;
+        self.scores[i] -= tot;
+        Some(i)
+    }
+}
+
+impl Placement for WeightMap {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn entries(&self) -> usize {
+        self.slots.len()
+    }
+    #[inline]
+    fn start(&self, code: u64) -> usize {
+        (code % self.slots.len() as u64) as usize
+    }
+    #[inline]
+    fn owner(&self, entry: usize) -> usize {
+        self.slots[entry] as usize
+    }
+    fn max_code(&self) -> u64 {
+        u64::from(u32::MAX)
+    }
+    #[inline]
+    fn key_code(&self, key: &[u8]) -> u64 {
+        u64::from(self.key_hash.hash(key))
+    }
+    fn shares(&self, endpoints: usize) -> Vec<f64> {
+        let mut shares = vec![0.0; endpoints];
+        for &owner in &self.slots {
+            shares[owner as usize] += 1.0 / self.slots.len() as f64;
+        }
+        shares
+    }
+    fn entry_label(&self) -> &'static str {
+        "slots"
+    }
+
+    /// HAProxy's table is rebuilt over the servers that are up: with some
+    /// endpoint unhealthy, the key's slot is taken in that table (computed
+    /// here, for this request only), and the walk starts at that endpoint's
+    /// first slot of the full table.
+    fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
+        let natural = self.start(code);
+        let all_up = (0..pool.len()).all(|i| self.reduced[i] == 0 || pool.member(i).is_healthy());
+        if all_up {
+            return natural;
+        }
+        let healthy = |i: usize| pool.member(i).is_healthy();
+        let fill = MapFill::new(&self.reduced, healthy);
+        let total = fill.total as u64;
+        if total == 0 {
+            return natural;
+        }
+        let slot = (code % total) as usize;
+        match fill.skip(slot).next() {
+            Some(owner) => self.first_slot[owner] as usize,
+            None => natural,
+        }
+    }
+
+    fn own_cap(&self, factor: LoadFactor, total: u64, owner: usize, pool: &Pool) -> Option<u64> {
+        Some(balance_slots(factor, total, owner, pool))
+    }
+
+    fn own_cap_floor(&self) -> u64 {
+        1
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::test_pool;
+
+    fn ids_of(keys: &[Option<&str>]) -> Result<Vec<u32>> {
+        let pool = test_pool(&vec![1; keys.len()]);
+        let endpoints: Vec<_> = pool
+            .endpoints()
+            .iter()
+            .zip(keys)
+            .map(|(e, k)| match k {
+                Some(k) => e.clone().with_hash_key(*k).unwrap(),
+                None => e.clone(),
+            })
+            .collect();
+        let pool = crate::pool::Pool::new(
+            endpoints.clone(),
+            (0..endpoints.len())
+                .map(|i| pool.member(i).clone())
+                .collect(),
+            false,
+            std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0)),
+        );
+        server_ids(&pool)
+    }
+
+    #[test]
+    fn automatic_ids_skip_explicit_ones() {
+        // compat.md's example: auto, 1, auto, 7 -> 2, 1, 4, 7.
+        assert_eq!(
+            ids_of(&[None, Some("1"), None, Some("7")]).unwrap(),
+            [2, 1, 4, 7]
+        );
+        assert_eq!(ids_of(&[None, None, None]).unwrap(), [1, 2, 3]);
+        assert_eq!(ids_of(&[Some("2"), None, None]).unwrap(), [2, 3, 4]);
+        assert_eq!(
+            ids_of(&[Some("5"), None, Some("2"), None]).unwrap(),
+            [5, 3, 2, 6]
+        );
+    }
+
+    #[test]
+    fn bad_ids_name_the_endpoint() {
+        for bad in ["abc", "0", "-3", "2147483648", "+4", "1.5"] {
+            let err = ids_of(&[Some(bad)]).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("endpoint `e0`: hash_key={bad} is not a server id"))
+                    && err.contains("1..=2147483647"),
+                "{err}"
+            );
+        }
+        let err = ids_of(&[Some("3"), Some("3")]).unwrap_err().to_string();
+        assert!(err.contains("`e0` and `e1` both have hash_key=3"), "{err}");
+    }
+
+    #[test]
+    fn map_of_compat_md() {
+        // compat.md: weights 3,1,2,1,1,5,1 give this table.
+        let pool = test_pool(&[3, 1, 2, 1, 1, 5, 1]);
+        let map = WeightMap::build(
+            &pool,
+            KeyHash {
+                function: Function::Sdbm,
+                avalanche: false,
+            },
+        );
+        assert_eq!(map.slots, [0, 1, 5, 2, 0, 5, 2, 3, 5, 0, 4, 5, 5, 6]);
+        let equal = WeightMap::build(&test_pool(&[4, 4, 4, 4]), map.key_hash);
+        assert_eq!(equal.slots, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn balance_slots_of_compat_md() {
+        // 3 equal servers, P = 125, T = 2: R = 4, slots 1, 1, 2.
+        let pool = test_pool(&[1, 1, 1]);
+        let f = LoadFactor::parse_percent("balance", "125").unwrap();
+        let slots: Vec<u64> = (0..3).map(|i| balance_slots(f, 2, i, &pool)).collect();
+        assert_eq!(slots, [1, 1, 2]);
+        // T = 0: R = 2, floor(2/3) = 0 becomes 1.
+        let slots: Vec<u64> = (0..3).map(|i| balance_slots(f, 0, i, &pool)).collect();
+        assert_eq!(slots, [1, 1, 1]);
+    }
+
+    #[test]
+    fn closest_node_ties_go_to_the_node_before() {
+        let tree = ConsistentTree {
+            ring: Ring::build(vec![(100, 0), (200, 1)], &[0, 1]),
+            key_hash: KeyHash {
+                function: Function::Sdbm,
+                avalanche: false,
+            },
+        };
+        assert_eq!(tree.start(150), 0, "equal distances: prev");
+        assert_eq!(tree.start(151), 1);
+        assert_eq!(tree.start(149), 0);
+        assert_eq!(tree.start(100), 0, "exact hit");
+        // Wrapping: 2^32 - 1 is 101 from 100... and 201 from 200 the other way.
+        assert_eq!(tree.start(u64::from(u32::MAX)), 0);
+        assert_eq!(tree.start(10), 0);
+        // Between 200 and 100 (wrapping): closer to 200 below 2^31 + 150.
+        assert_eq!(tree.start(u64::from(u32::MAX / 2)), 1);
+    }
+}
