@@ -3,7 +3,8 @@
 //! One output line per command (blank lines and `#` comments print nothing):
 //! `ADD name [weight=W]`, `REMOVE name`, `LOOKUP key`, `ASSIGN key`,
 //! `RELEASE name`, `CAP`, `LOADS`, `HELP`. Mistakes print `ERR ...` and the
-//! session goes on.
+//! session goes on. Without `--policy`, a `# policy: SPEC` comment before the
+//! first node selects the policy, so a recorded session carries its own.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, IsTerminal, Write};
@@ -15,24 +16,28 @@ use crate::CliError;
 /// Reads commands on stdin, answers one line each on stdout.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The policy to play with.
-    #[arg(
-        long,
-        short = 'p',
-        value_name = "SPEC",
-        default_value = "c_murmurhash_bl"
-    )]
-    policy: String,
+    /// The policy to play with [default: c_murmurhash_bl, or the session's
+    /// `# policy: SPEC` line].
+    #[arg(long, short = 'p', value_name = "SPEC")]
+    policy: Option<String>,
 }
+
+/// The policy of a session that names none.
+const DEFAULT_POLICY: &str = "c_murmurhash_bl";
+/// The comment that names a session's policy.
+const POLICY_LINE: &str = "# policy:";
 
 const HELP: &str = "commands: ADD name [weight=W] | REMOVE name | LOOKUP key | ASSIGN key | RELEASE name | CAP | LOADS | HELP";
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let spec: PolicySpec = args
         .policy
+        .as_deref()
+        .unwrap_or(DEFAULT_POLICY)
         .parse()
         .map_err(|e| CliError(format!("--policy: {e}")))?;
     let mut shell = Shell::new(spec)?;
+    shell.policy_from_session = args.policy.is_none();
     if io::stdin().is_terminal() {
         eprintln!("loadring shell, policy {}; {HELP}", shell.balancer.spec());
     }
@@ -54,6 +59,8 @@ struct Shell {
     balancer: Balancer,
     nodes: Vec<Endpoint>,
     held: HashMap<String, Vec<Pick>>,
+    /// Whether a `# policy:` line may still choose the policy.
+    policy_from_session: bool,
 }
 
 impl Shell {
@@ -62,12 +69,16 @@ impl Shell {
             balancer: Balancer::new(spec, [])?,
             nodes: Vec::new(),
             held: HashMap::new(),
+            policy_from_session: false,
         })
     }
 
     /// The reply to one input line, `None` for blank lines and comments.
     fn execute(&mut self, line: &str) -> Option<String> {
         let line = line.trim();
+        if let Some(spec) = line.strip_prefix(POLICY_LINE) {
+            return self.choose_policy(spec.trim());
+        }
         if line.is_empty() || line.starts_with('#') {
             return None;
         }
@@ -91,6 +102,24 @@ impl Shell {
         Some(reply.unwrap_or_else(|e| format!("ERR {e}")))
     }
 
+    /// A `# policy: SPEC` line: the session's policy if no node is in yet and
+    /// none was given with `--policy`; otherwise a comment like any other.
+    fn choose_policy(&mut self, spec: &str) -> Option<String> {
+        if !self.policy_from_session || !self.nodes.is_empty() {
+            return None;
+        }
+        match spec.parse::<PolicySpec>().map_err(|e| e.to_string()) {
+            Ok(spec) => match Balancer::new(spec, []) {
+                Ok(balancer) => {
+                    self.balancer = balancer;
+                    None
+                }
+                Err(e) => Some(format!("ERR {POLICY_LINE} {e}")),
+            },
+            Err(e) => Some(format!("ERR {POLICY_LINE} {e}")),
+        }
+    }
+
     fn add(&mut self, rest: &str) -> Result<String, String> {
         if rest.is_empty() {
             return Err("ADD needs a node name: ADD name [weight=W]".into());
@@ -105,6 +134,7 @@ impl Shell {
             .update(next.clone())
             .map_err(|e| e.to_string())?;
         self.nodes = next;
+        self.policy_from_session = false;
         Ok("OK".into())
     }
 

@@ -32,7 +32,7 @@ fn vector_files() -> Vec<PathBuf> {
         .collect();
     files.sort();
     assert!(
-        files.len() >= 14,
+        files.len() >= 25,
         "the reference vectors are in {}",
         dir.display()
     );
@@ -273,6 +273,52 @@ fn shell_reproduces_the_course_walk_through() {
             "got {g:?}, want {w:?}"
         );
     }
+}
+
+/// HAProxy's own bounded rule (`hash-balance-factor`), two sessions observed
+/// on a live HAProxy with held requests; each names its policy on its first
+/// line, read by the shell itself and also given with `--policy`.
+#[test]
+fn shell_reproduces_haproxy_bounded_sessions() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    for name in ["haproxy_bounded_eq3_F125", "haproxy_bounded_w5_rel_F125"] {
+        let input = std::fs::read_to_string(dir.join(format!("{name}.in"))).unwrap();
+        let want = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
+        let policy = input
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# policy: "))
+            .unwrap();
+        for args in [vec!["shell"], vec!["shell", "--policy", policy]] {
+            let out = loadring(&args, &input);
+            assert!(out.status.success(), "{name}");
+            let got = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(got, want, "{name} {args:?}");
+        }
+    }
+}
+
+/// A `# policy:` line chooses the policy only before the first node and
+/// only without `--policy`; a bad one is an error line.
+#[test]
+fn shell_policy_line_rules() {
+    let session = "# policy: haproxy_hash:type=consistent\nADD s1\nADD s2\nADD s3\nLOOKUP hot\n";
+    let run = |args: &[&str], input: &str| String::from_utf8(loadring(args, input).stdout).unwrap();
+    // "hot" is s1's under HAProxy, s2's under the default c_murmurhash_bl.
+    assert_eq!(run(&["shell"], session), "OK\nOK\nOK\ns1\n");
+    assert_eq!(
+        run(&["shell", "--policy", "c_murmurhash_bl"], session),
+        "OK\nOK\nOK\ns2\n"
+    );
+    let late = "ADD s1\n# policy: haproxy_hash:type=consistent\nADD s2\nADD s3\nLOOKUP hot\n";
+    assert_eq!(run(&["shell"], late), "OK\nOK\nOK\ns2\n");
+    let bad = run(&["shell"], "# policy: haproxy_hash:function=md5\nADD s1\n");
+    assert!(
+        bad.starts_with(
+            "ERR # policy: haproxy_hash: function=md5: accepted sdbm, djb2, wt6, crc32\nOK"
+        ),
+        "{bad}"
+    );
 }
 
 /// Non-hashing policies: each line is one pick, released before the next.
