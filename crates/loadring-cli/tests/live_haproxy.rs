@@ -46,9 +46,9 @@ impl Configuration {
                 id: rng.chance(40).then_some(id),
             })
             .collect();
-        let function = *rng.pick(&[None, Some("sdbm"), Some("djb2"), Some("wt6"), Some("crc32")]);
+        let function = rng.pick(&[None, Some("sdbm"), Some("djb2"), Some("wt6"), Some("crc32")]);
         Configuration {
-            hash_type: *rng.pick(&["map-based", "consistent"]),
+            hash_type: rng.pick(&["map-based", "consistent"]),
             function,
             avalanche: function.is_some() && rng.chance(50),
             servers,

@@ -145,9 +145,9 @@ impl Configuration {
             })
             .collect();
         Configuration {
-            distribution: *rng.pick(&["ketama", "modula"]),
-            hash: *rng.pick(HASHES),
-            hash_tag: rng.chance(30).then(|| *rng.pick(TAGS)),
+            distribution: rng.pick(&["ketama", "modula"]),
+            hash: rng.pick(HASHES),
+            hash_tag: rng.chance(30).then(|| rng.pick(TAGS)),
             servers,
         }
     }

@@ -538,13 +538,13 @@ impl Placement for WeightMap {
             return natural;
         }
         let healthy = |i: usize| pool.member(i).is_healthy();
-        let fill = MapFill::new(&self.reduced, healthy);
+        let mut fill = MapFill::new(&self.reduced, healthy);
         let total = fill.total as u64;
         if total == 0 {
             return natural;
         }
         let slot = (code % total) as usize;
-        match fill.skip(slot).next() {
+        match fill.nth(slot) {
             Some(owner) => self.first_slot[owner] as usize,
             None => natural,
         }

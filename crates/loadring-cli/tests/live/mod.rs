@@ -71,8 +71,8 @@ impl Rng {
         self.range(1, 100) <= percent
     }
 
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.range(0, items.len() as u64 - 1) as usize]
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.range(0, items.len() as u64 - 1) as usize]
     }
 
     pub fn shuffle<T>(&mut self, items: &mut [T]) {
