@@ -119,6 +119,26 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             "balance=99.5",
         ),
         (
+            &["place", "--policy", "haproxy_hash:function=md5", "-e", "a"],
+            "",
+            "haproxy_hash: function=md5: accepted sdbm, djb2, wt6, crc32",
+        ),
+        (
+            &["place", "--policy", "haproxy_hash", "-e", "a hash_key=web"],
+            "",
+            "haproxy_hash: endpoint `a`: hash_key=web is not a server id",
+        ),
+        (
+            &["place", "--policy", "twemproxy:hash_tag=x", "-e", "a"],
+            "",
+            "twemproxy: hash_tag=x: accepted two ASCII characters",
+        ),
+        (
+            &["place", "--policy", "nginx_hash:consistent=1", "-e", "a"],
+            "",
+            "nginx_hash: consistent=1: accepted true or false",
+        ),
+        (
             &["place", "--policy", "c_md5", "-e", "a weight=-1"],
             "",
             "weight `-1`",
@@ -228,6 +248,43 @@ fn describe_json_shares_sum_to_one() {
         "weight 3 owns about three quarters: {shares:?}"
     );
     assert!(json["deviation"].as_f64().unwrap() > 0.0);
+}
+
+/// describe for the proxies' policies: each layout's size and label, the
+/// weight-3 endpoint owning about three quarters.
+#[test]
+fn describe_the_proxy_policies() {
+    for (spec, entries, label) in [
+        // 160 points per unit of weight (a duplicate point would be dropped).
+        ("nginx_hash:consistent=true", 640, "points"),
+        ("nginx_hash", 4, "slots"),
+        // 16 nodes per unit of weight.
+        ("haproxy_hash:type=consistent", 64, "nodes"),
+        ("haproxy_hash", 4, "slots"),
+        // f32(1/4 * 160 / 4 * 2) = 20 digests, 80 points; 60 digests, 240 points.
+        ("twemproxy", 320, "points"),
+        ("twemproxy:distribution=modula", 4, "slots"),
+    ] {
+        let out = loadring(
+            &[
+                "describe",
+                "--policy",
+                spec,
+                "-e",
+                "10.0.0.1:80",
+                "-e",
+                "10.0.0.2:80 weight=3",
+                "--json",
+            ],
+            "",
+        );
+        assert!(out.status.success(), "{spec}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["entries"], entries, "{spec}");
+        assert_eq!(json["entry_label"], label, "{spec}");
+        let second = json["endpoints"][1]["share"].as_f64().unwrap();
+        assert!((0.6..0.9).contains(&second), "{spec}: {second}");
+    }
 }
 
 #[test]

@@ -357,7 +357,7 @@ impl Policy for NginxModulo {
             self.pool.endpoints(),
             shares,
             self.total_weight() as usize,
-            "weight units",
+            "slots",
         ))
     }
 }
