@@ -54,6 +54,8 @@
 //! `load_factor=F` is the same rule with `P = 100 * F`. With `type=map-based`
 //! (where HAProxy has no bound) the same rule walks the table slot by slot.
 
+use std::sync::RwLock;
+
 use crate::bounded::LoadFactor;
 use crate::error::{Error, Result};
 use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
@@ -73,6 +75,8 @@ const NODES_PER_WEIGHT: u32 = 16;
 const NODE_RANGE: u32 = 4096;
 /// HAProxy's server ids are positive C `int`s.
 const MAX_ID: u64 = i32::MAX as u64;
+/// The most work a map may take to fill: `slots * endpoints` steps.
+const MAX_MAP_WORK: u64 = 1 << 28;
 
 /// `hash-type`'s method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,7 +175,7 @@ impl HaproxyHash {
                 // Ids play no part in the map, but a bad one is still an error.
                 server_ids(&pool)?;
                 Box::new(Hashing::new(
-                    WeightMap::build(&pool, self.key_hash()),
+                    WeightMap::build(&pool, self.key_hash())?,
                     pool,
                     bound,
                 )?)
@@ -407,10 +411,20 @@ pub(crate) struct WeightMap {
     /// The first slot of each endpoint (`u32::MAX` for weight 0).
     first_slot: Vec<u32>,
     key_hash: KeyHash,
+    /// The map over the endpoints that were up when some last were not,
+    /// kept until their health changes again.
+    degraded: RwLock<Option<DegradedMap>>,
+}
+
+/// HAProxy's map over the endpoints that are up.
+#[derive(Debug)]
+struct DegradedMap {
+    up: Vec<bool>,
+    slots: Vec<u32>,
 }
 
 impl WeightMap {
-    fn build(pool: &Pool, key_hash: KeyHash) -> Self {
+    fn build(pool: &Pool, key_hash: KeyHash) -> Result<Self> {
         let gcd = pool
             .endpoints()
             .iter()
@@ -423,6 +437,14 @@ impl WeightMap {
             .map(|e| u64::from(e.weight()) / gcd)
             .collect();
         let total: u64 = reduced.iter().sum();
+        if total.saturating_mul(pool.len() as u64) > MAX_MAP_WORK {
+            return Err(Error::Spec(format!(
+                "{NAME}: type=map-based over {} endpoints would have {total} slots (the weights \
+                 over their gcd): filling it takes more than {MAX_MAP_WORK} steps; use \
+                 type=consistent or weights with a larger common divisor",
+                pool.len()
+            )));
+        }
         let slots: Vec<u32> = MapFill::new(&reduced, |_| true)
             .take(total as usize)
             .map(|i| i as u32)
@@ -431,12 +453,13 @@ impl WeightMap {
         for (slot, &owner) in slots.iter().enumerate().rev() {
             first_slot[owner as usize] = slot as u32;
         }
-        WeightMap {
+        Ok(WeightMap {
             slots,
             reduced,
             first_slot,
             key_hash,
-        }
+            degraded: RwLock::new(None),
+        })
     }
 }
 
@@ -528,23 +551,46 @@ impl Placement for WeightMap {
     }
 
     /// HAProxy's table is rebuilt over the servers that are up: with some
-    /// endpoint unhealthy, the key's slot is taken in that table (computed
-    /// here, for this request only), and the walk starts at that endpoint's
-    /// first slot of the full table.
+    /// endpoint unhealthy, the key's slot is taken in that table (built on
+    /// the first pick that sees this health, kept until the health changes;
+    /// nothing of the policy is rebuilt), and the walk starts at that
+    /// endpoint's first slot of the full table. Reading every endpoint's
+    /// health makes this lookup `O(endpoints)`.
     fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
         let natural = self.start(code);
-        let all_up = (0..pool.len()).all(|i| self.reduced[i] == 0 || pool.member(i).is_healthy());
-        if all_up {
+        let up = |i: usize| self.reduced[i] > 0 && pool.member(i).is_healthy();
+        if (0..pool.len()).all(|i| self.reduced[i] == 0 || up(i)) {
             return natural;
         }
-        let healthy = |i: usize| pool.member(i).is_healthy();
-        let mut fill = MapFill::new(&self.reduced, healthy);
-        let total = fill.total as u64;
-        if total == 0 {
-            return natural;
-        }
-        let slot = (code % total) as usize;
-        match fill.nth(slot) {
+        let owner_in = |map: &DegradedMap| -> Option<usize> {
+            if map.slots.is_empty() {
+                return None;
+            }
+            Some(map.slots[(code % map.slots.len() as u64) as usize] as usize)
+        };
+        let current = |map: &DegradedMap| (0..pool.len()).all(|i| map.up[i] == up(i));
+        // A poisoned lock only means a panic elsewhere; the map is whole.
+        let cached = self.degraded.read().unwrap_or_else(|e| e.into_inner());
+        let owner = match cached.as_ref() {
+            Some(map) if current(map) => owner_in(map),
+            _ => {
+                drop(cached);
+                let up: Vec<bool> = (0..pool.len()).map(up).collect();
+                let total = (0..pool.len())
+                    .filter(|&i| up[i])
+                    .map(|i| self.reduced[i])
+                    .sum::<u64>();
+                let slots = MapFill::new(&self.reduced, |i| up[i])
+                    .take(total as usize)
+                    .map(|i| i as u32)
+                    .collect();
+                let map = DegradedMap { up, slots };
+                let owner = owner_in(&map);
+                *self.degraded.write().unwrap_or_else(|e| e.into_inner()) = Some(map);
+                owner
+            }
+        };
+        match owner {
             Some(owner) => self.first_slot[owner] as usize,
             None => natural,
         }
@@ -632,9 +678,10 @@ mod tests {
                 function: Function::Sdbm,
                 avalanche: false,
             },
-        );
+        )
+        .unwrap();
         assert_eq!(map.slots, [0, 1, 5, 2, 0, 5, 2, 3, 5, 0, 4, 5, 5, 6]);
-        let equal = WeightMap::build(&test_pool(&[4, 4, 4, 4]), map.key_hash);
+        let equal = WeightMap::build(&test_pool(&[4, 4, 4, 4]), map.key_hash).unwrap();
         assert_eq!(equal.slots, [0, 1, 2, 3]);
     }
 

@@ -200,9 +200,10 @@ impl Iterator for Tries<'_> {
         self.next_try += 1;
         if n > 0 {
             let key = self.key?;
-            // crc32(decimal(n) + key), the digits hashed first.
-            let digits = n.to_string();
-            let state = crc32_update(CRC32_INIT, digits.as_bytes());
+            // crc32(decimal(n) + key), the digits hashed first (n <= 20).
+            let digits = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+            let digits = if n < 10 { &digits[1..] } else { &digits[..] };
+            let state = crc32_update(CRC32_INIT, digits);
             let crc = !crc32_update(state, key);
             self.acc = self.acc.wrapping_add(short_hash(crc));
         }

@@ -160,7 +160,7 @@ impl Twemproxy {
                 bound,
             )?),
             Distribution::Modula => Box::new(Hashing::new(
-                Modula::build(&pool, &servers, key_hash),
+                Modula::build(&pool, &servers, key_hash)?,
                 pool,
                 bound,
             )?),
@@ -332,13 +332,20 @@ pub(crate) struct Modula {
 }
 
 impl Modula {
-    fn build(pool: &Pool, servers: &ServerOrder, key_hash: KeyHash) -> Self {
+    fn build(pool: &Pool, servers: &ServerOrder, key_hash: KeyHash) -> Result<Self> {
+        if pool.weight_sum() > MAX_RING_POINTS {
+            return Err(Error::Spec(format!(
+                "{NAME}: distribution=modula has one slot per unit of weight: weights summing \
+                 to {} exceed the limit of {MAX_RING_POINTS} slots",
+                pool.weight_sum()
+            )));
+        }
         let slots = servers
             .order
             .iter()
             .flat_map(|&i| std::iter::repeat_n(i as u32, pool.weight(i) as usize))
             .collect();
-        Modula { slots, key_hash }
+        Ok(Modula { slots, key_hash })
     }
 }
 

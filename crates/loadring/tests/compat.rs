@@ -139,6 +139,35 @@ fn every_bad_endpoint_names_the_endpoint() {
 }
 
 #[test]
+fn tables_too_large_to_build_are_errors() {
+    let err = Balancer::new(
+        "twemproxy:distribution=modula".parse().unwrap(),
+        endpoints(&["a weight=4000000000", "b"]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("twemproxy: distribution=modula has one slot per unit of weight")
+            && err.contains("limit of 8388608 slots"),
+        "{err}"
+    );
+    let many: Vec<Endpoint> = (0..1100)
+        .map(|i| {
+            format!("10.0.{}.{}:80 weight={}", i / 256, i % 256, 255 + i % 2)
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let err = Balancer::new("haproxy_hash".parse().unwrap(), many)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("haproxy_hash: type=map-based over 1100 endpoints"),
+        "{err}"
+    );
+}
+
+#[test]
 fn defaults_follow_the_daemons() {
     // `hash-type consistent` alone is sdbm with avalanche: the recorded H1
     // placement; map-based defaults to no avalanche.
@@ -226,8 +255,13 @@ fn haproxy_map_is_rebuilt_over_the_servers_that_are_up() {
         "127.0.0.1:9001",
         "98 % 2 = 0: HAProxy moves it too"
     );
-    // Excluded (a retry) is not down: the map stays, the walk moves on.
+    // Another server down: the map over the two others, then all up again.
     b.set_healthy("127.0.0.1:9002", true).unwrap();
+    b.set_healthy("127.0.0.1:9001", false).unwrap();
+    assert_eq!(place(&b, "b"), "127.0.0.1:9002"); // [9002, 9003], 98 % 2 = 0
+    b.set_healthy("127.0.0.1:9001", true).unwrap();
+    assert_eq!(place(&b, "b"), "127.0.0.1:9003");
+    // Excluded (a retry) is not down: the map stays, the walk moves on.
     let tried = ["127.0.0.1:9002"];
     let pick = b.pick(&Request::key("a").excluding(&tried)).unwrap();
     assert_eq!(pick.addr(), "127.0.0.1:9003", "the next slot");
