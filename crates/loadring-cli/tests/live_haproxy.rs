@@ -115,10 +115,11 @@ impl Configuration {
     }
 }
 
-/// Characters HAProxy hashes as sent: no controls or spaces, and no `,` or
-/// `"` (HAProxy hashes only the first comma-separated element of a header).
+/// Characters HAProxy hashes as sent: no controls, no `,` or `"` (HAProxy
+/// hashes only the first comma-separated element of a header, trimmed:
+/// spaces only inside a key).
 fn header_safe(c: char) -> bool {
-    !c.is_control() && c != ' ' && c != ',' && c != '"'
+    !c.is_control() && c != ',' && c != '"'
 }
 
 #[test]

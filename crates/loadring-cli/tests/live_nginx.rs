@@ -86,9 +86,9 @@ impl Configuration {
 }
 
 /// Characters an HTTP header value carries through nginx unchanged: no
-/// controls; spaces only inside (nginx trims the ends, and keys here have none).
+/// controls (spaces only inside a key: nginx trims the ends).
 fn header_safe(c: char) -> bool {
-    !c.is_control() && c != ' '
+    !c.is_control()
 }
 
 #[test]

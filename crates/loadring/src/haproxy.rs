@@ -39,9 +39,15 @@
 //! first with the greatest `(score + sum) / sum` taking the slot (and paying
 //! `sum`); a key takes slot `hash % sum`. HAProxy rebuilds the table over the
 //! servers that are up, so with unhealthy endpoints the key's slot is taken
-//! in the table of the healthy ones (computed for that request, without
-//! rebuilding anything). Excluded endpoints (retries) are passed over by
-//! walking the table slot by slot from there.
+//! in the table of the healthy ones (built by the first pick that sees that
+//! health and kept until it changes; the policy is not rebuilt). Excluded
+//! endpoints (retries) are passed over by walking the table slot by slot
+//! from there.
+//!
+//! ## Keys and codes
+//! A key is hashed as given: for `balance hdr(name)` HAProxy hashes the
+//! first comma-separated element of the header's value, trimmed, so give
+//! that. A request code is the 32-bit hash after `avalanche`.
 //!
 //! ## Bounded load: `balance=P` (HAProxy's `hash-balance-factor P`)
 //! HAProxy's own rule, not the generic cap: with `T` requests in flight on

@@ -2,7 +2,8 @@
 //!
 //! Load-balancing policies behind one API, with consistent hashing that places
 //! keys exactly like the systems already in production (brpc, Envoy,
-//! memcached clients, nginx, HAProxy, twemproxy) and bounded loads on every hashing policy.
+//! memcached clients, nginx, HAProxy, twemproxy) and bounded loads on every
+//! hashing policy.
 //!
 //! A [`PolicySpec`] names the policy in brpc's syntax; a [`Balancer`] runs it
 //! over a changing set of [`Endpoint`]s; [`Balancer::pick`] returns a [`Pick`]

@@ -23,6 +23,9 @@
 //! endpoints; two servers may not share a name. With one server, or a key
 //! (or tag) that is empty, the hash is 0.
 //!
+//! A request code is the 32-bit hash twemproxy computes (after the tag),
+//! used as is.
+//!
 //! ## `distribution=ketama`
 //! A server of weight `w` among `n` servers of total weight `W` gets
 //! `floor(f32(f32(f32(w/W * 160) / 4) * n)) * 4` points, every step in f32 as

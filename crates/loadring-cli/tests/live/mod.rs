@@ -139,6 +139,8 @@ const PIECES: &[&str] = &[
     "key",
     "session",
     "42",
+    " ",
+    "a b",
 ];
 
 /// Random keys: mostly short (every tail length of the 4- and 12-byte block
@@ -179,7 +181,13 @@ pub fn keys(
             keys.push(key);
         }
     }
+    // Spaces only inside a key: proxies trim the ends of a header value.
+    for key in keys.iter_mut() {
+        *key = key.trim_matches(' ').to_string();
+    }
     keys.retain(|k| !k.is_empty() && k.chars().all(&allowed));
+    let mut seen = std::collections::HashSet::new();
+    keys.retain(|k| seen.insert(k.clone()));
     keys
 }
 
