@@ -141,3 +141,12 @@ fn nginx_places_every_key_where_loadring_does() {
         failures.join("\n\n")
     );
 }
+
+/// A daemon that is not installed fails the check, saying how to install it.
+#[test]
+#[should_panic(
+    expected = "loadring-no-such-daemon not found: install it with `apt-get install -y nginx`"
+)]
+fn a_missing_daemon_fails_with_the_install_command() {
+    live::require("loadring-no-such-daemon", "nginx");
+}
