@@ -379,8 +379,9 @@ impl Placement for ConsistentTree {
         Some(balance_slots(factor, total, owner, pool))
     }
 
-    fn own_cap_floor(&self) -> u64 {
-        1
+    /// HAProxy never leaves a server without a slot.
+    fn own_cap_floor(&self) -> Option<u64> {
+        Some(1)
     }
 }
 
@@ -606,8 +607,9 @@ impl Placement for WeightMap {
         Some(balance_slots(factor, total, owner, pool))
     }
 
-    fn own_cap_floor(&self) -> u64 {
-        1
+    /// HAProxy never leaves a server without a slot.
+    fn own_cap_floor(&self) -> Option<u64> {
+        Some(1)
     }
 }
 

@@ -42,7 +42,8 @@ pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
 
     /// The scheme's own bounded-load cap of endpoint `owner` with `total`
     /// requests in flight (HAProxy's `hash-balance-factor` slots), or `None`
-    /// for the generic cap of [`LoadFactor::cap`].
+    /// for the generic cap of [`LoadFactor::cap`]. A scheme with its own rule
+    /// also gives [`Placement::own_cap_floor`].
     fn own_cap(
         &self,
         _factor: LoadFactor,
@@ -53,10 +54,11 @@ pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
         None
     }
 
-    /// A cap that [`Placement::own_cap`] never goes below, whatever the
-    /// total: an endpoint below it needs no look at the total.
-    fn own_cap_floor(&self) -> u64 {
-        0
+    /// For a scheme with its own cap rule, a cap that [`Placement::own_cap`]
+    /// never goes below whatever the total (an endpoint below it needs no
+    /// look at the total); `None` for the generic cap.
+    fn own_cap_floor(&self) -> Option<u64> {
+        None
     }
 }
 
@@ -123,14 +125,15 @@ impl<T: Placement> Hashing<T> {
                 Error::AllWeightsZero
             });
         }
-        let own_rule = bound.is_some_and(|factor| placement.own_cap(factor, 0, 0, &pool).is_some());
+        let own_floor = placement.own_cap_floor();
+        let own_rule = bound.is_some() && own_floor.is_some();
         let uniform = !own_rule
             && pool
                 .endpoints()
                 .windows(2)
                 .all(|w| w[0].weight() == w[1].weight());
         let floors = match bound {
-            Some(_) if own_rule => vec![placement.own_cap_floor(); pool.len()],
+            Some(_) if own_rule => vec![own_floor.unwrap_or(0); pool.len()],
             Some(factor) => (0..pool.len())
                 .map(|i| factor.cap(0, pool.weight(i), pool.weight_sum()))
                 .collect(),
