@@ -134,21 +134,24 @@ fn haproxy_places_every_key_where_loadring_does() {
         let config = Configuration::random(&mut rng, &backends.addrs);
         let keys = live::keys(&mut rng, KEYS_PER_CONFIGURATION, 200, header_safe);
         let dir = TempDir::new("haproxy");
-        let port = live::free_port();
         let cfg = dir.path().join("haproxy.cfg");
         let pid_file = dir.path().join("haproxy.pid");
-        let text = config.haproxy_cfg(port, &pid_file);
-        std::fs::write(&cfg, &text).expect("write haproxy.cfg");
-        let mut command = Command::new(&haproxy);
-        // -db: stay in the foreground, a child of the test, stopped by its
-        // pid (HAProxy writes its pid file only when it daemonizes).
-        command
-            .arg("-db")
-            .arg("-f")
-            .arg(&cfg)
-            .arg("-p")
-            .arg(&pid_file);
-        let daemon = Daemon::start("haproxy", command, &dir.path().join("haproxy.log"), port);
+        let mut text = String::new();
+        let (daemon, port) =
+            Daemon::start_on_free_port("haproxy", &dir.path().join("haproxy.log"), |port| {
+                text = config.haproxy_cfg(port, &pid_file);
+                std::fs::write(&cfg, &text).expect("write haproxy.cfg");
+                let mut command = Command::new(&haproxy);
+                // -db: stay in the foreground, a child of the test, stopped by
+                // its pid (HAProxy writes its pid file only when it daemonizes).
+                command
+                    .arg("-db")
+                    .arg("-f")
+                    .arg(&cfg)
+                    .arg("-p")
+                    .arg(&pid_file);
+                command
+            });
         let observed: Vec<String> = keys.iter().map(|k| live::http_get(port, k)).collect();
         drop(daemon);
         let computed = live::place(&config.spec(), &config.endpoints(), &keys);

@@ -103,19 +103,22 @@ fn nginx_places_every_key_where_loadring_does() {
         let config = Configuration::random(&mut rng, &backends.addrs);
         let keys = live::keys(&mut rng, KEYS_PER_CONFIGURATION, 200, header_safe);
         let dir = TempDir::new("nginx");
-        let port = live::free_port();
         let conf = dir.path().join("nginx.conf");
-        let text = config.nginx_conf(dir.path(), port);
-        std::fs::write(&conf, &text).expect("write nginx.conf");
-        let mut command = Command::new(&nginx);
-        command
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .arg("-c")
-            .arg(&conf);
-        let daemon = Daemon::start("nginx", command, &dir.path().join("stderr.log"), port);
+        let mut text = String::new();
+        let (daemon, port) =
+            Daemon::start_on_free_port("nginx", &dir.path().join("stderr.log"), |port| {
+                text = config.nginx_conf(dir.path(), port);
+                std::fs::write(&conf, &text).expect("write nginx.conf");
+                let mut command = Command::new(&nginx);
+                command
+                    .arg("-p")
+                    .arg(dir.path())
+                    .arg("-e")
+                    .arg(dir.path().join("error.log"))
+                    .arg("-c")
+                    .arg(&conf);
+                command
+            });
         daemon.check_pid_file(&dir.path().join("nginx.pid"));
         let observed: Vec<String> = keys.iter().map(|k| live::http_get(port, k)).collect();
         drop(daemon);

@@ -48,26 +48,28 @@ struct Memcached {
 
 impl Memcached {
     fn start(binary: &Path, dir: &Path, i: usize) -> Memcached {
-        let port = live::free_port();
-        let mut command = Command::new(binary);
-        command
-            .args([
-                "-l",
-                "127.0.0.1",
-                "-U",
-                "0",
-                "-m",
-                "8",
-                "-t",
-                "1",
-                "-c",
-                "64",
-            ])
-            .args(["-p", &port.to_string()]);
-        // memcached refuses to run as root unless told which user to be.
-        command.args(["-u", "root"]);
         let log = dir.join(format!("memcached-{i}.log"));
-        let daemon = Daemon::start("memcached", command, &log, port);
+        let (daemon, port) = Daemon::start_on_free_port("memcached", &log, |port| {
+            let mut command = Command::new(binary);
+            command
+                .args([
+                    "-l",
+                    "127.0.0.1",
+                    "-U",
+                    "0",
+                    "-m",
+                    "8",
+                    "-t",
+                    "1",
+                    "-c",
+                    "64",
+                ])
+                .args(["-p", &port.to_string()]);
+            // memcached refuses to run as root unless told which user to be
+            // (and ignores this when not root).
+            command.args(["-u", "root"]);
+            command
+        });
         let addr = format!("127.0.0.1:{port}");
         Memcached {
             conn: connect(&addr),
@@ -253,28 +255,30 @@ fn twemproxy_places_every_key_where_loadring_does() {
         for m in memcached.iter_mut() {
             m.flush();
         }
-        let port = live::free_port();
         let conf = dir.path().join(format!("nutcracker-{n}.yml"));
         let pid_file = dir.path().join(format!("nutcracker-{n}.pid"));
-        let text = config.yaml(port, &memcached);
-        std::fs::write(&conf, &text).expect("write nutcracker.yml");
-        // In the foreground, a child of the test stopped by its pid
-        // (nutcracker 0.5.0 writes its pid file only when it daemonizes).
-        let mut command = Command::new(&nutcracker);
-        command
-            .arg("-c")
-            .arg(&conf)
-            .arg("-p")
-            .arg(&pid_file)
-            .arg("-o")
-            .arg(dir.path().join(format!("nutcracker-{n}.log")))
-            // Its stats port too, on loopback only.
-            .args(["-a", "127.0.0.1", "-s", &live::free_port().to_string()]);
-        let daemon = Daemon::start(
+        let log = dir.path().join(format!("nutcracker-{n}.log"));
+        let mut text = String::new();
+        let (daemon, port) = Daemon::start_on_free_port(
             "nutcracker",
-            command,
             &dir.path().join(format!("nutcracker-{n}.out")),
-            port,
+            |port| {
+                text = config.yaml(port, &memcached);
+                std::fs::write(&conf, &text).expect("write nutcracker.yml");
+                // In the foreground, a child of the test stopped by its pid
+                // (nutcracker 0.5.0 writes its pid file only when it daemonizes).
+                let mut command = Command::new(&nutcracker);
+                command
+                    .arg("-c")
+                    .arg(&conf)
+                    .arg("-p")
+                    .arg(&pid_file)
+                    .arg("-o")
+                    .arg(&log)
+                    // Its stats port too, on loopback only.
+                    .args(["-a", "127.0.0.1", "-s", &live::free_port().to_string()]);
+                command
+            },
         );
         let mut proxy = connect(&format!("127.0.0.1:{port}"));
         for key in &keys {

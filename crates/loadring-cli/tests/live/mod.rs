@@ -259,9 +259,35 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Starts a daemon on a free loopback port: `command` writes its
+    /// configuration for a port and returns its command line. A daemon that
+    /// does not come up (say another process took the port between its
+    /// release and the daemon's bind) is tried again on another port, three
+    /// times at most. Output goes to `log`.
+    pub fn start_on_free_port(
+        name: &str,
+        log: &Path,
+        mut command: impl FnMut(u16) -> Command,
+    ) -> (Daemon, u16) {
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let port = free_port();
+            match Daemon::try_start(name, command(port), log, port) {
+                Ok(daemon) => return (daemon, port),
+                Err(why) => failures.push(why),
+            }
+        }
+        panic!("{name} would not start:\n{}", failures.join("\n"));
+    }
+
     /// Starts `command` (stdout and stderr to `log`) and waits until it
     /// accepts connections on 127.0.0.1:`port`.
-    pub fn start(name: &str, mut command: Command, log: &Path, port: u16) -> Daemon {
+    fn try_start(
+        name: &str,
+        mut command: Command,
+        log: &Path,
+        port: u16,
+    ) -> Result<Daemon, String> {
         let out = std::fs::File::create(log).expect("create log");
         let err = out.try_clone().expect("clone log");
         let child = command
@@ -275,19 +301,19 @@ impl Daemon {
             child,
             log: log.to_path_buf(),
         };
-        daemon.wait_for(port);
-        daemon
+        // On an error the daemon is dropped: killed by its pid.
+        daemon.wait_for(port).map(|()| daemon)
     }
 
-    fn wait_for(&mut self, port: u16) {
+    fn wait_for(&mut self, port: u16) -> Result<(), String> {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
+                return Err(format!(
                     "{} exited at start ({status}):\n{}",
                     self.name,
                     self.log_text()
-                );
+                ));
             }
             if TcpStream::connect_timeout(
                 &([127, 0, 0, 1], port).into(),
@@ -295,14 +321,14 @@ impl Daemon {
             )
             .is_ok()
             {
-                return;
+                return Ok(());
             }
             if Instant::now() > deadline {
-                panic!(
+                return Err(format!(
                     "{} did not listen on 127.0.0.1:{port} within {TIMEOUT:?}:\n{}",
                     self.name,
                     self.log_text()
-                );
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
