@@ -4,7 +4,7 @@
 //! haproxy_hash...` names.
 //!
 //! At least 20 random configurations per run: server count 1-20, weights
-//! 1-10, map-based or consistent, each function (or none, HAProxy's default)
+//! 1-10 (and now and then 0), map-based or consistent, each function (or none, HAProxy's default)
 //! with or without avalanche, explicit server ids mixed with automatic ones;
 //! 200 keys each, from a seed printed at the start (`LOADRING_LIVE_SEED=N`
 //! replays a run). HAProxy must be installed (`apt-get install -y haproxy`).
@@ -40,9 +40,15 @@ impl Configuration {
         let servers = addrs[..count]
             .iter()
             .zip(ids)
-            .map(|(a, id)| Server {
+            .enumerate()
+            .map(|(i, (a, id))| Server {
                 addr: a.clone(),
-                weight: rng.range(1, 10) as u32,
+                // Now and then a drained server (weight 0), never the first.
+                weight: if i > 0 && rng.chance(10) {
+                    0
+                } else {
+                    rng.range(1, 10) as u32
+                },
                 id: rng.chance(40).then_some(id),
             })
             .collect();

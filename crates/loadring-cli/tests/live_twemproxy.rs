@@ -141,9 +141,15 @@ impl Configuration {
             .map(|(i, &m)| Server {
                 memcached: m,
                 weight: rng.range(1, 10) as u32,
-                // Names of several lengths, unique by their index.
-                name: named
-                    .then(|| format!("{}{i}", &"cache-server-node"[..rng.range(1, 17) as usize])),
+                // Names of several lengths, unique by their index; some long.
+                name: named.then(|| {
+                    if rng.chance(20) {
+                        let long = format!("n{i}-{}", "x".repeat(120));
+                        long[..rng.range(70, 120) as usize].to_string()
+                    } else {
+                        format!("{}{i}", &"cache-server-node"[..rng.range(1, 17) as usize])
+                    }
+                }),
             })
             .collect();
         Configuration {
@@ -208,6 +214,31 @@ impl Configuration {
         )
     }
 
+    /// Two servers, the light one (7 digests, one-digit point numbers)
+    /// named with 268 to 300 bytes: its point names reach, fill or overflow
+    /// twemproxy's 272-byte limit on them.
+    fn long_name(rng: &mut Rng, instances: usize) -> Self {
+        let a = rng.range(0, instances as u64 - 1) as usize;
+        let b = (a + 1) % instances;
+        Configuration {
+            distribution: "ketama",
+            hash: rng.pick(HASHES),
+            hash_tag: None,
+            servers: vec![
+                Server {
+                    memcached: a,
+                    weight: 1,
+                    name: Some("b".repeat(rng.range(268, 300) as usize)),
+                },
+                Server {
+                    memcached: b,
+                    weight: 10,
+                    name: Some("heavy".into()),
+                },
+            ],
+        }
+    }
+
     /// Random keys, some carrying the hash tag (with an empty inside too).
     fn keys(&self, rng: &mut Rng) -> Vec<String> {
         let memcached_safe = |c: char| !c.is_control() && c != ' ';
@@ -249,8 +280,13 @@ fn twemproxy_places_every_key_where_loadring_does() {
         .collect();
     let mut failures = Vec::new();
     let mut checked = 0;
-    for n in 0..live::configurations() {
-        let config = Configuration::random(&mut rng, memcached.len());
+    // The random configurations, then one with a very long server name.
+    for n in 0..=live::configurations() {
+        let config = if n < live::configurations() {
+            Configuration::random(&mut rng, memcached.len())
+        } else {
+            Configuration::long_name(&mut rng, memcached.len())
+        };
         let keys = config.keys(&mut rng);
         for m in memcached.iter_mut() {
             m.flush();
@@ -316,7 +352,7 @@ fn twemproxy_places_every_key_where_loadring_does() {
     }
     println!(
         "twemproxy: {checked} keys over {} configurations, {} configurations differ",
-        live::configurations(),
+        live::configurations() + 1,
         failures.len()
     );
     assert!(

@@ -30,8 +30,9 @@
 //! A server of weight `w` among `n` servers of total weight `W` gets
 //! `floor(f32(f32(f32(w/W * 160) / 4) * n)) * 4` points, every step in f32 as
 //! twemproxy computes it (weights 1 and 100 give the first server no point),
-//! four per MD5 digest of `"<name>-<k>"` (the text cut to 85 bytes, as
-//! twemproxy's buffer does). A key goes to the first point at or after its
+//! four per MD5 digest of `"<name>-<k>"`, that text cut to 272 bytes as
+//! twemproxy's buffer cuts it (so the points of a server named with 272
+//! bytes or more repeat). A key goes to the first point at or after its
 //! hash, wrapping; equal points go to the server first in name order.
 //!
 //! ## `distribution=modula`
@@ -63,9 +64,10 @@ use crate::spec::Params;
 
 /// The policy name.
 const NAME: &str = "twemproxy";
-/// twemproxy's `KETAMA_MAX_HOSTLEN`: point names live in a buffer this long,
-/// terminating zero included.
-const MAX_POINT_NAME: usize = 86 - 1;
+/// The longest point name twemproxy hashes: its buffer for them holds 273
+/// bytes, the terminating zero included (observed on nutcracker 0.5.0:
+/// longer names are cut to this length).
+const MAX_POINT_NAME: usize = 272;
 /// The port twemproxy leaves out of default server names.
 const DEFAULT_PORT_SUFFIX: &str = ":11211";
 
