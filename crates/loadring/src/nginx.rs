@@ -45,6 +45,7 @@
 //! first available endpoint below its cap takes the request, else the least
 //! loaded available one.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -95,17 +96,14 @@ impl NginxHash {
 }
 
 fn check_unique_names(pool: &Pool) -> Result<()> {
-    for (i, a) in pool.endpoints().iter().enumerate() {
-        if let Some(b) = pool.endpoints()[..i]
-            .iter()
-            .find(|b| b.hash_name() == a.hash_name())
-        {
+    let mut seen: HashMap<&str, &str> = HashMap::with_capacity(pool.len());
+    for e in pool.endpoints() {
+        if let Some(first) = seen.insert(e.hash_name(), e.addr()) {
             return Err(Error::Endpoint(format!(
-                "{NAME}: endpoints `{}` and `{}` are both named `{}`: give each its own \
+                "{NAME}: endpoints `{first}` and `{}` are both named `{}`: give each its own \
                  hash_key (nginx would share that name's keys between them)",
-                b.addr(),
-                a.addr(),
-                a.hash_name()
+                e.addr(),
+                e.hash_name()
             )));
         }
     }
