@@ -464,8 +464,104 @@ fn load_factor_and_balance_are_the_same_haproxy_rule() {
     }
 }
 
+/// HAProxy's consistent lookup restated from its definition with the
+/// public hash functions: nodes `full_hash(id * 4096 + j)`, a key's hash
+/// `full_hash(sdbm(key))`, the closer of the nearest node clockwise and the
+/// nearest counter-clockwise, ties counter-clockwise.
+fn haproxy_closest_by_brute_force(weights: &[u32], key: &str) -> usize {
+    use loadring::hash::{haproxy_full_hash, sdbm};
+    let nodes: Vec<(u32, usize)> = weights
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &w)| {
+            let id = i as u32 + 1;
+            (0..16 * w).map(move |j| (haproxy_full_hash(id * 4096 + j), i))
+        })
+        .collect();
+    let h = haproxy_full_hash(sdbm(key.as_bytes()));
+    let (next_key, next) = *nodes.iter().min_by_key(|(p, _)| p.wrapping_sub(h)).unwrap();
+    let before = nodes
+        .iter()
+        .filter(|(p, _)| h.wrapping_sub(*p) > 0)
+        .min_by_key(|(p, _)| h.wrapping_sub(*p));
+    match before {
+        Some(&(prev_key, prev)) if h.wrapping_sub(prev_key) <= next_key.wrapping_sub(h) => prev,
+        _ => next,
+    }
+}
+
+/// nginx's `hash` without `consistent`, restated: the server whose range of
+/// cumulative weight holds `((crc32(key) >> 16) & 0x7fff) % total`.
+fn nginx_modulo_by_definition(weights: &[u32], key: &str) -> usize {
+    let h = (loadring::hash::crc32(key.as_bytes()) >> 16) & 0x7fff;
+    let mut w = h % weights.iter().sum::<u32>();
+    for (i, &weight) in weights.iter().enumerate() {
+        if w < weight {
+            return i;
+        }
+        w -= weight;
+    }
+    unreachable!("w < total")
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn haproxy_consistent_is_the_closest_node(
+        weights in proptest::collection::vec(1u32..5, 1..6),
+        keys in proptest::collection::vec("\\PC{0,16}", 20),
+    ) {
+        let list: Vec<String> = weights.iter().enumerate()
+            .map(|(i, w)| format!("s{i} weight={w}")).collect();
+        let b = Balancer::new(
+            "haproxy_hash:type=consistent".parse().unwrap(),
+            list.iter().map(|e| e.parse::<Endpoint>().unwrap()),
+        ).unwrap();
+        for key in &keys {
+            let want = format!("s{}", haproxy_closest_by_brute_force(&weights, key));
+            prop_assert_eq!(place(&b, key), want, "{:?}", key);
+        }
+    }
+
+    #[test]
+    fn nginx_modulo_is_the_weight_range(
+        weights in proptest::collection::vec(1u32..10, 1..8),
+        keys in proptest::collection::vec("\\PC{0,16}", 20),
+    ) {
+        let list: Vec<String> = weights.iter().enumerate()
+            .map(|(i, w)| format!("s{i} weight={w}")).collect();
+        let b = Balancer::new(
+            "nginx_hash".parse().unwrap(),
+            list.iter().map(|e| e.parse::<Endpoint>().unwrap()),
+        ).unwrap();
+        for key in &keys {
+            let want = format!("s{}", nginx_modulo_by_definition(&weights, key));
+            prop_assert_eq!(place(&b, key), want, "{:?}", key);
+        }
+    }
+
+    /// twemproxy orders servers by name: any order of the same endpoints
+    /// places every key alike.
+    #[test]
+    fn twemproxy_ignores_endpoint_order(
+        weights in proptest::collection::vec(1u32..6, 1..7),
+        rotate in 0usize..7,
+        modula in any::<bool>(),
+        keys in proptest::collection::vec("[a-z0-9:{}]{1,12}", 20),
+    ) {
+        let spec = if modula { "twemproxy:distribution=modula hash=fnv1a_32" } else { "twemproxy:hash=crc32a" };
+        let mut list: Vec<String> = weights.iter().enumerate()
+            .map(|(i, w)| format!("10.0.0.{}:11211 weight={w}", i + 1)).collect();
+        let a = Balancer::new(spec.parse().unwrap(), list.iter().map(|e| e.parse::<Endpoint>().unwrap())).unwrap();
+        let len = list.len();
+        list.rotate_left(rotate % len);
+        list.reverse();
+        let b = Balancer::new(spec.parse().unwrap(), list.iter().map(|e| e.parse::<Endpoint>().unwrap())).unwrap();
+        for key in &keys {
+            prop_assert_eq!(place(&a, key), place(&b, key));
+        }
+    }
 
     /// Any membership, any health, any exclusion: a pick is an eligible
     /// endpoint, or an error when none is.
