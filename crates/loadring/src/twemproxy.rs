@@ -40,8 +40,10 @@
 //! `hash % W`.
 //!
 //! ## Health and bounded load
-//! twemproxy with `auto_eject_hosts` rebuilds its distribution without a
-//! failed server (moving some keys of the others under `modula`); loadring
+//! twemproxy does not reroute a failed server's keys unless `auto_eject_hosts`
+//! is on, and then rebuilds its distribution without it (moving keys of the
+//! others too under `modula`, and a few under `ketama` when weights differ,
+//! since every server's point count depends on the server count); loadring
 //! never rebuilds for health: the keys of an unhealthy or excluded endpoint
 //! walk on to the next point (ketama) or the next slot (modula, i.e. the next
 //! server in name order), and every other key stays where it is. Weight 0 is
