@@ -64,7 +64,7 @@ fn place_all(
     codes: bool,
     zone: Option<&str>,
 ) -> Result<(), Failure> {
-    let hashing = balancer.spec().is_hashing();
+    let hashing = balancer.policy().needs_key();
     let mut line = String::new();
     let mut number = 0u64;
     loop {

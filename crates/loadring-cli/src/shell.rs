@@ -34,7 +34,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("--policy: {e}")))?;
     let mut shell = Shell::new(spec)?;
     if io::stdin().is_terminal() {
-        eprintln!("loadring shell, policy {}; {HELP}", shell.balancer.spec());
+        eprintln!("loadring shell, policy {}; {HELP}", shell.spec);
     }
     let mut out = io::stdout().lock();
     for line in io::stdin().lock().lines() {
@@ -51,6 +51,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 /// The session: the balancer, the nodes in the order added, and the guards
 /// that ASSIGN took (RELEASE drops one).
 struct Shell {
+    spec: PolicySpec,
     balancer: Balancer,
     nodes: Vec<Endpoint>,
     held: HashMap<String, Vec<Pick>>,
@@ -59,7 +60,8 @@ struct Shell {
 impl Shell {
     fn new(spec: PolicySpec) -> Result<Self, CliError> {
         Ok(Shell {
-            balancer: Balancer::new(spec, [])?,
+            balancer: Balancer::new(spec.clone(), [])?,
+            spec,
             nodes: Vec::new(),
             held: HashMap::new(),
         })
@@ -95,7 +97,9 @@ impl Shell {
         if rest.is_empty() {
             return Err("ADD needs a node name: ADD name [weight=W]".into());
         }
-        let node: Endpoint = rest.parse().map_err(|e: loadring::Error| e.to_string())?;
+        let node: Endpoint = rest
+            .parse()
+            .map_err(|e: loadring::ParseError| e.to_string())?;
         if self.nodes.iter().any(|n| n.addr() == node.addr()) {
             return Err(format!("node `{}` already exists", node.addr()));
         }
@@ -127,11 +131,11 @@ impl Shell {
         if self.nodes.is_empty() {
             return Ok("NONE".into());
         }
-        match self.balancer.natural_owner(&Request::key(key)) {
-            Ok(Some(owner)) => Ok(owner),
+        match self.balancer.route(&Request::key(key)) {
+            Ok(Some(owner)) => Ok(owner.addr().to_string()),
             Ok(None) => Err(format!(
                 "{} does not place keys by hash",
-                self.balancer.spec().name()
+                self.balancer.policy().name()
             )),
             Err(e) => Err(e.to_string()),
         }
@@ -150,7 +154,7 @@ impl Shell {
                 self.held.entry(name.clone()).or_default().push(pick);
                 Ok(name)
             }
-            Err(loadring::Error::NoEligibleEndpoint { .. }) => Ok("NONE".into()),
+            Err(loadring::PickError::NoEligibleEndpoint { .. }) => Ok("NONE".into()),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -174,12 +178,7 @@ impl Shell {
         for node in &self.nodes {
             match self.balancer.cap(node.addr()).map_err(|e| e.to_string())? {
                 Some(cap) => caps.push((node.addr(), cap)),
-                None => {
-                    return Err(format!(
-                        "{} has no load bound",
-                        self.balancer.spec().as_str()
-                    ))
-                }
+                None => return Err(format!("{} has no load bound", self.spec.as_str())),
             }
         }
         if caps.windows(2).all(|w| w[0].1 == w[1].1) {

@@ -8,7 +8,11 @@
 
 use std::fmt;
 
-use crate::error::{spec_err, Result};
+use std::str::FromStr;
+
+use crate::error::ParseError;
+
+type Result<T> = std::result::Result<T, ParseError>;
 
 /// The largest accepted load factor: beyond it a bound bounds nothing.
 const MAX_FACTOR: u64 = 1000;
@@ -16,7 +20,7 @@ const MAX_FACTOR: u64 = 1000;
 const MAX_DECIMALS: usize = 6;
 
 /// A load factor `F > 1`, exact: `num / den`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct LoadFactor {
     num: u64,
     den: u64,
@@ -26,13 +30,62 @@ impl LoadFactor {
     /// brpc's and the course's default, 1.25.
     pub const DEFAULT: LoadFactor = LoadFactor { num: 125, den: 100 };
 
+    /// The factor `num / den`, which must be greater than 1, at most 1000,
+    /// and a decimal of at most six decimals (`5 / 4` is 1.25; `4 / 3` is not
+    /// accepted, so that every factor prints exactly as it computes).
+    ///
+    /// ```
+    /// use loadring::LoadFactor;
+    ///
+    /// let f = LoadFactor::new(5, 4)?;
+    /// assert_eq!(f, "1.25".parse()?);
+    /// assert_eq!(f.cap(0, 1, 3), 1);
+    /// assert_eq!(f.to_string(), "1.25");
+    /// assert!(LoadFactor::new(1, 1).is_err(), "a factor of 1 bounds everything to the mean");
+    /// assert!(LoadFactor::new(4, 3).is_err(), "1.333... has no exact decimal");
+    /// # Ok::<(), loadring::ParseError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A factor of 1 or less, above 1000, or a `den` of 0 or above 1,000,000.
+    pub fn new(num: u64, den: u64) -> Result<Self> {
+        let accepted = format!(
+            "num/den greater than 1 and at most {MAX_FACTOR}, with at most {MAX_DECIMALS} decimals"
+        );
+        let scale = 10u128.pow(MAX_DECIMALS as u32);
+        let scaled = u128::from(num) * scale;
+        let fits = den > 0
+            && num > den
+            && u128::from(num) <= u128::from(MAX_FACTOR) * u128::from(den)
+            && scaled.is_multiple_of(u128::from(den));
+        if fits {
+            let num = u64::try_from(scaled / u128::from(den)).unwrap_or(u64::MAX);
+            Ok(LoadFactor {
+                num,
+                den: scale as u64,
+            })
+        } else {
+            Err(ParseError::new(format!(
+                "load factor {num}/{den} is out of range: accepted {accepted}"
+            ))
+            .with_key("load_factor")
+            .with_value(&format!("{num}/{den}"))
+            .with_accepted(accepted))
+        }
+    }
+
     /// Parses `load_factor=F`: a decimal in (1, 1000] with at most 6 decimals.
     pub(crate) fn parse_decimal(key: &str, text: &str) -> Result<Self> {
         let bad = || {
-            spec_err(format!(
-                "{key}={text}: expected a decimal number greater than 1 and at most {MAX_FACTOR} \
-                 with at most {MAX_DECIMALS} decimals, e.g. {key}=1.25"
+            let accepted = format!(
+                "a decimal number greater than 1 and at most {MAX_FACTOR} with at most {MAX_DECIMALS} decimals"
+            );
+            ParseError::new(format!(
+                "{key}={text}: expected {accepted}, e.g. {key}=1.25"
             ))
+            .with_key(key)
+            .with_value(text)
+            .with_accepted(accepted)
         };
         let (int, frac) = text.split_once('.').unwrap_or((text, ""));
         if int.is_empty()
@@ -61,10 +114,11 @@ impl LoadFactor {
     /// Parses `balance=P`: an integer percent in 101..=100000 (HAProxy, Envoy).
     pub(crate) fn parse_percent(key: &str, text: &str) -> Result<Self> {
         let bad = || {
-            spec_err(format!(
-                "{key}={text}: expected an integer percent from 101 to {}, e.g. {key}=125",
-                MAX_FACTOR * 100
-            ))
+            let accepted = format!("an integer percent from 101 to {}", MAX_FACTOR * 100);
+            ParseError::new(format!("{key}={text}: expected {accepted}, e.g. {key}=125"))
+                .with_key(key)
+                .with_value(text)
+                .with_accepted(accepted)
         };
         if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 7 {
             return Err(bad());
@@ -97,6 +151,24 @@ impl LoadFactor {
     /// The factor as a float, for display.
     pub fn as_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
+    }
+}
+
+/// Equal factors are equal whatever the decimals they were written with.
+impl PartialEq for LoadFactor {
+    fn eq(&self, other: &Self) -> bool {
+        u128::from(self.num) * u128::from(other.den) == u128::from(other.num) * u128::from(self.den)
+    }
+}
+
+impl Eq for LoadFactor {}
+
+/// Parses the decimal form of `load_factor=` (e.g. `1.25`).
+impl FromStr for LoadFactor {
+    type Err = ParseError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        LoadFactor::parse_decimal("load_factor", text)
     }
 }
 

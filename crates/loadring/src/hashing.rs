@@ -1,15 +1,86 @@
 //! Consistent hashing over any placement (ring or table), plain or bounded.
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
-use crate::error::{Error, Result};
-use crate::load::Member;
-use crate::policy::Policy;
+use crate::error::{BuildError, PickError};
+use crate::policy::{none_eligible, Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::{Hash, Request};
 use crate::ring::{Point, Ring};
+
+/// A consistent-hashing family with its parameters: how it places
+/// endpoints on its ring or table.
+pub(crate) trait Scheme: Send + Sync + fmt::Debug + 'static {
+    /// What it builds.
+    type Placement: Placement;
+
+    /// The family's name.
+    fn name(&self) -> &'static str;
+
+    /// Places every endpoint of `pool`.
+    fn place(&self, pool: &Pool) -> Result<Self::Placement, BuildError>;
+
+    /// Places the endpoints of `pool`, which differs from the pool of
+    /// `previous` by `change`, reusing `previous`; `None` when the scheme
+    /// cannot (its placement of every endpoint depends on the others).
+    fn replace(
+        &self,
+        _previous: &Self::Placement,
+        _pool: &Pool,
+        _change: Change,
+    ) -> Option<Result<Self::Placement, BuildError>> {
+        None
+    }
+}
+
+/// A hashing policy: a scheme and, when bounded, its load factor.
+#[derive(Debug)]
+pub(crate) struct HashingPolicy<S> {
+    scheme: S,
+    bound: Option<LoadFactor>,
+}
+
+impl<S: Scheme> HashingPolicy<S> {
+    pub(crate) fn new(scheme: S, bound: Option<LoadFactor>) -> Self {
+        HashingPolicy { scheme, bound }
+    }
+}
+
+impl<S: Scheme> Policy for HashingPolicy<S> {
+    fn name(&self) -> &str {
+        self.scheme.name()
+    }
+
+    fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
+        let placement = self.scheme.place(&pool)?;
+        Ok(Arc::new(Hashing::new(placement, pool, self.bound)?))
+    }
+
+    fn needs_key(&self) -> bool {
+        true
+    }
+
+    fn load_factor(&self) -> Option<LoadFactor> {
+        self.bound
+    }
+
+    fn rebuild(
+        &self,
+        previous: &dyn Picker,
+        pool: &Pool,
+        change: Change,
+    ) -> Option<Result<Arc<dyn Picker>, BuildError>> {
+        let previous: &dyn std::any::Any = previous;
+        let previous = previous.downcast_ref::<Hashing<S::Placement>>()?;
+        let placement = self.scheme.replace(&previous.placement, pool, change)?;
+        Some(placement.and_then(|placement| {
+            Ok(Arc::new(Hashing::new(placement, pool.clone(), self.bound)?) as Arc<dyn Picker>)
+        }))
+    }
+}
 
 /// What a consistent-hashing scheme contributes: entries in walk order
 /// (ring points or table slots), each owned by one endpoint of the pool.
@@ -87,13 +158,13 @@ pub(crate) struct Hashing<T: Placement> {
 }
 
 impl<T: Placement> Hashing<T> {
-    pub(crate) fn new(placement: T, pool: Pool, bound: Option<LoadFactor>) -> Result<Self> {
+    pub(crate) fn new(
+        placement: T,
+        pool: Pool,
+        bound: Option<LoadFactor>,
+    ) -> Result<Self, BuildError> {
         if placement.entries() == 0 {
-            return Err(if pool.is_empty() {
-                Error::NoEndpoints
-            } else {
-                Error::AllWeightsZero
-            });
+            return Err(BuildError::all_weights_zero());
         }
         let uniform = pool
             .endpoints()
@@ -115,19 +186,19 @@ impl<T: Placement> Hashing<T> {
     }
 
     #[inline]
-    fn start(&self, req: &Request<'_>) -> Result<usize> {
+    fn start(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let code = match req.hash {
             Hash::Key(key) => self.placement.key_code(key),
             Hash::Code(code) if code <= self.placement.max_code() => code,
             Hash::Code(code) => {
-                return Err(Error::CodeOutOfRange {
+                return Err(PickError::CodeOutOfRange {
                     code,
                     policy: self.placement.name(),
                     max: self.placement.max_code(),
                 })
             }
             Hash::None => {
-                return Err(Error::MissingKey {
+                return Err(PickError::MissingKey {
                     policy: self.placement.name(),
                 })
             }
@@ -162,21 +233,20 @@ impl<T: Placement> Hashing<T> {
         start: usize,
         req: &Request<'_>,
         factor: LoadFactor,
-    ) -> Result<&Arc<Member>> {
+    ) -> Result<usize, PickError> {
         let weight_sum = self.pool.weight_sum();
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
         let mut at_total: Option<(u64, u64)> = None;
         for owner in self.walk(start) {
             if self.pool.eligible(owner, req) {
-                let member = self.pool.member(owner);
                 // Caps grow with the total, so an endpoint below its cap
                 // at total 0 is below its cap whatever the total: the
                 // shared total (a cache line every picking thread writes)
                 // need not be read.
                 let floor = self.floors[owner];
-                if member.try_reserve(floor) {
-                    return Ok(member);
+                if self.pool.try_reserve(owner, floor) {
+                    return Ok(owner);
                 }
                 let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
                     let total = self.pool.total_load();
@@ -187,53 +257,94 @@ impl<T: Placement> Hashing<T> {
                 } else {
                     factor.cap(total, self.pool.weight(owner), weight_sum)
                 };
-                if cap > floor && member.try_reserve(cap) {
-                    return Ok(member);
+                if cap > floor && self.pool.try_reserve(owner, cap) {
+                    return Ok(owner);
                 }
             }
         }
+        self.fallback(req)
+    }
+
+    /// When the walk finds no eligible endpoint with room (or none at all,
+    /// as when the eligible ones have no entry): the least-loaded eligible
+    /// endpoint.
+    #[cold]
+    fn fallback(&self, req: &Request<'_>) -> Result<usize, PickError> {
         match self.pool.least_loaded(req) {
-            Some(i) => Ok(self.pool.take(i)),
-            None => Err(Error::NoEligibleEndpoint {
-                members: self.pool.len(),
-            }),
+            Some(i) => {
+                self.pool.reserve(i);
+                Ok(i)
+            }
+            None => Err(none_eligible(&self.pool)),
         }
+    }
+
+    /// The cap the next pick applies to endpoint `i`.
+    fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
+        factor.cap(
+            self.pool.total_load(),
+            self.pool.weight(i),
+            self.pool.weight_sum(),
+        )
     }
 }
 
-impl<T: Placement> Policy for Hashing<T> {
+impl<T: Placement> Picker for Hashing<T> {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let start = self.start(req)?;
         match self.bound {
             Some(factor) => self.pick_bounded(start, req, factor),
             None => match self.first_eligible(start, req) {
-                Some(i) => Ok(self.pool.take(i)),
-                None => Err(Error::NoEligibleEndpoint {
-                    members: self.pool.len(),
-                }),
+                Some(i) => {
+                    self.pool.reserve(i);
+                    Ok(i)
+                }
+                None => self.fallback(req),
             },
         }
     }
 
-    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
-        let found = self.start(req).and_then(|start| {
-            self.first_eligible(start, req)
-                .ok_or(Error::NoEligibleEndpoint {
-                    members: self.pool.len(),
-                })
-        });
-        Some(found.map(|i| self.pool.member(i)))
+    /// The clockwise walk from the request's entry, each endpoint at its
+    /// first entry; endpoints without an entry (a weight too small for the
+    /// scheme's arithmetic) come last, in pool order.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        let start = self.start(req)?;
+        let len = self.pool.len();
+        let walk = OwnedWalk {
+            left: self.placement.entries(),
+            entry: start,
+            last: usize::MAX,
+            hashing: self,
+        };
+        Ok(Box::new(walk.chain(0..len)))
     }
 
-    fn cap(&self, member: &Member) -> Option<u64> {
-        let factor = self.bound?;
-        let i = (0..self.pool.len()).find(|&i| std::ptr::eq(&**self.pool.member(i), member))?;
-        Some(factor.cap(
-            self.pool.total_load(),
-            self.pool.weight(i),
-            self.pool.weight_sum(),
-        ))
+    fn try_reserve(&self, i: usize) -> bool {
+        match self.bound {
+            Some(factor) => self.pool.try_reserve(i, self.cap_of(factor, i)),
+            None => {
+                self.pool.reserve(i);
+                true
+            }
+        }
+    }
+
+    fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
+        let found = self.start(req).and_then(|start| {
+            self.first_eligible(start, req)
+                .or_else(|| self.pool.least_loaded(req))
+                .ok_or_else(|| none_eligible(&self.pool))
+        });
+        Some(found)
+    }
+
+    fn cap(&self, i: usize) -> Option<u64> {
+        Some(self.cap_of(self.bound?, i))
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -243,6 +354,30 @@ impl<T: Placement> Policy for Hashing<T> {
             self.placement.entries(),
             self.placement.entry_label(),
         ))
+    }
+}
+
+/// The clockwise walk of [`Picker::candidates`], owning its policy.
+struct OwnedWalk<T: Placement> {
+    hashing: Arc<Hashing<T>>,
+    entry: usize,
+    left: usize,
+    last: usize,
+}
+
+impl<T: Placement> Iterator for OwnedWalk<T> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let mut walk = Walk {
+            placement: &self.hashing.placement,
+            entry: self.entry,
+            left: self.left,
+            last: self.last,
+        };
+        let found = walk.next();
+        (self.entry, self.left, self.last) = (walk.entry, walk.left, walk.last);
+        found
     }
 }
 

@@ -24,11 +24,11 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
-use crate::error::{spec_err, Result};
+use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::xxhash64;
-use crate::hashing::Placement;
+use crate::hashing::{Placement, Scheme};
+use crate::params::Params;
 use crate::pool::Pool;
-use crate::spec::Params;
 
 /// Envoy's default table size.
 pub(crate) const DEFAULT_TABLE_SIZE: u64 = 65_537;
@@ -43,7 +43,7 @@ pub(crate) struct Maglev {
 }
 
 impl Maglev {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let table_size = params.take_u64("table_size", 2, MAX_TABLE_SIZE, DEFAULT_TABLE_SIZE)?;
         if !is_prime(table_size) {
             return Err(spec_err(format!(
@@ -54,13 +54,22 @@ impl Maglev {
         }
         Ok(Maglev { table_size })
     }
+}
+
+impl Scheme for Maglev {
+    type Placement = MaglevTable;
+
+    fn name(&self) -> &'static str {
+        "maglev"
+    }
 
     /// Fills the table over `pool` (slots hold pool indices).
-    pub(crate) fn build(&self, pool: &Pool) -> Result<MaglevTable> {
+    fn place(&self, pool: &Pool) -> Result<MaglevTable, BuildError> {
         MaglevTable::build(
             pool.endpoints().iter().map(|e| (e.hash_name(), e.weight())),
             self.table_size,
         )
+        .map_err(|e| BuildError::too_large(e.to_string()))
     }
 }
 
@@ -313,11 +322,16 @@ impl MaglevTable {
     pub fn build<'a>(
         hosts: impl IntoIterator<Item = (&'a str, u32)>,
         table_size: u64,
-    ) -> Result<Self> {
+    ) -> Result<Self, ParseError> {
         if !(2..=MAX_TABLE_SIZE).contains(&table_size) || !is_prime(table_size) {
-            return Err(spec_err(format!(
-                "maglev: table_size={table_size}: accepted a prime in 2..={MAX_TABLE_SIZE}"
-            )));
+            let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
+            return Err(ParseError::new(format!(
+                "maglev: table_size={table_size}: accepted {accepted}"
+            ))
+            .with_policy("maglev")
+            .with_key("table_size")
+            .with_value(&table_size.to_string())
+            .with_accepted(accepted));
         }
         let mut count = 0usize;
         let hosts: Vec<(&str, u32, u32)> = hosts

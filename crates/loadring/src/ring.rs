@@ -77,6 +77,50 @@ impl<P: Point> Ring<P> {
         Self::from_sorted(points, owners)
     }
 
+    /// This ring with `entries` (unsorted, any owners) merged in: the ring
+    /// [`Ring::build`] would make of all entries together, in time linear in
+    /// the ring's size, without sorting what is already sorted.
+    ///
+    /// `rank` is the tie-break of the new membership; it must order the
+    /// owners already on the ring as before.
+    pub(crate) fn merge(&self, entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
+        let added = Ring::build(entries, rank);
+        let key = |p: P, o: u32| (p, rank[o as usize], o);
+        let n = self.len() + added.len();
+        let (mut points, mut owners) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut i, mut j) = (0, 0);
+        while i < self.len() && j < added.len() {
+            if key(self.points[i], self.owners[i]) <= key(added.points[j], added.owners[j]) {
+                points.push(self.points[i]);
+                owners.push(self.owners[i]);
+                i += 1;
+            } else {
+                points.push(added.points[j]);
+                owners.push(added.owners[j]);
+                j += 1;
+            }
+        }
+        points.extend_from_slice(&self.points[i..]);
+        owners.extend_from_slice(&self.owners[i..]);
+        points.extend_from_slice(&added.points[j..]);
+        owners.extend_from_slice(&added.owners[j..]);
+        Self::from_sorted(points, owners)
+    }
+
+    /// This ring without the entries of `owner`; with `renumber`, the owners
+    /// after it move down by one (the owner left the membership).
+    pub(crate) fn without_owner(&self, owner: u32, renumber: bool) -> Self {
+        let mut points = Vec::with_capacity(self.len());
+        let mut owners = Vec::with_capacity(self.len());
+        for (&p, &o) in self.points.iter().zip(&self.owners) {
+            if o != owner {
+                points.push(p);
+                owners.push(if renumber && o > owner { o - 1 } else { o });
+            }
+        }
+        Self::from_sorted(points, owners)
+    }
+
     fn from_sorted(points: Vec<P>, owners: Vec<u32>) -> Self {
         // About one bucket per point (a power of two, rounded down) keeps each
         // bucket to one or two points, in the cache line its first point is in.

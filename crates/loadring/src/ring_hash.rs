@@ -19,12 +19,12 @@
 //! The whole ring is built in one batch and sorted once. Weight-0 endpoints
 //! get no points (Envoy has no weight 0).
 
-use crate::error::{spec_err, Result};
+use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
-use crate::hashing::RingPlacement;
+use crate::hashing::{RingPlacement, Scheme};
+use crate::params::Params;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::spec::Params;
 
 /// Envoy's upper bound on both ring sizes (`lte: 8388608` in its API).
 pub(crate) const MAX_RING_SIZE: u64 = 8_388_608;
@@ -47,7 +47,7 @@ pub(crate) struct RingHash {
 }
 
 impl RingHash {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let min_ring_size = params.take_u64("min_ring_size", 1, MAX_RING_SIZE, 1024)?;
         let max_ring_size = params.take_u64("max_ring_size", 1, MAX_RING_SIZE, MAX_RING_SIZE)?;
         if min_ring_size > max_ring_size {
@@ -69,7 +69,7 @@ impl RingHash {
     }
 
     /// Builds the ring over `pool`: every point in one batch, one sort.
-    pub(crate) fn build(&self, pool: &Pool) -> Result<RingPlacement<u64>> {
+    fn build(&self, pool: &Pool) -> Result<RingPlacement<u64>, BuildError> {
         let sum = pool.weight_sum() as f64;
         // Envoy's normalized weights: weight * 1.0 / sum, in f64.
         let normalized = |w: u32| f64::from(w) / sum;
@@ -113,6 +113,18 @@ impl RingHash {
             ring: Ring::build(entries, &rank),
             key_hash: |key| xxhash64(key, 0),
         })
+    }
+}
+
+impl Scheme for RingHash {
+    type Placement = RingPlacement<u64>;
+
+    fn name(&self) -> &'static str {
+        "ring_hash"
+    }
+
+    fn place(&self, pool: &Pool) -> Result<RingPlacement<u64>, BuildError> {
+        self.build(pool)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use loadring::{Balancer, Endpoint, Error, Pick, PolicySpec, Request};
+use loadring::{Balancer, Endpoint, Pick, PickError, PolicySpec, Request, UnknownEndpoint};
 use proptest::prelude::*;
 
 /// Six backends of weights 1, 1, 2, 1, 3, 1.
@@ -86,7 +86,9 @@ fn check_pick(
             (i, (model.expected_load(i), cap))
         })
         .collect();
-    let natural = balancer.natural_owner(&req);
+    let natural = balancer
+        .route(&req)
+        .map(|e| e.map(|e| e.addr().to_string()));
     let total_before = balancer.total_in_flight();
     match balancer.pick(&req) {
         Ok(pick) => {
@@ -122,8 +124,8 @@ fn check_pick(
             let generation = model.generation[i];
             model.held.push((i, generation, pick));
         }
-        Err(Error::NoEndpoints) => prop_assert!(model.members.is_empty()),
-        Err(Error::NoEligibleEndpoint { .. }) => {
+        Err(PickError::NoEndpoints) => prop_assert!(model.members.is_empty()),
+        Err(PickError::NoEligibleEndpoint { .. }) => {
             prop_assert!(eligible.is_empty(), "{eligible:?} were eligible")
         }
         Err(e) => prop_assert!(false, "unexpected error {e}"),
@@ -171,7 +173,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 } else {
                     prop_assert_eq!(
                         result,
-                        Err(Error::UnknownEndpoint(model.universe[i].addr().to_string()))
+                        Err(UnknownEndpoint(model.universe[i].addr().to_string()))
                     );
                 }
             }
@@ -243,7 +245,12 @@ fn hot_key_is_capped_and_spills_along_the_ring() {
     let mut remaining = eight();
     let mut plain_order = Vec::new();
     for _ in 0..first_use.len() {
-        let owner = plain.natural_owner(&Request::key("hot")).unwrap().unwrap();
+        let owner = plain
+            .route(&Request::key("hot"))
+            .unwrap()
+            .unwrap()
+            .addr()
+            .to_string();
         remaining.retain(|e| e.addr() != owner);
         plain_order.push(owner);
         plain.update(remaining.clone()).unwrap();
@@ -290,7 +297,12 @@ fn unchanged_membership_is_a_no_op_and_counters_survive_updates() {
 #[test]
 fn health_marks_skip_without_rebuilding_and_all_unhealthy_is_an_error() {
     let balancer = Balancer::new("c_murmurhash_bl".parse().unwrap(), eight()).unwrap();
-    let owner = balancer.natural_owner(&Request::key("k")).unwrap().unwrap();
+    let owner = balancer
+        .route(&Request::key("k"))
+        .unwrap()
+        .unwrap()
+        .addr()
+        .to_string();
     balancer.set_healthy(&owner, false).unwrap();
     let pick = balancer.pick(&Request::key("k")).unwrap();
     assert_ne!(pick.addr(), owner);
@@ -300,10 +312,10 @@ fn health_marks_skip_without_rebuilding_and_all_unhealthy_is_an_error() {
     }
     assert_eq!(
         balancer.pick(&Request::key("k")).unwrap_err(),
-        Error::NoEligibleEndpoint { members: 8 }
+        PickError::NoEligibleEndpoint { members: 8 }
     );
     assert_eq!(
         balancer.set_healthy("nope", true),
-        Err(Error::UnknownEndpoint("nope".into()))
+        Err(UnknownEndpoint("nope".into()))
     );
 }

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
-use loadring::{Balancer, Endpoint, Error, LoadFactor, Request};
+use loadring::{Balancer, Endpoint, LoadFactor, PickError, Request};
 
 const PICKERS: u64 = 4;
 const PICKS: u64 = 20_000;
@@ -20,7 +20,7 @@ fn endpoints(skip: Option<usize>) -> Vec<Endpoint> {
 
 fn stress(spec: &str) {
     let balancer = Balancer::new(spec.parse().unwrap(), endpoints(None)).unwrap();
-    let factor: LoadFactor = balancer.spec().load_factor().unwrap();
+    let factor: LoadFactor = balancer.spec().unwrap().load_factor().unwrap();
     // The bound documented on `Balancer`: with at most G guards alive at once
     // and T picking threads, no endpoint holds more than
     // max(cap(G + T), (G + T) / n) + T, n the fewest eligible endpoints: here 8
@@ -58,7 +58,7 @@ fn stress(spec: &str) {
                                     held.pop_front();
                                 }
                             }
-                            Err(Error::NoEligibleEndpoint { .. }) => {}
+                            Err(PickError::NoEligibleEndpoint { .. }) => {}
                             Err(e) => panic!("unexpected error: {e}"),
                         }
                     }

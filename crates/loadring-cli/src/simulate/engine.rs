@@ -476,12 +476,13 @@ fn natural_owners(balancer: &Balancer, setup: &Setup<'_>) -> Result<Vec<u32>, St
     (0..keys.len())
         .map(|k| {
             let owner = balancer
-                .natural_owner(&Request::key(keys.get(k)))
+                .route(&Request::key(keys.get(k)))
                 .map_err(|e| format!("natural owner of key-{k}: {e}"))?
                 .ok_or_else(|| format!("no natural owner for key-{k}"))?;
+            let owner = owner.addr();
             setup
                 .index
-                .get(&owner)
+                .get(owner)
                 .map(|&i| i as u32)
                 .ok_or_else(|| format!("natural owner {owner} is not an endpoint"))
         })

@@ -33,9 +33,10 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, weight_units, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{
+    check_pool, first_choice_then_rotation, none_eligible, weight_units, Order, Picker,
+};
 use crate::pool::Pool;
 use crate::request::Request;
 
@@ -73,13 +74,13 @@ struct Table {
 }
 
 impl SmoothWeightedRoundRobin {
-    pub(crate) fn new(pool: Pool) -> Result<Self> {
+    pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
         Self::with_table_limit(pool, TABLE_LIMIT)
     }
 
     /// As `new`, precomputing the period only up to `limit` positions (tests
     /// compare the table with nginx's algorithm).
-    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self> {
+    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         let units = weight_units(&pool);
         let period: u64 = units.iter().sum();
@@ -96,11 +97,7 @@ impl SmoothWeightedRoundRobin {
     }
 
     /// nginx's step over the eligible endpoints, under the lock.
-    fn pick_live<'a>(
-        &'a self,
-        current: &Mutex<Vec<i128>>,
-        req: &Request<'_>,
-    ) -> Result<&'a Arc<Member>> {
+    fn pick_live(&self, current: &Mutex<Vec<i128>>, req: &Request<'_>) -> Result<usize, PickError> {
         // Poisoning cannot leave the weights half-updated: nothing in the
         // step panics, and any state is a valid starting point anyway.
         let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
@@ -167,7 +164,7 @@ impl Table {
 
     /// The element at `pos`, else the next eligible one (see the module docs).
     #[inline]
-    fn pick<'a>(&self, pool: &'a Pool, req: &Request<'_>) -> Result<&'a Arc<Member>> {
+    fn pick(&self, pool: &Pool, req: &Request<'_>) -> Result<usize, PickError> {
         let period = self.sequence.len() as u64;
         let pos = self.next.fetch_add(1, Relaxed) % period;
         let i = usize::from(self.sequence[pos as usize]);
@@ -179,7 +176,7 @@ impl Table {
     }
 
     #[cold]
-    fn skip<'a>(&self, pool: &'a Pool, pos: u64, req: &Request<'_>) -> Result<&'a Arc<Member>> {
+    fn skip(&self, pool: &Pool, pos: u64, req: &Request<'_>) -> Result<usize, PickError> {
         let period = self.sequence.len() as u64;
         for step in 1..=SCAN.min(period - 1) {
             let i = usize::from(self.sequence[((pos + step) % period) as usize]);
@@ -211,9 +208,18 @@ impl Table {
     }
 }
 
-impl Policy for SmoothWeightedRoundRobin {
+impl Picker for SmoothWeightedRoundRobin {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         match &self.state {
             State::Table(table) => table.pick(&self.pool, req),
             State::Live(current) => self.pick_live(current, req),
