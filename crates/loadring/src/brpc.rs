@@ -5,6 +5,7 @@
 //! that sorts first in brpc's `EndPoint` order. Weights are our extension: an
 //! endpoint of weight `w` gets `replicas * w` virtual nodes (weight 1 is brpc).
 
+use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError};
 use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name, Murmur3Prefix};
 use crate::hashing::{RingPlacement, Scheme};
@@ -172,8 +173,9 @@ impl Scheme for BrpcRing {
 
 /// Each pool index's rank in brpc's endpoint order.
 fn brpc_ranks(pool: &Pool) -> Vec<u32> {
+    let keys: Vec<_> = pool.endpoints().iter().map(Endpoint::brpc_key).collect();
     let mut order: Vec<usize> = (0..pool.len()).collect();
-    order.sort_by(|&a, &b| pool.endpoint(a).brpc_cmp(pool.endpoint(b)));
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
     let mut rank = vec![0u32; pool.len()];
     for (r, i) in order.into_iter().enumerate() {
         rank[i] = r as u32;

@@ -85,25 +85,28 @@ impl<P: Point> Ring<P> {
     /// owners already on the ring as before.
     pub(crate) fn merge(&self, entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
         let added = Ring::build(entries, rank);
-        let key = |p: P, o: u32| (p, rank[o as usize], o);
         let n = self.len() + added.len();
         let (mut points, mut owners) = (Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut i, mut j) = (0, 0);
-        while i < self.len() && j < added.len() {
-            if key(self.points[i], self.owners[i]) <= key(added.points[j], added.owners[j]) {
-                points.push(self.points[i]);
-                owners.push(self.owners[i]);
-                i += 1;
-            } else {
-                points.push(added.points[j]);
-                owners.push(added.owners[j]);
-                j += 1;
-            }
+        // Few entries join many: find each one's place by binary search and
+        // copy the run of old entries before it in one go.
+        let mut from = 0;
+        for (&p, &o) in added.points.iter().zip(&added.owners) {
+            let key = (rank[o as usize], o);
+            let lo = from + self.points[from..].partition_point(|&q| q < p);
+            let at = lo
+                + self.points[lo..]
+                    .iter()
+                    .zip(&self.owners[lo..])
+                    .take_while(|(&q, &r)| q == p && (rank[r as usize], r) < key)
+                    .count();
+            points.extend_from_slice(&self.points[from..at]);
+            owners.extend_from_slice(&self.owners[from..at]);
+            points.push(p);
+            owners.push(o);
+            from = at;
         }
-        points.extend_from_slice(&self.points[i..]);
-        owners.extend_from_slice(&self.owners[i..]);
-        points.extend_from_slice(&added.points[j..]);
-        owners.extend_from_slice(&added.owners[j..]);
+        points.extend_from_slice(&self.points[from..]);
+        owners.extend_from_slice(&self.owners[from..]);
         Self::from_sorted(points, owners)
     }
 

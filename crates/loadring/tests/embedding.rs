@@ -95,9 +95,7 @@ fn a_policy_written_outside_the_crate_runs_with_guards_health_and_exclusions() {
     balancer.set_healthy("c:1", false).unwrap();
     assert_eq!(balancer.pick(&Request::new()).unwrap().addr(), "b:1");
     let tried = ["b:1"];
-    let excluded = balancer
-        .pick(&Request::new().excluding(&tried))
-        .unwrap();
+    let excluded = balancer.pick(&Request::new().excluding(&tried)).unwrap();
     assert_eq!(excluded.addr(), "a:1");
     let all = ["a:1", "b:1"];
     assert_eq!(
@@ -169,7 +167,10 @@ impl Picker for ProbePicker {
         &self.pool
     }
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        let tally = self.pool.observer::<Tally>(0).expect("a tally per endpoint");
+        let tally = self
+            .pool
+            .observer::<Tally>(0)
+            .expect("a tally per endpoint");
         *self.seen.lock().unwrap() = Some((
             tally.successes.load(Relaxed),
             tally.failures.load(Relaxed),
@@ -230,7 +231,10 @@ fn candidates_skip_excluded_and_unhealthy_endpoints_and_reserve_under_the_cap() 
     let held = first.try_reserve().expect("room under the cap");
     assert_eq!(held.in_flight(), 1);
     // Now total 1: cap ceil(1.25 * 2 / 4) = 1, full.
-    assert!(first.try_reserve().is_none(), "the cap holds for candidates too");
+    assert!(
+        first.try_reserve().is_none(),
+        "the cap holds for candidates too"
+    );
     let forced = first.reserve();
     assert_eq!(forced.in_flight(), 2, "reserve ignores the cap");
     drop((held, forced));
@@ -249,10 +253,18 @@ fn candidates_outlive_a_membership_change() {
     let first = candidates.next().unwrap();
     balancer.update(["x:1"].map(ep)).unwrap();
     let rest: Vec<_> = candidates.collect();
-    assert_eq!(rest.len(), 2, "the candidates of the membership they came from");
+    assert_eq!(
+        rest.len(),
+        2,
+        "the candidates of the membership they came from"
+    );
     let pick = first.reserve();
     drop(pick);
-    assert_eq!(balancer.total_in_flight(), 0, "a removed member's guard is harmless");
+    assert_eq!(
+        balancer.total_in_flight(),
+        0,
+        "a removed member's guard is harmless"
+    );
 }
 
 // -------------------------------------------------------------------- identity
@@ -268,12 +280,18 @@ fn health_exclusions_and_caps_take_the_identity_not_only_the_address() {
         .set_healthy(Id::new("a:1", Some("canary")), false)
         .unwrap();
     assert!(!balancer.is_healthy(Id::new("a:1", Some("canary"))).unwrap());
-    assert!(balancer.is_healthy("a:1").unwrap(), "the untagged a stays healthy");
+    assert!(
+        balancer.is_healthy("a:1").unwrap(),
+        "the untagged a stays healthy"
+    );
     assert_eq!(
         balancer.set_healthy(Id::new("a:1", Some("nope")), false),
         Err(UnknownEndpoint("a:1 tag=nope".into()))
     );
-    assert!(balancer.cap(Id::new("a:1", Some("canary"))).unwrap().is_some());
+    assert!(balancer
+        .cap(Id::new("a:1", Some("canary")))
+        .unwrap()
+        .is_some());
 
     let only_untagged_a = [Id::from("a:1")];
     for key in keys(100) {
