@@ -75,14 +75,33 @@ fn check_pick(
         .copied()
         .filter(|&i| model.healthy[i] && Some(model.universe[i].addr()) != excluded_addr.as_deref())
         .collect();
+    // The cap worked out from the model, independently of the library:
+    // ceil(F * (total + 1) * w / W) with F = num / den from its decimal text.
+    let factor = balancer.spec().unwrap().load_factor().unwrap().to_string();
+    let (int, frac) = factor.split_once('.').unwrap_or((&factor, ""));
+    let den = 10u128.pow(frac.len() as u32);
+    let num = format!("{int}{frac}").parse::<u128>().unwrap();
+    let total: u128 = model
+        .members
+        .iter()
+        .map(|&i| u128::from(model.expected_load(i)))
+        .sum();
+    let weight_sum: u128 = model
+        .members
+        .iter()
+        .map(|&i| u128::from(model.universe[i].weight()))
+        .sum();
     let before: HashMap<usize, (u64, u64)> = model
         .members
         .iter()
         .map(|&i| {
-            let cap = balancer
+            let w = u128::from(model.universe[i].weight());
+            let cap = (num * (total + 1) * w).div_ceil(den * weight_sum) as u64;
+            let reported = balancer
                 .cap(model.universe[i].addr())
                 .unwrap()
                 .expect("a bounded policy has caps");
+            assert_eq!(reported, cap, "the cap of {}", model.universe[i].addr());
             (i, (model.expected_load(i), cap))
         })
         .collect();
@@ -258,8 +277,21 @@ fn hot_key_is_capped_and_spills_along_the_ring() {
     assert_eq!(first_use, plain_order);
 
     // Removing endpoints that hold guards, then releasing, brings the total to 0.
-    balancer.update(eight().into_iter().skip(4)).unwrap();
-    assert!(balancer.total_in_flight() <= 200);
+    let kept: Vec<Endpoint> = eight().into_iter().skip(4).collect();
+    let on_kept = held
+        .iter()
+        .filter(|p| kept.iter().any(|e| e.addr() == p.addr()))
+        .count() as u64;
+    assert!(
+        on_kept < held.len() as u64,
+        "the test removes endpoints holding guards"
+    );
+    balancer.update(kept).unwrap();
+    assert_eq!(
+        balancer.total_in_flight(),
+        on_kept,
+        "removed endpoints left the total"
+    );
     drop(held);
     assert_eq!(balancer.total_in_flight(), 0);
     assert!(balancer.loads().iter().all(|(_, l)| *l == 0));

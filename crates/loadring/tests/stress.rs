@@ -105,9 +105,17 @@ fn stress(spec: &str) {
         "{:?}",
         balancer.loads()
     );
+    let worst = worst_overshoot.load(Ordering::Relaxed);
     eprintln!(
-        "{spec}: worst load above the instantaneous cap: {} (bound on the load: {bound})",
-        worst_overshoot.load(Ordering::Relaxed)
+        "{spec}: worst load above the instantaneous cap: {worst} (bound on the load: {bound})"
+    );
+    // Each reservation is a compare-and-swap against the cap of the total its
+    // pick read; that total lags by at most the releases the other threads
+    // made in between, each of which lowers the cap by at most one: the
+    // load a guard sees exceeds the cap read afterwards by at most T.
+    assert!(
+        worst <= t,
+        "{spec}: a load {worst} above its cap, more than the {t} threads can explain"
     );
 }
 
