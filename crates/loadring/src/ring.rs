@@ -58,9 +58,13 @@ impl<P: Point> Ring<P> {
     /// (BENCHMARKS.md). Runs of equal points are then put in rank order, ties
     /// broken by owner index.
     ///
-    /// `rank` must have an entry for every owner (checked in debug builds).
+    /// # Panics
+    /// `rank` has no entry for some owner (an owner index `>= rank.len()`).
     pub fn build(entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
-        debug_assert!(entries.iter().all(|e| (e.1 as usize) < rank.len()));
+        assert!(
+            entries.iter().all(|e| (e.1 as usize) < rank.len()),
+            "every owner needs a rank"
+        );
         let mut entries = radix_sort(entries);
         let mut i = 0;
         while i + 1 < entries.len() {
@@ -162,7 +166,8 @@ impl<P: Point> Ring<P> {
 
     /// The entry a hash lands on: the first point `>= hash`, wrapping to 0.
     ///
-    /// The ring must not be empty.
+    /// On an empty ring the answer is 0, which is no entry: check
+    /// [`Ring::is_empty`] first.
     #[inline]
     pub fn locate(&self, hash: P) -> usize {
         let b = (hash.to_u64() >> self.shift) as usize;
@@ -181,12 +186,18 @@ impl<P: Point> Ring<P> {
     }
 
     /// The endpoint owning entry `i`.
+    ///
+    /// # Panics
+    /// `i >= len()`.
     #[inline]
     pub fn owner(&self, i: usize) -> usize {
         self.owners[i] as usize
     }
 
     /// The point of entry `i`.
+    ///
+    /// # Panics
+    /// `i >= len()`.
     pub fn point(&self, i: usize) -> P {
         self.points[i]
     }
@@ -199,6 +210,9 @@ impl<P: Point> Ring<P> {
     /// Each endpoint's share of the hash space (brpc's Describe): an entry owns
     /// the arc from the previous point (exclusive) to its own, the first entry
     /// also the wrap-around arc; arcs are divided by the largest hash.
+    ///
+    /// # Panics
+    /// An owner of the ring is `>= endpoints`.
     pub fn shares(&self, endpoints: usize) -> Vec<f64> {
         let mut shares = vec![0.0; endpoints];
         let n = self.points.len();
@@ -357,6 +371,21 @@ mod tests {
                 "u32 mod {modulus}"
             );
         }
+    }
+
+    /// brpc's Describe: a point owns the arc that ends at it, the first point
+    /// also the arc that wraps around from the last one.
+    #[test]
+    fn each_point_owns_the_arc_that_ends_at_it() {
+        let max = f64::from(u32::MAX);
+        let ring = Ring::build(vec![(20u32, 1), (u32::MAX - 5, 2), (10, 0)], &[0, 1, 2]);
+        let shares = ring.shares(3);
+        // owner 0 at 10: (MAX - 5, MAX] and [0, 10] = 5 + 10.
+        assert_eq!(shares[0], 15.0 / max);
+        // owner 1 at 20: (10, 20].
+        assert_eq!(shares[1], 10.0 / max);
+        // owner 2 at MAX - 5: (20, MAX - 5].
+        assert_eq!(shares[2], f64::from(u32::MAX - 25) / max);
     }
 
     #[test]
