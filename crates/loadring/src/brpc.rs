@@ -118,6 +118,10 @@ impl Scheme for BrpcRing {
         BrpcRing::name(self)
     }
 
+    fn size(&self, pool: &Pool) -> u64 {
+        u64::from(self.replicas).saturating_mul(pool.weight_sum())
+    }
+
     /// Builds the ring over `pool` in one batch and one sort.
     fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
         self.check_size(pool)?;

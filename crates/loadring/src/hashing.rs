@@ -23,6 +23,10 @@ pub(crate) trait Scheme: Send + Sync + fmt::Debug + 'static {
     /// Places every endpoint of `pool`.
     fn place(&self, pool: &Pool) -> Result<Self::Placement, BuildError>;
 
+    /// How many entries [`Scheme::place`] would make over `pool` (an upper
+    /// bound is fine), without making them.
+    fn size(&self, pool: &Pool) -> u64;
+
     /// Places the endpoints of `pool`, which differs from the pool of
     /// `previous` by `change`, reusing `previous`; `None` when the scheme
     /// cannot (its placement of every endpoint depends on the others).
@@ -57,6 +61,10 @@ impl<S: Scheme> Policy for HashingPolicy<S> {
     fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
         let placement = self.scheme.place(&pool)?;
         Ok(Arc::new(Hashing::new(placement, pool, self.bound)?))
+    }
+
+    fn build_size(&self, pool: &Pool) -> u64 {
+        self.scheme.size(pool)
     }
 
     fn needs_key(&self) -> bool {

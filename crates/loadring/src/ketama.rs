@@ -218,6 +218,11 @@ impl Scheme for Ketama {
         Ketama::name(self)
     }
 
+    fn size(&self, pool: &Pool) -> u64 {
+        let per_name = if self.weighted { 4 } else { 1 };
+        self.names_per_endpoint(pool).iter().sum::<u64>() * per_name
+    }
+
     fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
         self.build(pool)
     }

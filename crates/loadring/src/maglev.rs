@@ -63,6 +63,10 @@ impl Scheme for Maglev {
         "maglev"
     }
 
+    fn size(&self, _pool: &Pool) -> u64 {
+        self.table_size
+    }
+
     /// Fills the table over `pool` (slots hold pool indices).
     fn place(&self, pool: &Pool) -> Result<MaglevTable, BuildError> {
         MaglevTable::build(

@@ -123,6 +123,23 @@ impl Scheme for RingHash {
         "ring_hash"
     }
 
+    /// Envoy's scale (see `build`), plus one point per host for rounding.
+    fn size(&self, pool: &Pool) -> u64 {
+        let sum = pool.weight_sum() as f64;
+        let min_w = pool
+            .endpoints()
+            .iter()
+            .filter(|e| e.weight() > 0)
+            .map(|e| f64::from(e.weight()) / sum)
+            .fold(f64::INFINITY, f64::min);
+        if !min_w.is_finite() {
+            return 0;
+        }
+        let scale =
+            ((min_w * self.min_ring_size as f64).ceil() / min_w).min(self.max_ring_size as f64);
+        scale.ceil() as u64 + pool.len() as u64
+    }
+
     fn place(&self, pool: &Pool) -> Result<RingPlacement<u64>, BuildError> {
         self.build(pool)
     }

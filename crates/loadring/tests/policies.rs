@@ -704,3 +704,55 @@ fn concurrent_picks_stay_eligible_and_release_everything() {
         assert_eq!(b.total_in_flight(), 0, "{spec}");
     }
 }
+
+/// Hostile nesting is refused at once, not after minutes and gigabytes.
+#[test]
+fn deep_chains_and_oversized_locality_builds_are_refused_quickly() {
+    let started = std::time::Instant::now();
+    let deep = format!("{}rr", "zone_first over ".repeat(7000));
+    let err = deep.parse::<PolicySpec>().unwrap_err().to_string();
+    assert!(
+        err.contains("7001 policies joined by `over`: accepted at most 4"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'));
+
+    let zoned = |n: usize| -> Vec<Endpoint> {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "10.{}.{}.{}:80 zone=z{i}",
+                    i / 65536,
+                    i / 256 % 256,
+                    i % 256
+                )
+                .parse()
+                .unwrap()
+            })
+            .collect()
+    };
+    let err = Balancer::new("zone_first over maglev".parse().unwrap(), zoned(20_000))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "zone_first over maglev: 20001 instances (one per zone, one over all) make \
+         1310805537 entries, more than the limit of 16777216"
+    );
+    let err = Balancer::new(
+        "zone_first over ring_hash:min_ring_size=8388608"
+            .parse()
+            .unwrap(),
+        zoned(20),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("21 instances"), "{err}");
+    // Within the budget, the same shapes build.
+    Balancer::new("zone_first over maglev".parse().unwrap(), zoned(200)).unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "refusing took {:?}",
+        started.elapsed()
+    );
+}

@@ -86,7 +86,25 @@ impl Policy for LocalityPolicy {
     }
 
     fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
+        let size = self.build_size(&pool);
+        if size > MAX_BUILD_SIZE {
+            return Err(BuildError::too_large(format!(
+                "{} over {}: {} instances (one per zone, one over all) make {size} entries, \
+                 more than the limit of {MAX_BUILD_SIZE}",
+                self.name,
+                self.inner.name(),
+                zones(&pool).len() + 1
+            )));
+        }
         Ok(Arc::new(Locality::new(self.rule, &*self.inner, pool)?))
+    }
+
+    /// The inner policy's size over every zone and over all endpoints.
+    fn build_size(&self, pool: &Pool) -> u64 {
+        zones(pool)
+            .iter()
+            .map(|(_, members)| self.inner.build_size(&pool.subset(members)))
+            .fold(self.inner.build_size(pool), u64::saturating_add)
     }
 
     fn needs_key(&self) -> bool {
@@ -100,6 +118,29 @@ impl Policy for LocalityPolicy {
     fn observer(&self, endpoint: &crate::Endpoint) -> Option<Arc<dyn crate::policy::Observer>> {
         self.inner.observer(endpoint)
     }
+}
+
+/// The most entries (ring points, table slots) all the instances of one
+/// locality policy may hold together: twice the largest single ring.
+pub(crate) const MAX_BUILD_SIZE: u64 = 16_777_216;
+
+/// Each zone with its endpoints' indices (in pool order), sorted by name;
+/// zones whose endpoints all have weight 0 are left out.
+fn zones(pool: &Pool) -> Vec<(&str, Vec<usize>)> {
+    let mut zoned: Vec<(&str, usize)> = (0..pool.len())
+        .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
+        .collect();
+    zoned.sort_unstable();
+    zoned
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|group| {
+            (
+                group[0].0,
+                group.iter().map(|&(_, i)| i).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, members)| members.iter().any(|&i| pool.weight(i) > 0))
+        .collect()
 }
 
 /// One zone's endpoints and the inner policy over them.
@@ -129,23 +170,15 @@ impl Locality {
         inner: &dyn Policy,
         pool: Pool,
     ) -> Result<Self, BuildError> {
-        // Zone by zone, each zone's endpoints in pool order.
-        let mut zoned: Vec<(&str, usize)> = (0..pool.len())
-            .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
-            .collect();
-        zoned.sort_unstable();
-        let mut zones = Vec::new();
-        for group in zoned.chunk_by(|a, b| a.0 == b.0) {
-            let members: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
-            if members.iter().all(|&i| pool.weight(i) == 0) {
-                continue;
-            }
-            zones.push(Zone {
-                name: group[0].0.into(),
+        let mut built = Vec::new();
+        for (name, members) in zones(&pool) {
+            built.push(Zone {
+                name: name.into(),
                 picker: inner.build(pool.subset(&members))?,
                 members,
             });
         }
+        let zones = built;
         let seed = match rule {
             LocalityRule::LocalFirst { seed, .. } => seed,
             // zone_first never draws: a fixed seed spares the entropy.

@@ -95,6 +95,14 @@ pub trait Policy: Send + Sync + fmt::Debug + 'static {
     /// A membership the policy cannot serve (too many points, bad attributes).
     fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError>;
 
+    /// About how many entries (ring points, table slots, endpoints) a build
+    /// over `pool` holds: policies that build many instances (one per zone)
+    /// check their sum against a budget before building any. The default is
+    /// the pool's size.
+    fn build_size(&self, pool: &Pool) -> u64 {
+        pool.len() as u64
+    }
+
     /// Whether requests need a key or a code (hashing policies).
     fn needs_key(&self) -> bool {
         false
