@@ -1,6 +1,5 @@
 //! Endpoints: the backends a policy chooses among.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
@@ -133,7 +132,7 @@ impl Endpoint {
     /// u32 (the last octet is the most significant), then port, then tag; every
     /// other address after them, by its bytes, then tag.
     #[cfg(test)]
-    pub(crate) fn brpc_cmp(&self, other: &Endpoint) -> Ordering {
+    pub(crate) fn brpc_cmp(&self, other: &Endpoint) -> std::cmp::Ordering {
         self.brpc_key().cmp(&other.brpc_key())
     }
 
@@ -147,7 +146,8 @@ impl Endpoint {
     }
 
     #[cfg(test)]
-    fn brpc_cmp_by_parts(&self, other: &Endpoint) -> Ordering {
+    fn brpc_cmp_by_parts(&self, other: &Endpoint) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
         match (parse_ipv4(&self.addr), parse_ipv4(&other.addr)) {
             (Some(a), Some(b)) => a.cmp(&b).then_with(|| self.tag.cmp(&other.tag)),
             (Some(_), None) => Ordering::Less,
@@ -305,6 +305,7 @@ pub(crate) fn dedup<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     fn parse(s: &str) -> Result<Endpoint> {
         s.parse()
