@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod describe;
+mod echo;
 mod endpoints;
+mod lines;
 mod place;
 mod shell;
 mod simulate;

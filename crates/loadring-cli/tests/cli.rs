@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 fn loadring(args: &[&str], stdin: &str) -> Output {
+    loadring_bytes(args, stdin.as_bytes())
+}
+
+fn loadring_bytes(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_loadring"))
         .args(args)
         .stdin(Stdio::piped())
@@ -13,10 +17,10 @@ fn loadring(args: &[&str], stdin: &str) -> Output {
         .spawn()
         .expect("run loadring");
     let mut input = child.stdin.take().unwrap();
-    let text = stdin.to_string();
+    let bytes = stdin.to_vec();
     let writer = std::thread::spawn(move || {
         // A command that fails early closes its stdin: that is not an error here.
-        let _ = input.write_all(text.as_bytes());
+        let _ = input.write_all(&bytes);
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
@@ -143,6 +147,26 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             &["place", "--policy", "c_md5", "-e", "a", "--codes"],
             "4294967296\n",
             "line 1: request code 4294967296 is out of range",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "+5\n",
+            "line 1: `+5` is not a request code: accepted decimal digits only",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "7\n 5\n",
+            "line 2: ` 5` is not a request code",
+        ),
+        (
+            &["place", "--policy", "rr", "-e", "a", "--codes"],
+            "1\nabc\n",
+            "line 2: `abc` is not a request code: accepted decimal digits only, 0..=18446744073709551615",
+        ),
+        (
+            &["place", "--policy", "rr", "-e", "a", "--codes"],
+            "18446744073709551616\n",
+            "line 1: `18446744073709551616` is not a request code",
         ),
         (
             &[
@@ -345,4 +369,109 @@ fn place_takes_the_request_zone() {
         .unwrap()
         .lines()
         .all(|l| !l.ends_with("\tb")));
+}
+
+/// Keys are bytes: anything but `\n`, echoed back as they came.
+#[test]
+fn place_takes_any_bytes_as_a_key_and_echoes_them() {
+    let input = b"caf\xe9\n\xff\x00\xfe\nplain\r\nin\rside\n";
+    let out = loadring_bytes(&["place", "-p", "c_murmurhash", "-e", "web"], input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A CRLF line ending is not part of the key; a `\r` inside a key is.
+    let want: &[u8] = b"caf\xe9\tweb\n\xff\x00\xfe\tweb\nplain\tweb\nin\rside\tweb\n";
+    assert_eq!(out.stdout, want);
+}
+
+/// Non-UTF-8 keys hash as their bytes: two keys differing only in a byte
+/// that is not UTF-8 may land apart, as the same keys given as codes do.
+#[test]
+fn place_hashes_the_key_bytes() {
+    let endpoints = ["-e", "a", "-e", "b", "-e", "c", "-e", "d"];
+    let args = [&["place", "-p", "c_murmurhash"][..], &endpoints].concat();
+    let keys: Vec<u8> = (0u8..=255)
+        .filter(|&b| b != b'\n' && b != b'\r')
+        .flat_map(|b| [b'k', b, b'\n'])
+        .collect();
+    let out = loadring_bytes(&args, &keys);
+    assert!(out.status.success());
+    let owners: std::collections::HashSet<&[u8]> = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.rsplit(|&b| b == b'\t').next())
+        .filter(|owner| !owner.is_empty())
+        .collect();
+    assert_eq!(owners.len(), 4, "254 distinct keys reach every endpoint");
+}
+
+/// A line may hold 65536 bytes; a longer one stops `place` at once, without
+/// holding the line (the input never ends here: a reader of whole lines
+/// would wait forever).
+#[test]
+fn place_rejects_a_line_longer_than_64_kib() {
+    let mut input = b"first\n".to_vec();
+    input.extend(std::iter::repeat_n(b'k', 65536));
+    input.push(b'\n');
+    let ok = loadring_bytes(&["place", "-p", "c_md5", "-e", "a"], &input);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(ok.stdout.len(), "first\ta\n".len() + 65536 + "\ta\n".len());
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadring"))
+        .args(["place", "-p", "c_md5", "-e", "a"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(b"first\n").unwrap();
+        let chunk = vec![b'k'; 1 << 20];
+        // Ends when loadring closes its stdin; 256 MiB at most, so a
+        // loadring that reads everything fails the test instead of hanging it.
+        for _ in 0..256 {
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "error: line 2: longer than 65536 bytes (the longest input line accepted)\n"
+    );
+    assert_eq!(out.stdout, b"first\ta\n");
+}
+
+/// A line the shell cannot read (not UTF-8, too long) is one `ERR` reply
+/// and the session goes on.
+#[test]
+fn shell_answers_unreadable_lines_with_err_and_goes_on() {
+    let mut input = b"ADD a\n\xff\xfe\nLOOKUP \xc3\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 100_000));
+    input.extend(b"\nASSIGN k\nLOADS\n");
+    let out = loadring_bytes(&["shell"], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got[0], "OK");
+    assert_eq!(got[1], "ERR line 2: not UTF-8");
+    assert_eq!(got[2], "ERR line 3: not UTF-8");
+    assert_eq!(got[3], "ERR line 4: longer than 65536 bytes");
+    assert_eq!(got[4..], ["a", "a=1"]);
 }
