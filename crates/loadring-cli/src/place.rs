@@ -31,7 +31,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let (spec, endpoints) = args.target.parse()?;
-    let balancer = Balancer::new(spec, endpoints)?;
+    let balancer = crate::endpoints::balancer(spec, endpoints)?;
     let stdin = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     match place_all(&balancer, stdin, &mut out, args.codes, args.zone.as_deref()) {

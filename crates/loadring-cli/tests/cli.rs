@@ -182,6 +182,37 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             "--endpoints /nonexistent",
         ),
         (
+            &[
+                "place",
+                "--policy",
+                "maglev:table_size=2",
+                "-e",
+                "a",
+                "-e",
+                "b",
+                "-e",
+                "c",
+            ],
+            "",
+            "error: --policy: maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
+             which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)",
+        ),
+        (
+            &[
+                "describe",
+                "--policy",
+                "maglev:table_size=2",
+                "-e",
+                "a",
+                "-e",
+                "b",
+                "-e",
+                "c",
+            ],
+            "",
+            "error: --policy: maglev: table_size=2 is smaller than the 3 endpoints",
+        ),
+        (
             &["describe", "--policy", "c_md5:replicas=x", "-e", "a"],
             "",
             "replicas=x is not a whole number",
@@ -474,4 +505,129 @@ fn shell_answers_unreadable_lines_with_err_and_goes_on() {
     assert_eq!(got[2], "ERR line 3: not UTF-8");
     assert_eq!(got[3], "ERR line 4: longer than 65536 bytes");
     assert_eq!(got[4..], ["a", "a=1"]);
+}
+
+/// libmemcached's weighted ketama gives a server `floor(w / W * 40 * N)`
+/// groups of 4 points: `floor(1 / 2001 * 120) = 0` for weight 1 beside two
+/// servers of weight 1000. Correct placement arithmetic, so not an error,
+/// but describe flags it.
+#[test]
+fn describe_flags_endpoints_without_a_share() {
+    let args = [
+        "describe",
+        "-p",
+        "ketama",
+        "-e",
+        "light",
+        "-e",
+        "heavy1 weight=1000",
+        "-e",
+        "heavy2 weight=1000",
+    ];
+    let out = loadring(&args, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let flagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.ends_with("NO SHARE"))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(flagged, ["light"], "{text}");
+    assert!(
+        text.contains("1 endpoint(s) of weight >= 1 own no part"),
+        "{text}"
+    );
+
+    let json = loadring(&[&args[..], &["--json"]].concat(), "");
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["unreached"], 1);
+    let unreached: Vec<bool> = json["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["unreached"].as_bool().unwrap())
+        .collect();
+    assert_eq!(unreached, [true, false, false]);
+}
+
+/// Weights 1 and 3 are owed a quarter and three quarters: each share is
+/// compared with that, not with a half.
+#[test]
+fn describe_compares_shares_with_their_weights() {
+    let out = loadring(
+        &[
+            "describe",
+            "-p",
+            "c_md5",
+            "-e",
+            "a",
+            "-e",
+            "b weight=3",
+            "--json",
+        ],
+        "",
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let endpoints = json["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints[0]["fair_share"], 0.25);
+    assert_eq!(endpoints[1]["fair_share"], 0.75);
+    let ratio: Vec<f64> = endpoints
+        .iter()
+        .map(|e| e["share_over_fair"].as_f64().unwrap())
+        .collect();
+    let share: Vec<f64> = endpoints
+        .iter()
+        .map(|e| e["share"].as_f64().unwrap())
+        .collect();
+    assert!((ratio[0] - share[0] * 4.0).abs() < 1e-12);
+    assert!((ratio[1] - share[1] * 4.0 / 3.0).abs() < 1e-12);
+    // Population std dev of two values: half their distance.
+    let deviation = json["deviation"].as_f64().unwrap();
+    assert!((deviation - (ratio[0] - ratio[1]).abs() / 2.0).abs() < 1e-12);
+    // The split is close to fair (100 replicas per weight unit): far from
+    // the 0.5 that comparing with equal shares gives.
+    assert!(deviation < 0.1, "{deviation}");
+}
+
+/// Endpoints that share an address are told apart by their tags.
+#[test]
+fn describe_shows_the_tags_of_shared_addresses() {
+    let out = loadring(
+        &[
+            "describe",
+            "-p",
+            "c_murmurhash",
+            "-e",
+            "10.0.0.1:80 tag=blue",
+            "-e",
+            "10.0.0.1:80 tag=green",
+            "-e",
+            "10.0.0.2:80 tag=solo",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let labels: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("10.0.0."))
+        .map(|l| l.split("  ").next().unwrap().trim_end())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "10.0.0.1:80 tag=blue",
+            "10.0.0.1:80 tag=green",
+            "10.0.0.2:80"
+        ],
+        "{text}"
+    );
 }

@@ -282,7 +282,7 @@ impl<'a, 's> Run<'a, 's> {
     fn new(policy: &'a Policy, setup: &'s Setup<'s>) -> Result<Self, CliError> {
         let (name, spec) = (policy.name.as_str(), &policy.spec);
         let balancer = Balancer::new(spec.clone(), setup.initial.to_vec())
-            .map_err(|e| CliError(format!("{name}: {e}")))?;
+            .map_err(|e| CliError(format!("--policy {name}: {e}")))?;
         let hashing = spec.is_hashing();
         let natural = if hashing {
             natural_owners(&balancer, setup).map_err(|e| CliError(format!("{name}: {e}")))?
