@@ -4,6 +4,15 @@
 //! endpoint hashes `"<addr>-<i>"`; ties between equal points go to the endpoint
 //! that sorts first in brpc's `EndPoint` order. Weights are our extension: an
 //! endpoint of weight `w` gets `replicas * w` virtual nodes (weight 1 is brpc).
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (`replicas * W` points, `W` the
+//! total weight), e.g. one eligible endpoint among many; under a load bound,
+//! when nobody eligible has room, one more `O(n)` pass finds the least-loaded
+//! endpoint.
 
 use crate::error::{spec_err, Error, Result};
 use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name, Murmur3Prefix};

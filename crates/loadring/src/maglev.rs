@@ -21,6 +21,14 @@
 //! by pointer value, i.e. not reproducibly). Weight-0 endpoints get no slot.
 //! A table smaller than the number of endpoints of weight >= 1 is an error
 //! (Envoy builds it and leaves endpoints without a slot).
+//!
+//! **Cost.** A pick hashes the key and finds its slot (one multiplication,
+//! `code mod M`). Slow path: when the owner is unhealthy or excluded (or,
+//! under a load bound, full), the pick walks the following slots, skipping
+//! runs of one endpoint in one step, until an eligible (non-full) endpoint:
+//! `O(entries)` in the worst case (`M` slots, 65537 by default), e.g. one
+//! eligible endpoint among many; under a load bound, when nobody eligible has
+//! room, one more `O(n)` pass finds the least-loaded endpoint.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
