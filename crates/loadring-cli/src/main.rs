@@ -32,7 +32,7 @@ enum Command {
     /// Replay one seeded workload against several policies in virtual time:
     /// load, locality and churn side by side.
     #[command(long_about = simulate::LONG_ABOUT)]
-    Simulate(simulate::Args),
+    Simulate(Box<simulate::Args>),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
         Command::Place(args) => place::run(args),
         Command::Describe(args) => describe::run(args),
         Command::Shell(args) => shell::run(args),
-        Command::Simulate(args) => simulate::run(args),
+        Command::Simulate(args) => simulate::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
