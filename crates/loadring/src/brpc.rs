@@ -178,6 +178,19 @@ mod tests {
             .collect()
     }
 
+    /// 64 cases, unless `PROPTEST_CASES` says how many (`with_cases`
+    /// ignores it; tests/common/mod.rs has the same for the other tests).
+    fn cases(default: u32) -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default);
+        ProptestConfig {
+            cases,
+            ..ProptestConfig::default()
+        }
+    }
+
     fn endpoint() -> impl Strategy<Value = Endpoint> {
         let addr = prop_oneof![
             (any::<[u8; 4]>(), 1u16..4)
@@ -189,7 +202,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(cases(64))]
 
         #[test]
         fn the_batch_build_equals_brpcs_one_at_a_time_ring(
