@@ -44,6 +44,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
 }
 
+/// Places every line of `input` as `place` does, writing to `out`; the
+/// first bad line stops it with the one-line message `place` prints after
+/// `error: `. (The command's loop, for the fuzz targets.)
+pub fn place_lines(
+    balancer: &Balancer,
+    input: impl BufRead,
+    out: &mut impl Write,
+    codes: bool,
+    zone: Option<&str>,
+) -> Result<(), String> {
+    place_all(balancer, input, out, codes, zone).map_err(|failure| match failure {
+        Failure::Io(e) => format!("output: {e}"),
+        Failure::Input(msg) => msg,
+    })
+}
+
 enum Failure {
     Io(io::Error),
     Input(String),

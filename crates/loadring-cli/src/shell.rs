@@ -7,7 +7,7 @@
 //! one that is not UTF-8, or longer than 65536 bytes.
 
 use std::collections::HashMap;
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, BufRead, IsTerminal, Write};
 
 use loadring::{Balancer, Endpoint, Pick, PolicySpec, Request};
 
@@ -39,8 +39,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if io::stdin().is_terminal() {
         eprintln!("loadring shell, policy {}; {HELP}", shell.balancer.spec());
     }
-    let mut out = io::stdout().lock();
-    let mut input = io::stdin().lock();
+    session(&mut shell, io::stdin().lock(), &mut io::stdout().lock())
+}
+
+/// Answers every line of `input` on `out`, one reply line each (none for
+/// blank lines and comments); a line that cannot be read as a command (not
+/// UTF-8, too long) is answered `ERR ...` like any other mistake. Ends at
+/// the end of the input or when the reader of `out` goes away.
+pub fn session(
+    shell: &mut Shell,
+    mut input: impl BufRead,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
     let mut line = Vec::new();
     let mut number = 0u64;
     loop {
@@ -68,14 +78,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 /// The session: the balancer, the nodes in the order added, and the guards
 /// that ASSIGN took (RELEASE drops one).
-struct Shell {
+pub struct Shell {
     balancer: Balancer,
     nodes: Vec<Endpoint>,
     held: HashMap<String, Vec<Pick>>,
 }
 
 impl Shell {
-    fn new(spec: PolicySpec) -> Result<Self, CliError> {
+    /// An empty session over `spec`.
+    pub fn new(spec: PolicySpec) -> Result<Self, CliError> {
         Ok(Shell {
             balancer: Balancer::new(spec, [])?,
             nodes: Vec::new(),
@@ -84,7 +95,7 @@ impl Shell {
     }
 
     /// The reply to one input line, `None` for blank lines and comments.
-    fn execute(&mut self, line: &str) -> Option<String> {
+    pub fn execute(&mut self, line: &str) -> Option<String> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             return None;

@@ -208,12 +208,14 @@ impl FromStr for PolicySpec {
                 let (outer, inner) = (outer.trim(), inner.trim());
                 if outer.is_empty() {
                     return Err(spec_err(format!(
-                        "`{text}`: a locality policy (zone_first, local_first) must come before `{OVER}`"
+                        "`{}`: a locality policy (zone_first, local_first) must come before `{OVER}`",
+                        text.escape_debug()
                     )));
                 }
                 if inner.is_empty() {
                     return Err(spec_err(format!(
-                        "`{text}`: the policy to wrap is missing after `{OVER}`"
+                        "`{}`: the policy to wrap is missing after `{OVER}`",
+                        text.escape_debug()
                     )));
                 }
                 let inner: PolicySpec = inner.parse()?;
@@ -356,7 +358,8 @@ impl<'a> Params<'a> {
         };
         if policy.is_empty() {
             return Err(spec_err(format!(
-                "`{text}`: the policy name is missing before `:`"
+                "`{}`: the policy name is missing before `:`",
+                text.escape_debug()
             )));
         }
         let mut pairs: Vec<(&str, &str)> = Vec::new();
