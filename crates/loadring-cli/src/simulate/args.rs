@@ -355,7 +355,7 @@ impl Args {
             let (endpoint, at) = split_event("--add", text, duration)?;
             let endpoint = endpoint
                 .parse::<Endpoint>()
-                .map_err(|e| CliError(format!("--add {text}: {e}")))?;
+                .map_err(|e| CliError(format!("--add {}: {e}", echo(text))))?;
             events.push(Event {
                 at,
                 change: Change::Add(endpoint),
@@ -412,15 +412,20 @@ fn seeded(text: &str, seed: u64) -> Option<PolicySpec> {
 fn split_event<'a>(flag: &str, text: &'a str, duration: f64) -> Result<(&'a str, u64), CliError> {
     let (what, time) = text.rsplit_once('@').ok_or_else(|| {
         CliError(format!(
-            "{flag} {text}: expected WHAT@T, e.g. 10.0.0.3:80@50% or 10.0.0.3:80@12.5s"
+            "{flag} {}: expected WHAT@T, e.g. 10.0.0.3:80@50% or 10.0.0.3:80@12.5s",
+            echo(text)
         ))
     })?;
     if what.trim().is_empty() {
-        return Err(CliError(format!("{flag} {text}: no endpoint before `@`")));
+        return Err(CliError(format!(
+            "{flag} {}: no endpoint before `@`",
+            echo(text)
+        )));
     }
     let seconds = parse_time(time, duration).map_err(|why| {
         CliError(format!(
-            "{flag} {text}: {why} (accepted: seconds 0..={duration} as `12.5` or `12.5s`, `800ms`, or a share of the run `0%`..=`100%`)"
+            "{flag} {}: {why} (accepted: seconds 0..={duration} as `12.5` or `12.5s`, `800ms`, or a share of the run `0%`..=`100%`)",
+            echo(text)
         ))
     })?;
     Ok((what, (seconds * 1e9).round() as u64))
@@ -439,10 +444,10 @@ fn parse_time(text: &str, duration: f64) -> Result<f64, String> {
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a time"))?;
+        .map_err(|_| format!("`{}` is not a time", echo(text)))?;
     let seconds = value * scale;
     if !(seconds.is_finite() && seconds >= 0.0 && seconds <= duration * (1.0 + 1e-12)) {
-        return Err(format!("`{text}` is outside the run"));
+        return Err(format!("`{}` is outside the run", echo(text)));
     }
     Ok(seconds.min(duration))
 }
