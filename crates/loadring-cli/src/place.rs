@@ -91,9 +91,9 @@ fn place_all(
     let mut line = Vec::new();
     let mut number = 0u64;
     loop {
-        let status = read_line(&mut input, &mut line, MAX_LINE)
-            .map_err(|e| Failure::Input(format!("stdin: {e}")))?;
         number += 1;
+        let status = read_line(&mut input, &mut line, MAX_LINE)
+            .map_err(|e| Failure::Input(format!("line {number}: stdin: {e}")))?;
         match status {
             Line::End => return Ok(()),
             Line::TooLong => {
