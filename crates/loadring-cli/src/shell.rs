@@ -3,13 +3,16 @@
 //! One output line per command (blank lines and `#` comments print nothing):
 //! `ADD name [weight=W]`, `REMOVE name`, `LOOKUP key`, `ASSIGN key`,
 //! `RELEASE name`, `CAP`, `LOADS`, `HELP`. Mistakes print `ERR ...` and the
-//! session goes on.
+//! session goes on. That includes a line that cannot be read as a command:
+//! one that is not UTF-8, or longer than 65536 bytes.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, IsTerminal, Write};
 
 use loadring::{Balancer, Endpoint, Pick, PolicySpec, Request};
 
+use crate::echo::echo;
+use crate::lines::{read_line, skip_line, Line, MAX_LINE};
 use crate::CliError;
 
 /// Reads commands on stdin, answers one line each on stdout.
@@ -36,21 +39,46 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if io::stdin().is_terminal() {
         eprintln!("loadring shell, policy {}; {HELP}", shell.spec);
     }
-    let mut out = io::stdout().lock();
-    for line in io::stdin().lock().lines() {
-        let line = line.map_err(|e| CliError(format!("stdin: {e}")))?;
-        if let Some(reply) = shell.execute(&line) {
+    session(&mut shell, io::stdin().lock(), &mut io::stdout().lock())
+}
+
+/// Answers every line of `input` on `out`, one reply line each (none for
+/// blank lines and comments); a line that cannot be read as a command (not
+/// UTF-8, too long) is answered `ERR ...` like any other mistake. Ends at
+/// the end of the input or when the reader of `out` goes away.
+pub fn session(
+    shell: &mut Shell,
+    mut input: impl BufRead,
+    out: &mut impl Write,
+) -> Result<(), CliError> {
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    loop {
+        let status = read_line(&mut input, &mut line, MAX_LINE)
+            .map_err(|e| CliError(format!("stdin: {e}")))?;
+        number += 1;
+        let reply = match status {
+            Line::End => return Ok(()),
+            Line::TooLong => {
+                skip_line(&mut input).map_err(|e| CliError(format!("stdin: {e}")))?;
+                Some(format!("ERR line {number}: longer than {MAX_LINE} bytes"))
+            }
+            Line::Complete => match std::str::from_utf8(&line) {
+                Ok(text) => shell.execute(text),
+                Err(_) => Some(format!("ERR line {number}: not UTF-8")),
+            },
+        };
+        if let Some(reply) = reply {
             if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
-                break; // the reader went away
+                return Ok(()); // the reader went away
             }
         }
     }
-    Ok(())
 }
 
 /// The session: the balancer, the nodes in the order added, and the guards
 /// that ASSIGN took (RELEASE drops one).
-struct Shell {
+pub struct Shell {
     spec: PolicySpec,
     balancer: Balancer,
     nodes: Vec<Endpoint>,
@@ -58,7 +86,8 @@ struct Shell {
 }
 
 impl Shell {
-    fn new(spec: PolicySpec) -> Result<Self, CliError> {
+    /// An empty session over `spec`.
+    pub fn new(spec: PolicySpec) -> Result<Self, CliError> {
         Ok(Shell {
             balancer: Balancer::new(spec.clone(), [])?,
             spec,
@@ -68,7 +97,7 @@ impl Shell {
     }
 
     /// The reply to one input line, `None` for blank lines and comments.
-    fn execute(&mut self, line: &str) -> Option<String> {
+    pub fn execute(&mut self, line: &str) -> Option<String> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             return None;
@@ -88,7 +117,7 @@ impl Shell {
                 "{} takes no argument",
                 command.to_ascii_uppercase()
             )),
-            _ => Err(format!("unknown command `{command}`; {HELP}")),
+            _ => Err(format!("unknown command `{}`; {HELP}", echo(command))),
         };
         Some(reply.unwrap_or_else(|e| format!("ERR {e}")))
     }
@@ -208,7 +237,7 @@ impl Shell {
         self.nodes
             .iter()
             .position(|n| n.addr() == name)
-            .ok_or_else(|| format!("unknown node `{name}`"))
+            .ok_or_else(|| format!("unknown node `{}`", echo(name)))
     }
 }
 

@@ -5,6 +5,12 @@
 //! weights. `F` is kept as the rational its decimal text spells, so the cap
 //! involves no floating point and agrees with every other implementation that
 //! does the same arithmetic.
+//!
+//! **Cost.** The cap is a few integer multiplications; a pick reads the
+//! shared total only when its endpoint is above its cap at total 0. The slow
+//! path is the bounded walk of the hashing policies (`O(entries)` when many
+//! endpoints are full or ineligible, then `O(n)` for the least-loaded
+//! fallback), documented with each placement.
 
 use std::fmt;
 

@@ -4,6 +4,15 @@
 //! endpoint hashes `"<addr>-<i>"`; ties between equal points go to the endpoint
 //! that sorts first in brpc's `EndPoint` order. Weights are our extension: an
 //! endpoint of weight `w` gets `replicas * w` virtual nodes (weight 1 is brpc).
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (`replicas * W` points, `W` the
+//! total weight), e.g. one eligible endpoint among many; under a load bound,
+//! when nobody eligible has room, one more `O(n)` pass finds the least-loaded
+//! endpoint.
 
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError};
@@ -239,6 +248,19 @@ mod tests {
             .collect()
     }
 
+    /// 64 cases, unless `PROPTEST_CASES` says how many (`with_cases`
+    /// ignores it; tests/common/mod.rs has the same for the other tests).
+    fn cases(default: u32) -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default);
+        ProptestConfig {
+            cases,
+            ..ProptestConfig::default()
+        }
+    }
+
     fn endpoint() -> impl Strategy<Value = Endpoint> {
         let addr = prop_oneof![
             (any::<[u8; 4]>(), 1u16..4)
@@ -250,7 +272,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(cases(64))]
 
         #[test]
         fn the_batch_build_equals_brpcs_one_at_a_time_ring(

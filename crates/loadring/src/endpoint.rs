@@ -172,6 +172,8 @@ fn parse_ipv4(addr: &str) -> Option<(u32, u16)> {
 }
 
 fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
+    // Escaped: a value with a newline must not break the error's one line.
+    let addr = addr.escape_debug();
     if value.is_empty() {
         return Err(ParseError::new(format!(
             "endpoint `{addr}`: {what} is empty"
@@ -179,7 +181,8 @@ fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
     }
     if value.chars().any(char::is_whitespace) {
         return Err(ParseError::new(format!(
-            "endpoint `{addr}`: {what} `{value}` contains white space"
+            "endpoint `{addr}`: {what} `{}` contains white space",
+            value.escape_debug()
         )));
     }
     Ok(())
@@ -197,7 +200,8 @@ impl FromStr for Endpoint {
         };
         if addr.contains('=') {
             return Err(ParseError::new(format!(
-                "endpoint `{text}` must start with its address, not `{addr}`"
+                "endpoint `{}` must start with its address, not `{addr}`",
+                text.trim().escape_debug()
             )));
         }
         let mut endpoint = Endpoint::new(addr)?;

@@ -45,6 +45,15 @@
 //! key exactly as the other clients do once it is removed from their lists.
 //! With `weighted=false` every other weight is ignored by the continuum (as in
 //! libmemcached) but still sets the endpoint's cap under a load bound.
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (about `160 * n` points for the
+//! weighted continua, `100 * n` with `weighted=false`), e.g. one eligible
+//! endpoint among many; under a load bound, when nobody eligible has room,
+//! one more `O(n)` pass finds the least-loaded endpoint.
 
 use crate::brpc::MAX_RING_POINTS;
 use crate::error::{spec_err, BuildError, BuildErrorKind, ParseError};

@@ -30,7 +30,8 @@ impl<'a> Params<'a> {
         };
         if policy.is_empty() {
             return Err(ParseError::new(format!(
-                "`{text}`: the policy name is missing before `:`"
+                "`{}`: the policy name is missing before `:`",
+                text.escape_debug()
             )));
         }
         let mut pairs: Vec<(&str, &str)> = Vec::new();

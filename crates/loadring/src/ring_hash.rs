@@ -18,6 +18,15 @@
 //! defined order; we order them by host (the first host in pool order wins).
 //! The whole ring is built in one batch and sorted once. Weight-0 endpoints
 //! get no points (Envoy has no weight 0).
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (between `min_ring_size` and
+//! `max_ring_size` points), e.g. one eligible endpoint among many; under a
+//! load bound, when nobody eligible has room, one more `O(n)` pass finds the
+//! least-loaded endpoint.
 
 use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};

@@ -394,9 +394,15 @@ impl FromStr for PolicySpec {
             let part = part.trim();
             if part.is_empty() {
                 return Err(spec_err(if depth == 0 {
-                    format!("`{text}`: a locality policy (zone_first, local_first) must come before `{OVER}`")
+                    format!(
+                        "`{}`: a locality policy (zone_first, local_first) must come before `{OVER}`",
+                        text.escape_debug()
+                    )
                 } else {
-                    format!("`{text}`: the policy to wrap is missing after `{OVER}`")
+                    format!(
+                        "`{}`: the policy to wrap is missing after `{OVER}`",
+                        text.escape_debug()
+                    )
                 }));
             }
             let wraps = depth + 1 < parts.len();

@@ -1,6 +1,8 @@
 //! Bounded load as a specification: caps hold at every pick, spilled requests
 //! follow the ring, counters return to zero whatever the interleaving.
 
+mod common;
+
 use std::collections::HashMap;
 
 use loadring::{Balancer, Endpoint, Pick, PickError, PolicySpec, Request, UnknownEndpoint};
@@ -219,7 +221,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(common::cases(200))]
 
     #[test]
     fn caps_hold_and_counters_return_to_zero_murmur(ops in proptest::collection::vec(op(), 1..120)) {

@@ -23,6 +23,9 @@
 //! Cost: one atomic operation on the shared generator per pick (the samples
 //! are drawn from a local stream it seeds), `choices` eligibility checks and
 //! load reads; `O(choices)` whatever the number of endpoints.
+//!
+//! Slow path: when the sampling budget runs out, the `O(n)` comparison of
+//! every eligible endpoint above.
 
 use std::sync::Arc;
 

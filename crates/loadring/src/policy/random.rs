@@ -7,6 +7,9 @@
 //! eligible endpoints and draws among them directly: still uniform, `O(n)`.
 //! Weights are ignored except that weight 0 is never picked (use `wr` for
 //! weights). `seed=N` makes the sequence reproducible on a single thread.
+//!
+//! **Cost.** One draw and one eligibility check per pick; the slow path
+//! (most endpoints ineligible) is the `O(n)` pass above.
 
 use std::sync::Arc;
 

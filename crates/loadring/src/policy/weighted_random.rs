@@ -11,6 +11,9 @@
 //! endpoints; when most of the weight is ineligible, one pass sums the
 //! eligible weights and draws among them directly (`O(n)`). `seed=N` makes
 //! the sequence reproducible on a single thread.
+//!
+//! **Cost.** One draw and a binary search (`O(log n)`) per pick; the slow
+//! path (most of the weight ineligible) is the `O(n)` pass above.
 
 use std::sync::Arc;
 

@@ -33,6 +33,11 @@
 //! highest level not above the largest eligible weight. Under concurrent
 //! picks the advance is approximate, never the choice of an ineligible
 //! endpoint.
+//!
+//! **Cost.** Build: `O(period * n)` up to the table limit, else `O(n log n)`
+//! for the wavelet matrix. Pick: `O(1)` with a table, `O(log n)` without;
+//! the slow path (the pick's endpoint ineligible) is the `O(n)` search for
+//! the next eligible element above.
 
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
