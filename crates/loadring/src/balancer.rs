@@ -78,9 +78,12 @@ use crate::spec::PolicySpec;
 ///
 /// # Bounded load under concurrency
 /// Single-threaded, a bounded pick never takes an endpoint past its cap
-/// `ceil(F * (total + 1) * w / W)`, except in the fallback: when unhealthy or
-/// excluded endpoints leave no eligible endpoint below its cap, the pick goes
-/// to the least-loaded eligible one. Under `T` threads each reservation is a
+/// `ceil(F * (total + 1) * w / W)` while any eligible endpoint is below its
+/// own cap: the walk takes the first such endpoint on the ring, and an
+/// endpoint the ring gives no point (a weight too small for the scheme's
+/// arithmetic) is still found by the fallback. Only when unhealthy or
+/// excluded endpoints leave no eligible endpoint below its cap does the pick
+/// go over one: to the eligible endpoint with the least load for its cap. Under `T` threads each reservation is a
 /// compare-and-swap against the cap computed from the total its pick read, so
 /// no reservation exceeds that cap; the total read may lag behind picks and
 /// releases of other threads. With at most `G` guards alive at once and at

@@ -217,7 +217,8 @@ impl<T: Placement> Hashing<T> {
     /// The owners met walking clockwise from `start` over every entry once,
     /// each run of consecutive entries of one endpoint reported once (the
     /// walk's answer for an entry depends only on its owner, so a run needs
-    /// one look, not one per entry).
+    /// one look, not one per entry; a run longer than [`LONGEST_RUN`] again
+    /// every [`LONGEST_RUN`] entries).
     #[inline]
     fn walk(&self, start: usize) -> Walk<'_, T> {
         Walk {
@@ -229,9 +230,27 @@ impl<T: Placement> Hashing<T> {
     }
 
     /// The first eligible entry's owner, clockwise from `start`.
+    ///
+    /// When nothing is eligible the walk would visit every entry (millions
+    /// on the largest rings) to find nothing: after as many runs as could
+    /// hold every endpoint twice, it counts the eligible endpoints once
+    /// (`O(n)`) and stops if there are none.
     fn first_eligible(&self, start: usize, req: &Request<'_>) -> Option<usize> {
-        self.walk(start)
-            .find(|&owner| self.pool.eligible(owner, req))
+        let budget = self.walk_budget();
+        for (run, owner) in self.walk(start).enumerate() {
+            if self.pool.eligible(owner, req) {
+                return Some(owner);
+            }
+            if run == budget && self.pool.eligible_count(req) == 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Runs of entries walked before checking that anything is eligible.
+    fn walk_budget(&self) -> usize {
+        2 * self.pool.len() + 16
     }
 
     /// The bounded walk: the first eligible entry whose endpoint is below its
@@ -246,7 +265,11 @@ impl<T: Placement> Hashing<T> {
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
         let mut at_total: Option<(u64, u64)> = None;
-        for owner in self.walk(start) {
+        let budget = self.walk_budget();
+        for (run, owner) in self.walk(start).enumerate() {
+            if run == budget && self.pool.eligible_count(req) == 0 {
+                return Err(none_eligible(&self.pool));
+            }
             if self.pool.eligible(owner, req) {
                 // Caps grow with the total, so an endpoint below its cap
                 // at total 0 is below its cap whatever the total: the
@@ -273,16 +296,34 @@ impl<T: Placement> Hashing<T> {
         self.fallback(req)
     }
 
-    /// When the walk finds no eligible endpoint with room (or none at all,
-    /// as when the eligible ones have no entry): the least-loaded eligible
-    /// endpoint.
+    /// When the walk finds no eligible endpoint (with room, if bounded): the
+    /// eligible endpoints the walk cannot reach are those without an entry
+    /// (a weight too small for the scheme's arithmetic), so every eligible
+    /// endpoint is looked at once. Bounded: the first with room under its own
+    /// cap, else the one with the least load relative to its cap (a heavy
+    /// endpoint has room for more than a light one); plain: the least loaded.
     #[cold]
     fn fallback(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        match self.pool.least_loaded(req) {
-            Some(i) => {
-                self.pool.reserve(i);
-                Ok(i)
+        let Some(factor) = self.bound else {
+            return match self.pool.least_loaded(req) {
+                Some(i) => Ok(self.pool.take(i)),
+                None => Err(none_eligible(&self.pool)),
+            };
+        };
+        let total = self.pool.total_load();
+        let mut lightest: Option<(usize, u128, u128)> = None;
+        for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
+            let cap = factor.cap(total, self.pool.weight(i), self.pool.weight_sum());
+            if self.pool.try_reserve(i, cap) {
+                return Ok(i);
             }
+            let (load, cap) = (u128::from(self.pool.load(i)), u128::from(cap.max(1)));
+            if lightest.is_none_or(|(_, l, c)| load * c < l * cap) {
+                lightest = Some((i, load, cap));
+            }
+        }
+        match lightest {
+            Some((i, _, _)) => Ok(self.pool.take(i)),
             None => Err(none_eligible(&self.pool)),
         }
     }
@@ -397,11 +438,17 @@ struct Walk<'a, T> {
     last: usize,
 }
 
+/// A run of one endpoint's entries longer than this is reported again every
+/// this many entries, so that a walk over a ring of few endpoints still
+/// comes back to its caller (who checks its budget) every so often.
+const LONGEST_RUN: usize = 64;
+
 impl<T: Placement> Iterator for Walk<'_, T> {
     type Item = usize;
 
     #[inline]
     fn next(&mut self) -> Option<usize> {
+        let mut run = 0;
         while self.left > 0 {
             let owner = self.placement.owner(self.entry);
             self.left -= 1;
@@ -409,11 +456,105 @@ impl<T: Placement> Iterator for Walk<'_, T> {
             if self.entry == self.placement.entries() {
                 self.entry = 0;
             }
-            if owner != self.last {
+            run += 1;
+            if owner != self.last || run == LONGEST_RUN {
                 self.last = owner;
                 return Some(owner);
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::test_pool;
+
+    /// A ring whose entries belong to `owners` only (others have none).
+    fn ring_over(owners: &[u32], points_each: u32) -> RingPlacement<u32> {
+        let entries = owners
+            .iter()
+            .flat_map(|&o| (0..points_each).map(move |k| (k * 1000 + o, o)))
+            .collect();
+        let rank: Vec<u32> = (0..8).collect();
+        RingPlacement {
+            name: "test",
+            ring: Ring::build(entries, &rank),
+            key_hash: |_| 0,
+        }
+    }
+
+    /// An endpoint without an entry is reachable, and the fallback goes by
+    /// room under each endpoint's own cap, not by count: the heavy `c`
+    /// (weight 100, no entry) takes the spill, the light `a` and `b` (cap 1)
+    /// never go above their cap.
+    #[test]
+    fn the_fallback_fills_endpoints_by_room_under_their_own_cap() {
+        let pool = test_pool(&[1, 1, 100]);
+        let factor = LoadFactor::new(3, 2).unwrap();
+        let hashing = Hashing::new(ring_over(&[0, 1], 4), pool.clone(), Some(factor)).unwrap();
+        let req = Request::code(0);
+        let picks: Vec<usize> = (0..4).map(|_| hashing.pick(&req).unwrap()).collect();
+        let loads: Vec<u64> = (0..3).map(|i| pool.load(i)).collect();
+        assert_eq!(loads, [1, 1, 2], "picks {picks:?}");
+        // total 4: caps ceil(1.5 * 5 * w / 102) = 1, 1, 8
+        assert_eq!(
+            (0..3).map(|i| hashing.cap(i).unwrap()).collect::<Vec<_>>(),
+            [1, 1, 8]
+        );
+    }
+
+    /// With the endpoints that have entries unhealthy, the one without any is
+    /// still picked, plain or bounded, and comes last among the candidates.
+    #[test]
+    fn an_eligible_endpoint_without_entries_is_pickable() {
+        for bound in [None, Some(LoadFactor::DEFAULT)] {
+            let pool = test_pool(&[1000, 1000, 1]);
+            let hashing =
+                Arc::new(Hashing::new(ring_over(&[0, 1], 4), pool.clone(), bound).unwrap());
+            pool.member(0).set_healthy(false);
+            pool.member(1).set_healthy(false);
+            assert_eq!(hashing.pick(&Request::code(7)), Ok(2), "{bound:?}");
+            assert_eq!(hashing.route(&Request::code(7)), Some(Ok(2)), "{bound:?}");
+            let order: Vec<usize> = hashing
+                .clone()
+                .candidates(&Request::code(7))
+                .unwrap()
+                .collect();
+            assert_eq!(order.last(), Some(&2), "{bound:?}: {order:?}");
+        }
+    }
+
+    /// Nothing eligible on a ring of four million points of one endpoint:
+    /// the walk gives up after about a thousand entries (a hundred failing
+    /// picks in well under a second, where walking every entry takes
+    /// seconds).
+    #[test]
+    fn a_walk_over_nothing_eligible_stops_early() {
+        for bound in [None, Some(LoadFactor::DEFAULT)] {
+            let pool = test_pool(&[1]);
+            let placement = ring_over(&[0], 4_000_000);
+            let hashing = Hashing::new(placement, pool.clone(), bound).unwrap();
+            pool.member(0).set_healthy(false);
+            let walked = hashing.walk(0).take(hashing.walk_budget() + 1).count();
+            assert_eq!(
+                walked,
+                hashing.walk_budget() + 1,
+                "runs are cut every {LONGEST_RUN} entries"
+            );
+            let started = std::time::Instant::now();
+            for code in 0..100 {
+                assert_eq!(
+                    hashing.pick(&Request::code(code)),
+                    Err(PickError::NoEligibleEndpoint { members: 1 })
+                );
+            }
+            let took = started.elapsed();
+            assert!(
+                took < std::time::Duration::from_secs(1),
+                "{bound:?}: {took:?}"
+            );
+        }
     }
 }

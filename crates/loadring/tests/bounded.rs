@@ -128,11 +128,20 @@ fn check_pick(
                     pick.addr()
                 );
             } else {
-                let least = eligible.iter().map(|e| before[e].0).min().unwrap();
+                // No room anywhere: the least load relative to its cap,
+                // load / cap, compared exactly as load_a * cap_b < load_b * cap_a.
+                let lightest = eligible
+                    .iter()
+                    .map(|e| before[e])
+                    .min_by(|a, b| {
+                        (u128::from(a.0) * u128::from(b.1))
+                            .cmp(&(u128::from(b.0) * u128::from(a.1)))
+                    })
+                    .unwrap();
                 prop_assert_eq!(
-                    load,
-                    least,
-                    "the fallback takes the least-loaded eligible endpoint"
+                    u128::from(load) * u128::from(lightest.1),
+                    u128::from(lightest.0) * u128::from(cap),
+                    "the fallback takes the eligible endpoint with the least load for its cap"
                 );
             }
             if total_before == 0 {
