@@ -265,4 +265,39 @@ mod tests {
             );
         }
     }
+
+    /// Each rejection rule alone, and the edges that are accepted.
+    #[test]
+    fn each_rule_of_the_decimal_and_percent_forms_at_its_edge() {
+        let ok = |t: &str| LoadFactor::parse_decimal("load_factor", t).is_ok();
+        assert!(ok("1.000001") && !ok("1.0000001"), "six decimals at most");
+        assert!(ok("1000") && !ok("1000.000001"), "at most 1000");
+        assert!(ok("999.5") && !ok("01000.5"), "four integer digits at most");
+        assert!(!ok("1.") && !ok(".5") && !ok("1.2.3") && !ok("1,5"));
+        assert!(ok("1.000001") && !ok("1.000000"), "greater than 1");
+        let pct = |t: &str| LoadFactor::parse_percent("balance", t).is_ok();
+        assert!(!pct("100") && pct("101"), "above 100");
+        assert!(pct("100000") && !pct("100001"), "at most 100000");
+        assert!(pct("0000101") && !pct("00000101"), "seven digits at most");
+        assert!(!pct("+125") && !pct("12 5"));
+    }
+
+    #[test]
+    fn the_float_view_and_the_text_of_a_factor() {
+        let f = |t: &str| LoadFactor::parse_decimal("load_factor", t).unwrap();
+        assert_eq!(f("1.25").as_f64(), 1.25);
+        assert_eq!(f("3").as_f64(), 3.0);
+        assert_eq!(
+            LoadFactor::parse_percent("balance", "150")
+                .unwrap()
+                .as_f64(),
+            1.5
+        );
+        assert_eq!(f("1.500").to_string(), "1.5");
+        assert_eq!(f("2.000").to_string(), "2");
+        assert_eq!(f("1.125").to_string(), "1.125");
+        assert_eq!(f("1.050").to_string(), "1.05");
+        assert_eq!(f("1.000001").to_string(), "1.000001");
+        assert_eq!(LoadFactor::new(21, 20).unwrap().to_string(), "1.05");
+    }
 }

@@ -293,6 +293,26 @@ fn health_exclusions_and_caps_take_the_identity_not_only_the_address() {
         .unwrap()
         .is_some());
 
+    let canary = balancer
+        .candidates(&Request::key("k"))
+        .unwrap()
+        .find(|c| c.endpoint().tag() == Some("canary"));
+    assert!(canary.is_none(), "an unhealthy endpoint is no candidate");
+    balancer
+        .set_healthy(Id::new("a:1", Some("canary")), true)
+        .unwrap();
+    let only_canary = balancer
+        .pick(&Request::key("k").excluding_ids(&[Id::from("a:1"), Id::from("b:1")]))
+        .unwrap();
+    assert_eq!(
+        (only_canary.addr(), only_canary.tag()),
+        ("a:1", Some("canary"))
+    );
+    drop(only_canary);
+    balancer
+        .set_healthy(Id::new("a:1", Some("canary")), false)
+        .unwrap();
+
     let only_untagged_a = [Id::from("a:1")];
     for key in keys(100) {
         let pick = balancer
