@@ -4,7 +4,7 @@
 
 mod common;
 
-use loadring::{Balancer, Endpoint, PolicySpec, Request};
+use loadring::{Balancer, Endpoint, PolicySpec, Request, POLICY_NAMES};
 use proptest::prelude::*;
 
 /// Text made of arbitrary bytes (invalid UTF-8 replaced, as a caller
@@ -17,26 +17,13 @@ fn text() -> impl Strategy<Value = String> {
 /// Text that looks like a spec: real names and keys, odd values, so the
 /// parser gets past its first checks.
 fn spec_like() -> impl Strategy<Value = String> {
-    let name = prop::sample::select(vec![
-        "c_murmurhash",
-        "c_murmurhash_bl",
-        "c_md5",
-        "c_ketama",
-        "ketama",
-        "ring_hash",
-        "maglev",
-        "rr",
-        "random",
-        "wrr",
-        "swrr",
-        "wr",
-        "p2c",
-        "zone_first",
-        "local_first",
-        "MAGLEV",
-        "nope",
-        "",
-    ]);
+    let name = prop::sample::select(
+        POLICY_NAMES
+            .iter()
+            .copied()
+            .chain(["MAGLEV", "nope", ""])
+            .collect::<Vec<_>>(),
+    );
     let key = prop::sample::select(vec![
         "replicas",
         "load_factor",
