@@ -1,13 +1,15 @@
 //! `loadring describe`: how evenly a hashing policy divides the hash space.
 
-use loadring::Balancer;
 use serde::Serialize;
 
 use crate::endpoints::Target;
 use crate::CliError;
 
-/// Prints each endpoint's share of the hash space, `share * N` and brpc's
-/// deviation (the population standard deviation of `share * N`).
+/// Prints each endpoint's share of the hash space, its fair share (its
+/// weight over the total weight), the ratio of the two and the deviation
+/// (the population standard deviation of that ratio; brpc's deviation of
+/// `share * N` for equal weights). Endpoints of weight >= 1 that the policy's
+/// arithmetic gives no share are flagged `NO SHARE`: no key reaches them.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
@@ -25,41 +27,57 @@ struct Report {
     endpoints: Vec<Share>,
     deviation: f64,
     max_over_mean: f64,
+    /// Endpoints of weight >= 1 with share 0.
+    unreached: usize,
 }
 
 #[derive(Serialize)]
 struct Share {
     addr: String,
+    tag: Option<String>,
     weight: u32,
     share: f64,
     share_times_n: f64,
+    fair_share: f64,
+    /// `share / fair_share`; `null` for weight 0.
+    share_over_fair: Option<f64>,
+    /// Weight >= 1 and share 0: no key reaches it.
+    unreached: bool,
 }
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let (spec, endpoints) = args.target.parse()?;
     let text = spec.as_str().to_string();
     let name = spec.name();
-    let balancer = Balancer::new(spec, endpoints)?;
+    let balancer = crate::endpoints::balancer(spec, endpoints)?;
     let layout = balancer.layout()?.ok_or_else(|| {
         CliError(format!(
             "describe: {name} does not place requests by hash, so it has no hash space to describe"
         ))
     })?;
     let n = layout.shares().len() as f64;
+    let endpoints: Vec<Share> = layout
+        .shares()
+        .iter()
+        .zip(layout.fair_shares())
+        .zip(layout.share_over_fair())
+        .map(|(((e, share), fair_share), share_over_fair)| Share {
+            addr: e.addr().to_string(),
+            tag: e.tag().map(str::to_string),
+            weight: e.weight(),
+            share: *share,
+            share_times_n: share * n,
+            fair_share,
+            share_over_fair,
+            unreached: e.weight() > 0 && *share == 0.0,
+        })
+        .collect();
     let report = Report {
         policy: text,
         entries: layout.entries(),
         entry_label: layout.entry_label(),
-        endpoints: layout
-            .shares()
-            .iter()
-            .map(|(e, s)| Share {
-                addr: e.addr().to_string(),
-                weight: e.weight(),
-                share: *s,
-                share_times_n: s * n,
-            })
-            .collect(),
+        unreached: endpoints.iter().filter(|e| e.unreached).count(),
+        endpoints,
         deviation: layout.deviation(),
         max_over_mean: layout.max_over_mean(),
     };
@@ -71,34 +89,55 @@ pub fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The endpoint's address, and its tag when another endpoint has the same
+/// address (the tag is then what tells them apart).
+fn label(e: &Share, all: &[Share]) -> String {
+    match &e.tag {
+        Some(tag) if all.iter().filter(|o| o.addr == e.addr).count() > 1 => {
+            format!("{} tag={tag}", e.addr)
+        }
+        _ => e.addr.clone(),
+    }
+}
+
 fn print_table(r: &Report) {
     println!("policy     {}", r.policy);
     println!("{:<10} {}", r.entry_label, r.entries);
     println!();
-    let width = r
-        .endpoints
+    let labels: Vec<String> = r.endpoints.iter().map(|e| label(e, &r.endpoints)).collect();
+    let width = labels
         .iter()
-        .map(|e| e.addr.len())
+        .map(String::len)
         .max()
         .unwrap_or(0)
         .max("endpoint".len());
     println!(
-        "{:<width$}  {:>6}  {:>8}  {:>7}",
-        "endpoint", "weight", "share", "share*N"
+        "{:<width$}  {:>6}  {:>8}  {:>8}  {:>10}",
+        "endpoint", "weight", "share", "fair", "share/fair"
     );
-    for e in &r.endpoints {
+    for (e, label) in r.endpoints.iter().zip(&labels) {
+        let ratio = e
+            .share_over_fair
+            .map_or_else(|| "-".to_string(), |x| format!("{x:.4}"));
+        let flag = if e.unreached { "  NO SHARE" } else { "" };
         println!(
-            "{:<width$}  {:>6}  {:>7.3}%  {:>7.4}",
-            e.addr,
+            "{label:<width$}  {:>6}  {:>7.3}%  {:>7.3}%  {ratio:>10}{flag}",
             e.weight,
             e.share * 100.0,
-            e.share_times_n
+            e.fair_share * 100.0,
         );
     }
     println!();
     println!(
-        "deviation      {:.4}  (population std dev of share*N; 0 is a perfect split)",
+        "deviation      {:.4}  (population std dev of share/fair over endpoints of weight >= 1; 0 is a perfect split)",
         r.deviation
     );
-    println!("max share*N    {:.4}", r.max_over_mean);
+    println!("max share/fair {:.4}", r.max_over_mean);
+    if r.unreached > 0 {
+        println!(
+            "NO SHARE       {} endpoint(s) of weight >= 1 own no part of the hash space: the policy's \
+             arithmetic gives them no {}, so no key reaches them",
+            r.unreached, r.entry_label
+        );
+    }
 }

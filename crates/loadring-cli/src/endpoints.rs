@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loadring::{Endpoint, PolicySpec};
+use loadring::{Balancer, Endpoint, PolicySpec};
 
 use crate::CliError;
 
@@ -36,6 +36,16 @@ impl Target {
         }
         Ok((spec, endpoints))
     }
+}
+
+/// The balancer of `spec` over `endpoints`. A problem with the policy found
+/// while building it (a Maglev table smaller than the pool) carries the
+/// `--policy:` prefix of the problems found while parsing it.
+pub fn balancer(spec: PolicySpec, endpoints: Vec<Endpoint>) -> Result<Balancer, CliError> {
+    Balancer::new(spec, endpoints).map_err(|e| match e.kind() {
+        loadring::BuildErrorKind::TooLarge => CliError(format!("--policy: {e}")),
+        _ => CliError(e.to_string()),
+    })
 }
 
 /// The endpoints of `-e TEXT...` then of `--endpoints FILE` (one per line,

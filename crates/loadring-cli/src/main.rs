@@ -2,60 +2,8 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-
-mod describe;
-mod endpoints;
-mod place;
-mod shell;
-mod simulate;
-
-/// Which backend gets each request: placement-compatible consistent hashing,
-/// bounded loads and the classic load-balancing policies.
-#[derive(Parser)]
-#[command(name = "loadring", version, about, propagate_version = true)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Read keys (or request codes) on stdin, print `<input>\t<endpoint>` per line.
-    Place(place::Args),
-    /// Show each endpoint's share of the hash space and the deviation.
-    Describe(describe::Args),
-    /// A line protocol on stdin/stdout for playing with bounded load.
-    Shell(shell::Args),
-    /// Replay one seeded workload against several policies in virtual time:
-    /// load, locality and churn side by side.
-    #[command(long_about = simulate::LONG_ABOUT)]
-    Simulate(simulate::Args),
-}
-
-/// An error the command reports as one `error: ...` line and exit code 2.
-#[derive(Debug)]
-pub struct CliError(pub String);
-
-impl<E: std::fmt::Display> From<E> for CliError {
-    fn from(e: E) -> Self {
-        CliError(e.to_string())
-    }
-}
+use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Place(args) => place::run(args),
-        Command::Describe(args) => describe::run(args),
-        Command::Shell(args) => shell::run(args),
-        Command::Simulate(args) => simulate::run(args),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(CliError(msg)) => {
-            eprintln!("error: {msg}");
-            ExitCode::from(2)
-        }
-    }
+    loadring_cli::run(loadring_cli::Cli::parse())
 }

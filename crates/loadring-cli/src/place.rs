@@ -4,17 +4,24 @@ use std::io::{self, BufRead, BufWriter, Write};
 
 use loadring::{Balancer, Request};
 
+use crate::echo::echo_bytes;
 use crate::endpoints::Target;
+use crate::lines::{read_line, Line, MAX_LINE};
 use crate::CliError;
 
 /// Reads one key (or, with `--codes`, one decimal request code) per line on
 /// stdin and writes `<input>\t<endpoint address>` per line, in order. Each
 /// line is one pick; its slot is released before the next line.
+///
+/// A key is the bytes of its line before the `\n` (any bytes, UTF-8 or not),
+/// less one `\r` at its end (so CRLF files place the same keys), and is echoed
+/// back byte for byte. A line holds at most 65536 bytes before its `\n`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     target: Target,
-    /// Inputs are decimal request codes used as is, not keys to hash.
+    /// Inputs are request codes used as is, not keys to hash: decimal digits
+    /// only (no sign, no spaces), 0..=18446744073709551615 or the policy's range.
     #[arg(long)]
     codes: bool,
     /// The zone requests come from (for zone_first and local_first).
@@ -24,8 +31,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let (spec, endpoints) = args.target.parse()?;
-    let balancer = Balancer::new(spec, endpoints)?;
-    let stdin = io::stdin().lock();
+    let balancer = crate::endpoints::balancer(spec, endpoints)?;
+    let stdin = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     match place_all(&balancer, stdin, &mut out, args.codes, args.zone.as_deref()) {
         Ok(()) => finish(out.flush()),
@@ -35,6 +42,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
             Err(CliError(msg))
         }
     }
+}
+
+/// Places every line of `input` as `place` does, writing to `out`; the
+/// first bad line stops it with the one-line message `place` prints after
+/// `error: `. (The command's loop, for the fuzz targets.)
+pub fn place_lines(
+    balancer: &Balancer,
+    input: impl BufRead,
+    out: &mut impl Write,
+    codes: bool,
+    zone: Option<&str>,
+) -> Result<(), String> {
+    place_all(balancer, input, out, codes, zone).map_err(|failure| match failure {
+        Failure::Io(e) => format!("output: {e}"),
+        Failure::Input(msg) => msg,
+    })
 }
 
 enum Failure {
@@ -64,32 +87,35 @@ fn place_all(
     codes: bool,
     zone: Option<&str>,
 ) -> Result<(), Failure> {
-    let hashing = balancer.spec().is_hashing();
-    let mut line = String::new();
+    let hashing = balancer.policy().needs_key();
+    let mut line = Vec::new();
     let mut number = 0u64;
     loop {
-        line.clear();
-        if input
-            .read_line(&mut line)
-            .map_err(|e| Failure::Input(format!("stdin: {e}")))?
-            == 0
-        {
-            return Ok(());
-        }
         number += 1;
-        let text = line.strip_suffix('\n').unwrap_or(&line);
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        let mut request = if !hashing {
-            Request::new()
-        } else if codes {
-            let code = text.parse::<u64>().map_err(|_| {
-                Failure::Input(format!(
-                    "line {number}: `{text}` is not a request code: accepted a decimal integer 0..=18446744073709551615"
-                ))
-            })?;
-            Request::code(code)
+        let status = read_line(&mut input, &mut line, MAX_LINE)
+            .map_err(|e| Failure::Input(format!("line {number}: stdin: {e}")))?;
+        match status {
+            Line::End => return Ok(()),
+            Line::TooLong => {
+                return Err(Failure::Input(format!(
+                    "line {number}: longer than {MAX_LINE} bytes (the longest input line accepted)"
+                )))
+            }
+            Line::Complete => {}
+        }
+        let text = line.strip_suffix(b"\r").unwrap_or(&line);
+        let code = if codes {
+            Some(
+                request_code(text)
+                    .map_err(|why| Failure::Input(format!("line {number}: {why}")))?,
+            )
         } else {
-            Request::key(text)
+            None
+        };
+        let mut request = match code {
+            Some(code) if hashing => Request::code(code),
+            _ if hashing => Request::key(text),
+            _ => Request::new(),
         };
         if let Some(zone) = zone {
             request = request.in_zone(zone);
@@ -97,9 +123,28 @@ fn place_all(
         let pick = balancer
             .pick(&request)
             .map_err(|e| Failure::Input(format!("line {number}: {e}")))?;
-        out.write_all(text.as_bytes())?;
+        out.write_all(text)?;
         out.write_all(b"\t")?;
         out.write_all(pick.addr().as_bytes())?;
         out.write_all(b"\n")?;
+    }
+}
+
+/// A request code: decimal digits only, whatever the policy (a sign, a space
+/// or a letter is a mistake in the input, not a code).
+fn request_code(text: &[u8]) -> Result<u64, String> {
+    let digits = !text.is_empty() && text.iter().all(u8::is_ascii_digit);
+    // Digits are ASCII, so the text is UTF-8 when they are all there is.
+    let parsed = std::str::from_utf8(text)
+        .ok()
+        .filter(|_| digits)
+        .map(str::parse::<u64>);
+    match parsed {
+        Some(Ok(code)) => Ok(code),
+        _ => Err(format!(
+            "`{}` is not a request code: accepted decimal digits only, 0..={}",
+            echo_bytes(text),
+            u64::MAX
+        )),
     }
 }

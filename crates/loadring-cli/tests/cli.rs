@@ -5,6 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 fn loadring(args: &[&str], stdin: &str) -> Output {
+    loadring_bytes(args, stdin.as_bytes())
+}
+
+fn loadring_bytes(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_loadring"))
         .args(args)
         .stdin(Stdio::piped())
@@ -13,10 +17,10 @@ fn loadring(args: &[&str], stdin: &str) -> Output {
         .spawn()
         .expect("run loadring");
     let mut input = child.stdin.take().unwrap();
-    let text = stdin.to_string();
+    let bytes = stdin.to_vec();
     let writer = std::thread::spawn(move || {
         // A command that fails early closes its stdin: that is not an error here.
-        let _ = input.write_all(text.as_bytes());
+        let _ = input.write_all(&bytes);
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
@@ -165,6 +169,26 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             "line 1: request code 4294967296 is out of range",
         ),
         (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "+5\n",
+            "line 1: `+5` is not a request code: accepted decimal digits only",
+        ),
+        (
+            &["place", "--policy", "c_md5", "-e", "a", "--codes"],
+            "7\n 5\n",
+            "line 2: ` 5` is not a request code",
+        ),
+        (
+            &["place", "--policy", "rr", "-e", "a", "--codes"],
+            "1\nabc\n",
+            "line 2: `abc` is not a request code: accepted decimal digits only, 0..=18446744073709551615",
+        ),
+        (
+            &["place", "--policy", "rr", "-e", "a", "--codes"],
+            "18446744073709551616\n",
+            "line 1: `18446744073709551616` is not a request code",
+        ),
+        (
             &[
                 "place",
                 "--policy",
@@ -176,6 +200,37 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             ],
             "",
             "--endpoints /nonexistent",
+        ),
+        (
+            &[
+                "place",
+                "--policy",
+                "maglev:table_size=2",
+                "-e",
+                "a",
+                "-e",
+                "b",
+                "-e",
+                "c",
+            ],
+            "",
+            "error: --policy: maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
+             which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)",
+        ),
+        (
+            &[
+                "describe",
+                "--policy",
+                "maglev:table_size=2",
+                "-e",
+                "a",
+                "-e",
+                "b",
+                "-e",
+                "c",
+            ],
+            "",
+            "error: --policy: maglev: table_size=2 is smaller than the 3 endpoints",
         ),
         (
             &["describe", "--policy", "c_md5:replicas=x", "-e", "a"],
@@ -448,4 +503,234 @@ fn place_takes_the_request_zone() {
         .unwrap()
         .lines()
         .all(|l| !l.ends_with("\tb")));
+}
+
+/// Keys are bytes: anything but `\n`, echoed back as they came.
+#[test]
+fn place_takes_any_bytes_as_a_key_and_echoes_them() {
+    let input = b"caf\xe9\n\xff\x00\xfe\nplain\r\nin\rside\n";
+    let out = loadring_bytes(&["place", "-p", "c_murmurhash", "-e", "web"], input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A CRLF line ending is not part of the key; a `\r` inside a key is.
+    let want: &[u8] = b"caf\xe9\tweb\n\xff\x00\xfe\tweb\nplain\tweb\nin\rside\tweb\n";
+    assert_eq!(out.stdout, want);
+}
+
+/// Non-UTF-8 keys hash as their bytes: two keys differing only in a byte
+/// that is not UTF-8 may land apart, as the same keys given as codes do.
+#[test]
+fn place_hashes_the_key_bytes() {
+    let endpoints = ["-e", "a", "-e", "b", "-e", "c", "-e", "d"];
+    let args = [&["place", "-p", "c_murmurhash"][..], &endpoints].concat();
+    let keys: Vec<u8> = (0u8..=255)
+        .filter(|&b| b != b'\n' && b != b'\r')
+        .flat_map(|b| [b'k', b, b'\n'])
+        .collect();
+    let out = loadring_bytes(&args, &keys);
+    assert!(out.status.success());
+    let owners: std::collections::HashSet<&[u8]> = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter_map(|l| l.rsplit(|&b| b == b'\t').next())
+        .filter(|owner| !owner.is_empty())
+        .collect();
+    assert_eq!(owners.len(), 4, "254 distinct keys reach every endpoint");
+}
+
+/// A line may hold 65536 bytes; a longer one stops `place` at once, without
+/// holding the line (the input never ends here: a reader of whole lines
+/// would wait forever).
+#[test]
+fn place_rejects_a_line_longer_than_64_kib() {
+    let mut input = b"first\n".to_vec();
+    input.extend(std::iter::repeat_n(b'k', 65536));
+    input.push(b'\n');
+    let ok = loadring_bytes(&["place", "-p", "c_md5", "-e", "a"], &input);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(ok.stdout.len(), "first\ta\n".len() + 65536 + "\ta\n".len());
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadring"))
+        .args(["place", "-p", "c_md5", "-e", "a"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        stdin.write_all(b"first\n").unwrap();
+        let chunk = vec![b'k'; 1 << 20];
+        // Ends when loadring closes its stdin; 256 MiB at most, so a
+        // loadring that reads everything fails the test instead of hanging it.
+        for _ in 0..256 {
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "error: line 2: longer than 65536 bytes (the longest input line accepted)\n"
+    );
+    assert_eq!(out.stdout, b"first\ta\n");
+}
+
+/// A line the shell cannot read (not UTF-8, too long) is one `ERR` reply
+/// and the session goes on.
+#[test]
+fn shell_answers_unreadable_lines_with_err_and_goes_on() {
+    let mut input = b"ADD a\n\xff\xfe\nLOOKUP \xc3\n".to_vec();
+    input.extend(std::iter::repeat_n(b'x', 100_000));
+    input.extend(b"\nASSIGN k\nLOADS\n");
+    let out = loadring_bytes(&["shell"], &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got[0], "OK");
+    assert_eq!(got[1], "ERR line 2: not UTF-8");
+    assert_eq!(got[2], "ERR line 3: not UTF-8");
+    assert_eq!(got[3], "ERR line 4: longer than 65536 bytes");
+    assert_eq!(got[4..], ["a", "a=1"]);
+}
+
+/// libmemcached's weighted ketama gives a server `floor(w / W * 40 * N)`
+/// groups of 4 points: `floor(1 / 2001 * 120) = 0` for weight 1 beside two
+/// servers of weight 1000. Correct placement arithmetic, so not an error,
+/// but describe flags it.
+#[test]
+fn describe_flags_endpoints_without_a_share() {
+    let args = [
+        "describe",
+        "-p",
+        "ketama",
+        "-e",
+        "light",
+        "-e",
+        "heavy1 weight=1000",
+        "-e",
+        "heavy2 weight=1000",
+    ];
+    let out = loadring(&args, "");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let flagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.ends_with("NO SHARE"))
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(flagged, ["light"], "{text}");
+    assert!(
+        text.contains("1 endpoint(s) of weight >= 1 own no part"),
+        "{text}"
+    );
+
+    let json = loadring(&[&args[..], &["--json"]].concat(), "");
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["unreached"], 1);
+    let unreached: Vec<bool> = json["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["unreached"].as_bool().unwrap())
+        .collect();
+    assert_eq!(unreached, [true, false, false]);
+}
+
+/// Weights 1 and 3 are owed a quarter and three quarters: each share is
+/// compared with that, not with a half.
+#[test]
+fn describe_compares_shares_with_their_weights() {
+    let out = loadring(
+        &[
+            "describe",
+            "-p",
+            "c_md5",
+            "-e",
+            "a",
+            "-e",
+            "b weight=3",
+            "--json",
+        ],
+        "",
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let endpoints = json["endpoints"].as_array().unwrap();
+    assert_eq!(endpoints[0]["fair_share"], 0.25);
+    assert_eq!(endpoints[1]["fair_share"], 0.75);
+    let ratio: Vec<f64> = endpoints
+        .iter()
+        .map(|e| e["share_over_fair"].as_f64().unwrap())
+        .collect();
+    let share: Vec<f64> = endpoints
+        .iter()
+        .map(|e| e["share"].as_f64().unwrap())
+        .collect();
+    assert!((ratio[0] - share[0] * 4.0).abs() < 1e-12);
+    assert!((ratio[1] - share[1] * 4.0 / 3.0).abs() < 1e-12);
+    // Population std dev of two values: half their distance.
+    let deviation = json["deviation"].as_f64().unwrap();
+    assert!((deviation - (ratio[0] - ratio[1]).abs() / 2.0).abs() < 1e-12);
+    // The split is close to fair (100 replicas per weight unit): far from
+    // the 0.5 that comparing with equal shares gives.
+    assert!(deviation < 0.1, "{deviation}");
+}
+
+/// Endpoints that share an address are told apart by their tags.
+#[test]
+fn describe_shows_the_tags_of_shared_addresses() {
+    let out = loadring(
+        &[
+            "describe",
+            "-p",
+            "c_murmurhash",
+            "-e",
+            "10.0.0.1:80 tag=blue",
+            "-e",
+            "10.0.0.1:80 tag=green",
+            "-e",
+            "10.0.0.2:80 tag=solo",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let labels: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("10.0.0."))
+        .map(|l| l.split("  ").next().unwrap().trim_end())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "10.0.0.1:80 tag=blue",
+            "10.0.0.1:80 tag=green",
+            "10.0.0.2:80"
+        ],
+        "{text}"
+    );
 }

@@ -429,3 +429,141 @@ fn a_light_load_leaves_the_peak_unmeasured() {
     assert_eq!(report["policies"][0]["max_over_mean"], Value::Null);
     assert_eq!(f(&report["policies"][0]["locality"]), 1.0);
 }
+
+/// The plot's file is checked before the run (which may take minutes), with
+/// a plain message: no report on stdout, no `ImageError(IoError(Os ...))`.
+#[test]
+fn an_unwritable_plot_is_refused_before_the_run() {
+    rejects(
+        &["--plot", "/nonexistent-loadring-dir/run.png"],
+        "--plot /nonexistent-loadring-dir/run.png: cannot write the plot there: No such file or directory",
+    );
+    let dir = std::env::temp_dir().join(format!("loadring-plot-dir-{}.svg", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shown = dir.display().to_string();
+    rejects(
+        &["--plot", dir.to_str().unwrap()],
+        &format!("--plot {shown}: is a directory"),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    // A writable path is not left behind by the check when the run fails.
+    let file = std::env::temp_dir().join(format!("loadring-plot-{}.svg", std::process::id()));
+    rejects(
+        &["--plot", file.to_str().unwrap(), "--keys", "0"],
+        "--keys 0",
+    );
+    assert!(!file.exists());
+}
+
+/// Virtual time is u64 nanoseconds: a run that may not fit is refused, not
+/// clamped; so are arrivals or service times below its resolution.
+#[test]
+fn runs_that_do_not_fit_the_virtual_clock_are_refused() {
+    // 1000 requests a billion seconds apart: 1e21 ns, past 2^64 (1.8e19).
+    rejects(
+        &["--rate", "1e-9"],
+        "--rate 1e-9: 1000 requests at this rate may not fit the virtual clock",
+    );
+    rejects(
+        &["--rate", "2e9"],
+        "--rate 2e9: arrivals less than 1 ns apart: accepted a rate up to 1000000000 per second",
+    );
+    rejects(
+        &["--service", "exp:1e-7"],
+        "--service exp:1e-7: `1e-7` is not a duration of at least 1 ns",
+    );
+}
+
+/// Negative numbers are values of the flag, and bad ones get one line
+/// (not clap's usage block).
+#[test]
+fn negative_and_malformed_numbers_are_one_line() {
+    rejects(
+        &["--rate", "-5"],
+        "--rate -5: the arrival rate must be a number of requests per second > 0",
+    );
+    rejects(
+        &["--seed", "-1"],
+        "--seed -1: accepted a whole number 0..=18446744073709551615",
+    );
+    rejects(
+        &["--requests", "-1"],
+        "--requests -1: accepted 1..=20000000",
+    );
+    rejects(&["--keys", "many"], "--keys many: accepted 1..=10000000");
+    rejects(&["--backends", "-3"], "--backends -3:");
+}
+
+/// A number of a thousand digits is echoed cut, on one short line.
+#[test]
+fn absurdly_long_numbers_are_echoed_cut() {
+    let long = "9".repeat(1000);
+    let out = loadring(&["simulate", "--rate", &long, "-p", "c_murmurhash"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.len() < 300, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: --rate {}... (1000 characters)",
+            "9".repeat(40)
+        )),
+        "{stderr}"
+    );
+}
+
+/// Locality policies route by the request's zone: without zones they would
+/// silently equal their inner policy, so they need --zones.
+#[test]
+fn locality_policies_need_request_zones() {
+    rejects(
+        &["-p", "zone_first over rr"],
+        "--policy zone_first over rr: a locality policy routes by the request's zone, \
+         and simulated requests have none: give --zones N",
+    );
+    // One zone: every endpoint and every request in it, so zone_first over
+    // rr is rr, exactly.
+    let one = small_json(&[
+        "-n",
+        "4",
+        "--zones",
+        "1",
+        "-p",
+        "zone_first over rr",
+        "-p",
+        "rr",
+    ]);
+    assert_eq!(
+        policy(&one, "zone_first over rr")["requests_per_endpoint"],
+        policy(&one, "rr")["requests_per_endpoint"]
+    );
+    // Two zones, requests from each half the time: the lone endpoint of
+    // zone-2 serves half the requests (rr alone: a third), zone-1's two
+    // endpoints a quarter each.
+    let two = small_json(&[
+        "-e",
+        "a zone=zone-1",
+        "-e",
+        "b zone=zone-1",
+        "-e",
+        "c zone=zone-2",
+        "--zones",
+        "2",
+        "--no-events",
+        "-p",
+        "zone_first over rr",
+    ]);
+    let counts = &policy(&two, "zone_first over rr")["requests_per_endpoint"];
+    let share = |e: &str| f(&counts[e]) / 40_000.0;
+    assert!((share("c") - 0.5).abs() < 0.01, "{counts}");
+    assert!((share("a") - 0.25).abs() < 0.01, "{counts}");
+    assert!((f(&counts["a"]) - f(&counts["b"])).abs() <= 1.0, "{counts}");
+    // Zones leave the keys, arrivals and service times of the run unchanged.
+    let plain = small_json(&["-n", "4", "-p", "c_murmurhash"]);
+    let zoned = small_json(&["-n", "4", "--zones", "2", "-p", "c_murmurhash"]);
+    assert_eq!(
+        policy(&plain, "c_murmurhash")["requests_per_endpoint"],
+        policy(&zoned, "c_murmurhash")["requests_per_endpoint"]
+    );
+    rejects(&["--zones", "0"], "--zones 0: accepted 1..=");
+}

@@ -17,18 +17,20 @@ fn owners(balancer: &Balancer, keys: &[String]) -> Vec<String> {
     keys.iter()
         .map(|k| {
             balancer
-                .natural_owner(&Request::key(k.as_str()))
+                .route(&Request::key(k.as_str()))
                 .expect("every endpoint is healthy")
                 .expect("a hashing policy")
+                .addr()
+                .to_string()
         })
         .collect()
 }
 
-fn main() -> Result<(), loadring::Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keys: usize = match std::env::args().nth(1) {
-        Some(arg) => arg.parse().map_err(|_| {
-            loadring::Error::Spec(format!("KEYS `{arg}`: expected a whole number of keys"))
-        })?,
+        Some(arg) => arg
+            .parse()
+            .map_err(|_| format!("KEYS `{arg}`: expected a whole number of keys"))?,
         None => 100_000,
     };
     let keys: Vec<String> = (0..keys).map(|i| format!("key-{i}")).collect();

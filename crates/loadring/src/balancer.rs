@@ -1,27 +1,32 @@
 //! `Balancer`: an immutable snapshot behind an atomic pointer, picked lock-free.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicI64;
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
 use crate::describe::Layout;
-use crate::endpoint::{dedup, Endpoint};
-use crate::error::{Error, Result};
-use crate::load::{Member, Pick};
-use crate::policy::Policy;
+use crate::endpoint::{dedup, Endpoint, Id};
+use crate::error::{BuildError, PickError, UnknownEndpoint};
+use crate::load::{Backend, Member, Pick};
+use crate::policy::{Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::spec::PolicySpec;
 
-/// A load balancer: one policy over a changing set of endpoints.
+/// A load balancer: one policy over a changing set of endpoints, each
+/// carrying a value of the caller's type `T` (a connection pool, a client, a
+/// socket address; `()` when the address is all the caller needs).
 ///
 /// Picks read an immutable snapshot (endpoints, built ring or table) through
-/// an atomic pointer: they take no lock and allocate nothing. `update` builds
-/// the next snapshot off to the side and swaps it in; picks in progress finish
+/// an atomic pointer: they take no lock and allocate nothing. Membership
+/// changes ([`update`](Balancer::update), [`insert`](Balancer::insert),
+/// [`remove`](Balancer::remove), [`set_weight`](Balancer::set_weight)) build
+/// the next snapshot off to the side and swap it in; picks in progress finish
 /// on the snapshot they started with. In-flight counters and health belong to
-/// the backend (address and tag), so they survive updates that keep it.
+/// the backend (address and tag), so they survive changes that keep it.
 ///
 /// Bounded policies also keep a running total of the requests in flight,
 /// which their cap needs on every pick; other policies skip that shared
@@ -47,28 +52,47 @@ use crate::spec::PolicySpec;
 /// # Ok::<(), loadring::Error>(())
 /// ```
 ///
+/// # Backends of your own type
+/// ```
+/// use std::net::SocketAddr;
+/// use loadring::{Balancer, Endpoint, Request};
+///
+/// let backends = ["10.0.0.1:80", "10.0.0.2:80"].map(|a| {
+///     let addr: SocketAddr = a.parse().unwrap();
+///     (Endpoint::new(a).unwrap(), addr)
+/// });
+/// let balancer = Balancer::with_backends("c_murmurhash".parse()?, backends)?;
+/// let pick = balancer.pick(&Request::key("user:42"))?;
+/// let addr: &SocketAddr = pick.backend(); // no lookup from address to value
+/// assert_eq!(addr.to_string(), pick.addr());
+/// # Ok::<(), loadring::Error>(())
+/// ```
+///
 /// # When nothing can be picked
 /// Unhealthy endpoints (see [`Balancer::set_healthy`]) and those a request
 /// excludes are skipped by walking on (clockwise, for hashing policies). When
 /// every endpoint is unhealthy or excluded, `pick` returns
-/// [`Error::NoEligibleEndpoint`]: retrying on an endpoint the caller chose to
-/// avoid is a decision left to the caller, who can pick again without the
-/// exclusion.
+/// [`PickError::NoEligibleEndpoint`]: retrying on an endpoint the caller
+/// chose to avoid is a decision left to the caller, who can pick again
+/// without the exclusion.
 ///
 /// # Bounded load under concurrency
 /// Single-threaded, a bounded pick never takes an endpoint past its cap
-/// `ceil(F * (total + 1) * w / W)`, except in the fallback: when unhealthy or
-/// excluded endpoints leave no eligible endpoint below its cap, the pick goes
-/// to the least-loaded eligible one. Under `T` threads each reservation is a
+/// `ceil(F * (total + 1) * w / W)` while any eligible endpoint is below its
+/// own cap: the walk takes the first such endpoint on the ring, and an
+/// endpoint the ring gives no point (a weight too small for the scheme's
+/// arithmetic) is still found by the fallback. Only when unhealthy or
+/// excluded endpoints leave no eligible endpoint below its cap does the pick
+/// go over one: to the eligible endpoint with the least load for its cap. Under `T` threads each reservation is a
 /// compare-and-swap against the cap computed from the total its pick read, so
 /// no reservation exceeds that cap; the total read may lag behind picks and
 /// releases of other threads. With at most `G` guards alive at once and at
 /// least `n` eligible endpoints, no endpoint holds more than
 /// `max(cap(G + T), (G + T) / n) + T` requests (the stress tests check it).
-#[derive(Debug)]
-pub struct Balancer {
-    spec: PolicySpec,
-    snapshot: ArcSwap<Snapshot>,
+pub struct Balancer<T = ()> {
+    policy: Arc<dyn Policy>,
+    spec: Option<PolicySpec>,
+    snapshot: ArcSwap<Snapshot<T>>,
     total: Arc<AtomicI64>,
     /// Whether members count their reservations in `total` (bounded policies).
     tallied: bool,
@@ -76,41 +100,34 @@ pub struct Balancer {
     writer: Mutex<()>,
 }
 
-#[derive(Debug)]
-struct Snapshot {
+struct Snapshot<T> {
     endpoints: Vec<Endpoint>,
-    members: Vec<Arc<Member>>,
+    backends: Vec<Arc<Backend<T>>>,
     /// `None` while there are no endpoints.
-    policy: Option<Box<dyn Policy>>,
+    picker: Option<Arc<dyn Picker>>,
 }
 
-impl Balancer {
+impl<T> fmt::Debug for Balancer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let snapshot = self.snapshot.load();
+        f.debug_struct("Balancer")
+            .field("policy", &self.policy.name())
+            .field("endpoints", &snapshot.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Balancer<()> {
     /// A balancer running `spec` over `endpoints` (possibly none yet).
     ///
     /// # Errors
     /// Conflicting endpoints, every weight 0, or a policy that cannot be built
     /// over them (a ring too large, ...).
-    pub fn new(spec: PolicySpec, endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Self> {
-        let total = Arc::new(AtomicI64::new(0));
-        let tallied = spec.load_factor().is_some();
-        let endpoints = dedup(endpoints)?;
-        let members: Vec<Arc<Member>> = endpoints
-            .iter()
-            .map(|e| new_member(e, tallied, &total))
-            .collect();
-        let snapshot = build(&spec, endpoints, members, tallied, &total)?;
-        Ok(Balancer {
-            spec,
-            snapshot: ArcSwap::from_pointee(snapshot),
-            total,
-            tallied,
-            writer: Mutex::new(()),
-        })
-    }
-
-    /// The policy specification.
-    pub fn spec(&self) -> &PolicySpec {
-        &self.spec
+    pub fn new(
+        spec: PolicySpec,
+        endpoints: impl IntoIterator<Item = Endpoint>,
+    ) -> Result<Self, BuildError> {
+        Balancer::with_backends(spec, endpoints.into_iter().map(|e| (e, ())))
     }
 
     /// Replaces the membership. Returns `Ok(false)` without rebuilding when it
@@ -122,37 +139,277 @@ impl Balancer {
     ///
     /// # Errors
     /// As [`Balancer::new`]; the balancer then keeps its current membership.
-    pub fn update(&self, endpoints: impl IntoIterator<Item = Endpoint>) -> Result<bool> {
-        let endpoints = dedup(endpoints)?;
-        // A poisoned lock only means another writer panicked; the snapshot it
-        // guards is replaced whole, so it is never half-written.
-        let _writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let current = self.snapshot.load_full();
-        if current.endpoints == endpoints {
-            return Ok(false);
+    pub fn update(
+        &self,
+        endpoints: impl IntoIterator<Item = Endpoint>,
+    ) -> Result<bool, BuildError> {
+        self.update_backends(endpoints.into_iter().map(|e| (e, ())))
+    }
+}
+
+impl<T> Balancer<T> {
+    /// A balancer running `spec` over endpoints that carry the caller's values.
+    ///
+    /// # Errors
+    /// As [`Balancer::new`].
+    pub fn with_backends(
+        spec: PolicySpec,
+        backends: impl IntoIterator<Item = (Endpoint, T)>,
+    ) -> Result<Self, BuildError> {
+        let policy = spec.policy().clone();
+        let mut balancer = Balancer::with_policy(policy, backends)?;
+        balancer.spec = Some(spec);
+        Ok(balancer)
+    }
+
+    /// A balancer running a policy of any origin, the built-in ones (see
+    /// [`PolicySpec::policy`]) or one written outside this crate (see
+    /// [`policy`](crate::policy)).
+    ///
+    /// # Errors
+    /// As [`Balancer::new`].
+    pub fn with_policy(
+        policy: Arc<dyn Policy>,
+        backends: impl IntoIterator<Item = (Endpoint, T)>,
+    ) -> Result<Self, BuildError> {
+        let total = Arc::new(AtomicI64::new(0));
+        let tallied = policy.load_factor().is_some();
+        let balancer = Balancer {
+            policy,
+            spec: None,
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                endpoints: Vec::new(),
+                backends: Vec::new(),
+                picker: None,
+            }),
+            total,
+            tallied,
+            writer: Mutex::new(()),
+        };
+        let backends = dedup(backends)?;
+        let backends = backends
+            .into_iter()
+            .map(|(e, value)| balancer.new_backend(e, value))
+            .collect();
+        let snapshot = balancer.build(backends, None)?;
+        balancer.snapshot.store(Arc::new(snapshot));
+        Ok(balancer)
+    }
+
+    /// The policy specification, if the balancer was made from one.
+    pub fn spec(&self) -> Option<&PolicySpec> {
+        self.spec.as_ref()
+    }
+
+    /// The policy the balancer runs.
+    pub fn policy(&self) -> &Arc<dyn Policy> {
+        &self.policy
+    }
+
+    fn new_backend(&self, endpoint: Endpoint, value: T) -> Arc<Backend<T>> {
+        let member = Member::new(
+            &endpoint,
+            self.tallied.then(|| self.total.clone()),
+            self.policy.observer(&endpoint),
+        );
+        Arc::new(Backend {
+            member: Arc::new(member),
+            endpoint,
+            value,
+        })
+    }
+
+    /// The snapshot over `backends`; with `incremental`, the previous
+    /// snapshot's picker and the one change that leads to `backends`.
+    fn build(
+        &self,
+        backends: Vec<Arc<Backend<T>>>,
+        incremental: Option<(&dyn Picker, Change)>,
+    ) -> Result<Snapshot<T>, BuildError> {
+        let endpoints: Vec<Endpoint> = backends.iter().map(|b| b.endpoint.clone()).collect();
+        if endpoints.is_empty() {
+            return Ok(Snapshot {
+                endpoints,
+                backends,
+                picker: None,
+            });
         }
-        // Maps, not scans: a membership of n endpoints is matched in O(n).
-        let by_identity: HashMap<(&str, Option<&str>), &Arc<Member>> = current
-            .members
+        if endpoints.iter().all(|e| e.weight() == 0) {
+            return Err(BuildError::all_weights_zero());
+        }
+        let members = backends.iter().map(|b| b.member.clone()).collect();
+        // Without a running total the pool sums its members when asked, as a
+        // sub-pool does.
+        let pool = Pool::new(endpoints.clone(), members, self.tallied, self.total.clone());
+        let rebuilt =
+            incremental.and_then(|(previous, change)| self.policy.rebuild(previous, &pool, change));
+        let picker = match rebuilt {
+            Some(picker) => picker?,
+            None => self.policy.build(pool)?,
+        };
+        Ok(Snapshot {
+            endpoints,
+            backends,
+            picker: Some(picker),
+        })
+    }
+
+    /// Publishes `next`, retiring the backends of `current` it does not keep.
+    fn publish(&self, current: &Snapshot<T>, next: Snapshot<T>) {
+        let kept: HashSet<*const Member> = next
+            .backends
             .iter()
-            .map(|m| ((m.addr(), m.tag()), m))
+            .map(|b| Arc::as_ptr(&b.member))
             .collect();
-        let members: Vec<Arc<Member>> = endpoints
-            .iter()
-            .map(|e| match by_identity.get(&(e.addr(), e.tag())) {
-                Some(&m) => m.clone(),
-                None => new_member(e, self.tallied, &self.total),
-            })
-            .collect();
-        let next = build(&self.spec, endpoints, members, self.tallied, &self.total)?;
-        let kept: HashSet<*const Member> = next.members.iter().map(Arc::as_ptr).collect();
-        for old in &current.members {
-            if !kept.contains(&Arc::as_ptr(old)) {
-                old.retire();
+        for old in &current.backends {
+            if !kept.contains(&Arc::as_ptr(&old.member)) {
+                old.member.retire();
             }
         }
         self.snapshot.store(Arc::new(next));
-        Ok(true)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A poisoned lock only means another writer panicked; the snapshot it
+        // guards is replaced whole, so it is never half-written.
+        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Replaces the membership and the values. Returns `Ok(false)` when the
+    /// endpoints are unchanged (same endpoints in the same order): nothing is
+    /// rebuilt, but the new values replace the old ones.
+    ///
+    /// # Errors
+    /// As [`Balancer::new`]; the balancer then keeps its current membership.
+    pub fn update_backends(
+        &self,
+        backends: impl IntoIterator<Item = (Endpoint, T)>,
+    ) -> Result<bool, BuildError> {
+        let backends = dedup(backends)?;
+        let _writer = self.lock();
+        let current = self.snapshot.load_full();
+        // Maps, not scans: a membership of n endpoints is matched in O(n).
+        let by_identity: HashMap<Id<'_>, &Arc<Member>> = current
+            .backends
+            .iter()
+            .map(|b| (b.endpoint.id(), &b.member))
+            .collect();
+        let same = current.endpoints.len() == backends.len()
+            && current
+                .endpoints
+                .iter()
+                .zip(&backends)
+                .all(|(a, (b, _))| a == b);
+        let next: Vec<Arc<Backend<T>>> = backends
+            .into_iter()
+            .map(|(endpoint, value)| match by_identity.get(&endpoint.id()) {
+                Some(&member) => Arc::new(Backend {
+                    member: member.clone(),
+                    endpoint,
+                    value,
+                }),
+                None => self.new_backend(endpoint, value),
+            })
+            .collect();
+        let next = if same {
+            Snapshot {
+                endpoints: current.endpoints.clone(),
+                backends: next,
+                picker: current.picker.clone(),
+            }
+        } else {
+            self.build(next, None)?
+        };
+        self.publish(&current, next);
+        Ok(!same)
+    }
+
+    /// Adds one endpoint with its value, or replaces the value (and the
+    /// attributes) of the member with the same identity. Returns `Ok(true)`
+    /// when the membership changed.
+    ///
+    /// Policies whose placement of an endpoint depends on nothing but that
+    /// endpoint (brpc's rings) merge its points into the current ring instead
+    /// of rebuilding it; the result is the same as a full build.
+    ///
+    /// # Errors
+    /// As [`Balancer::new`]; the balancer then keeps its current membership.
+    pub fn insert(&self, endpoint: Endpoint, value: T) -> Result<bool, BuildError> {
+        let _writer = self.lock();
+        let current = self.snapshot.load_full();
+        let at = current
+            .endpoints
+            .iter()
+            .position(|e| e.same_backend(&endpoint));
+        let mut backends = current.backends.clone();
+        let (next, changed) = match at {
+            Some(i) => {
+                let same = current.endpoints[i] == endpoint;
+                let reweighted = !same
+                    && current.endpoints[i].clone().with_weight(endpoint.weight()) == endpoint;
+                backends[i] = Arc::new(Backend {
+                    member: current.backends[i].member.clone(),
+                    endpoint,
+                    value,
+                });
+                if same {
+                    let next = Snapshot {
+                        endpoints: current.endpoints.clone(),
+                        backends,
+                        picker: current.picker.clone(),
+                    };
+                    (next, false)
+                } else {
+                    let change = reweighted.then_some(Change::Reweighted(i));
+                    (self.build_after(&current, backends, change)?, true)
+                }
+            }
+            None => {
+                backends.push(self.new_backend(endpoint, value));
+                let change = Change::Inserted(backends.len() - 1);
+                (self.build_after(&current, backends, Some(change))?, true)
+            }
+        };
+        self.publish(&current, next);
+        Ok(changed)
+    }
+
+    /// Removes the member with this identity; its in-flight requests leave
+    /// the total at once, and its guards release harmlessly.
+    ///
+    /// # Errors
+    /// No member has this identity; or the members left all have weight 0.
+    pub fn remove<'a>(&self, id: impl Into<Id<'a>>) -> Result<(), crate::Error> {
+        let id = id.into();
+        let _writer = self.lock();
+        let current = self.snapshot.load_full();
+        let i = Self::position(&current, id)?;
+        let mut backends = current.backends.clone();
+        backends.remove(i);
+        let next = self.build_after(&current, backends, Some(Change::Removed(i)))?;
+        self.publish(&current, next);
+        Ok(())
+    }
+
+    fn build_after(
+        &self,
+        current: &Snapshot<T>,
+        backends: Vec<Arc<Backend<T>>>,
+        change: Option<Change>,
+    ) -> Result<Snapshot<T>, BuildError> {
+        let incremental = match (&current.picker, change) {
+            (Some(picker), Some(change)) if !backends.is_empty() => Some((&**picker, change)),
+            _ => None,
+        };
+        self.build(backends, incremental)
+    }
+
+    fn position(snapshot: &Snapshot<T>, id: Id<'_>) -> Result<usize, UnknownEndpoint> {
+        snapshot
+            .endpoints
+            .iter()
+            .position(|e| e.id() == id)
+            .ok_or_else(|| UnknownEndpoint(id.to_string()))
     }
 
     /// Picks an endpoint for `req` and holds one in-flight slot on it until
@@ -162,44 +419,99 @@ impl Balancer {
     /// No endpoints; every endpoint unhealthy or excluded; a hashing policy
     /// given no key or code, or a code beyond its hash range.
     #[inline]
-    pub fn pick(&self, req: &Request<'_>) -> Result<Pick> {
+    pub fn pick(&self, req: &Request<'_>) -> Result<Pick<T>, PickError> {
         let snapshot = self.snapshot.load();
-        let policy = snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?;
-        policy.pick(req).map(|m| Pick::new(m.clone()))
+        let picker = snapshot.picker.as_ref().ok_or(PickError::NoEndpoints)?;
+        let i = picker.pick(req)?;
+        match snapshot.backends.get(i) {
+            Some(backend) => Ok(Pick::new(backend.clone())),
+            // Only a policy from outside the crate can name an index beyond
+            // its pool; it reserved nothing there.
+            None => Err(PickError::NoEligibleEndpoint {
+                members: snapshot.backends.len(),
+            }),
+        }
     }
 
-    /// The address a hashing policy would choose for `req` with no load (the
-    /// key's natural owner), without reserving anything; `Ok(None)` for
-    /// policies that do not place by hash.
+    /// The policy's order of preference for `req`, lazily: for hashing
+    /// policies the clockwise walk from the key (its owner first, then the
+    /// ring successors), for the others their next choice and then the rest.
+    /// Each eligible endpoint comes once; the caller reserves a candidate
+    /// ([`Candidate::try_reserve`], [`Candidate::reserve`]) or passes it over.
+    ///
+    /// Retries use it: the endpoint after the one that failed is the next
+    /// candidate. The candidates are those of the membership when this was
+    /// called, so a retry loop may span a membership change.
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint, Request};
+    ///
+    /// let endpoints = ["a:80", "b:80", "c:80"].map(|a| Endpoint::new(a).unwrap());
+    /// let balancer = Balancer::new("c_murmurhash".parse()?, endpoints)?;
+    /// let req = Request::key("user:42");
+    /// let mut candidates = balancer.candidates(&req)?;
+    /// let first = candidates.next().unwrap();
+    /// assert_eq!(first.addr(), balancer.pick(&req)?.addr(), "the first candidate is the pick");
+    /// let retry = candidates.next().unwrap().reserve(); // the ring successor
+    /// assert_ne!(retry.addr(), first.addr());
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// No endpoints; a hashing policy given no key or code, or a code beyond
+    /// its hash range.
+    pub fn candidates<'r>(&self, req: &Request<'r>) -> Result<Candidates<'r, T>, PickError> {
+        let snapshot = self.snapshot.load_full();
+        let picker = snapshot.picker.clone().ok_or(PickError::NoEndpoints)?;
+        let order = picker.clone().candidates(req)?;
+        Ok(Candidates {
+            seen: vec![0; snapshot.backends.len().div_ceil(64)],
+            snapshot,
+            picker,
+            order,
+            req: *req,
+        })
+    }
+
+    /// The endpoint a hashing policy places `req` on with no load (the key's
+    /// owner, walking past unhealthy and excluded endpoints), without
+    /// reserving anything; `Ok(None)` for policies that do not place by hash.
     ///
     /// # Errors
     /// As [`Balancer::pick`].
-    pub fn natural_owner(&self, req: &Request<'_>) -> Result<Option<String>> {
+    pub fn route(&self, req: &Request<'_>) -> Result<Option<Endpoint>, PickError> {
         let snapshot = self.snapshot.load();
-        let policy = snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?;
-        policy
-            .natural(req)
-            .transpose()
-            .map(|m| m.map(|m| m.addr().to_string()))
+        let picker = snapshot.picker.as_ref().ok_or(PickError::NoEndpoints)?;
+        match picker.route(req) {
+            None => Ok(None),
+            Some(found) => Ok(snapshot.endpoints.get(found?).cloned()),
+        }
     }
 
-    /// Marks every endpoint at `addr` healthy or not. Nothing is rebuilt:
-    /// picks skip unhealthy endpoints.
+    /// Marks the member with this identity healthy or not. Nothing is
+    /// rebuilt: picks skip unhealthy endpoints.
     ///
     /// # Errors
-    /// `addr` is not a member.
-    pub fn set_healthy(&self, addr: &str, healthy: bool) -> Result<()> {
+    /// No member has this identity.
+    pub fn set_healthy<'a>(
+        &self,
+        id: impl Into<Id<'a>>,
+        healthy: bool,
+    ) -> Result<(), UnknownEndpoint> {
         let snapshot = self.snapshot.load();
-        let mut found = false;
-        for m in snapshot.members.iter().filter(|m| m.addr() == addr) {
-            m.set_healthy(healthy);
-            found = true;
-        }
-        if found {
-            Ok(())
-        } else {
-            Err(Error::UnknownEndpoint(addr.to_string()))
-        }
+        let i = Self::position(&snapshot, id.into())?;
+        snapshot.backends[i].member.set_healthy(healthy);
+        Ok(())
+    }
+
+    /// Whether the member with this identity is marked healthy.
+    ///
+    /// # Errors
+    /// No member has this identity.
+    pub fn is_healthy<'a>(&self, id: impl Into<Id<'a>>) -> Result<bool, UnknownEndpoint> {
+        let snapshot = self.snapshot.load();
+        let i = Self::position(&snapshot, id.into())?;
+        Ok(snapshot.backends[i].member.is_healthy())
     }
 
     /// The current endpoints, in order.
@@ -211,81 +523,173 @@ impl Balancer {
     pub fn loads(&self) -> Vec<(Endpoint, u64)> {
         let snapshot = self.snapshot.load();
         snapshot
-            .endpoints
+            .backends
             .iter()
-            .cloned()
-            .zip(snapshot.members.iter().map(|m| m.load()))
+            .map(|b| (b.endpoint.clone(), b.member.load()))
             .collect()
     }
 
     /// Requests in flight on the current members.
     pub fn total_in_flight(&self) -> u64 {
         if self.tallied {
-            self.total.load(std::sync::atomic::Ordering::Relaxed).max(0) as u64
+            self.total.load(Relaxed).max(0) as u64
         } else {
-            self.snapshot.load().members.iter().map(|m| m.load()).sum()
+            self.snapshot
+                .load()
+                .backends
+                .iter()
+                .map(|b| b.member.load())
+                .sum()
         }
     }
 
-    /// The cap the next bounded pick would apply to the endpoint at `addr`;
-    /// `Ok(None)` for unbounded policies.
+    /// The cap the next bounded pick would apply to the member with this
+    /// identity; `Ok(None)` for unbounded policies.
     ///
     /// # Errors
-    /// `addr` is not a member.
-    pub fn cap(&self, addr: &str) -> Result<Option<u64>> {
+    /// No member has this identity.
+    pub fn cap<'a>(&self, id: impl Into<Id<'a>>) -> Result<Option<u64>, UnknownEndpoint> {
         let snapshot = self.snapshot.load();
-        let member = snapshot
-            .members
-            .iter()
-            .find(|m| m.addr() == addr)
-            .ok_or_else(|| Error::UnknownEndpoint(addr.into()))?;
-        Ok(snapshot.policy.as_ref().and_then(|p| p.cap(member)))
+        let i = Self::position(&snapshot, id.into())?;
+        Ok(snapshot.picker.as_ref().and_then(|p| p.cap(i)))
     }
 
     /// How the hash space is divided (hashing policies only).
     ///
     /// # Errors
     /// No endpoints.
-    pub fn layout(&self) -> Result<Option<Layout>> {
+    pub fn layout(&self) -> Result<Option<Layout>, PickError> {
         let snapshot = self.snapshot.load();
-        Ok(snapshot.policy.as_ref().ok_or(Error::NoEndpoints)?.layout())
+        Ok(snapshot
+            .picker
+            .as_ref()
+            .ok_or(PickError::NoEndpoints)?
+            .layout())
     }
 }
 
-fn new_member(endpoint: &Endpoint, tallied: bool, total: &Arc<AtomicI64>) -> Arc<Member> {
-    Arc::new(if tallied {
-        Member::new(endpoint, total.clone())
-    } else {
-        Member::untallied(endpoint)
-    })
-}
-
-fn build(
-    spec: &PolicySpec,
-    endpoints: Vec<Endpoint>,
-    members: Vec<Arc<Member>>,
-    tallied: bool,
-    total: &Arc<AtomicI64>,
-) -> Result<Snapshot> {
-    if endpoints.is_empty() {
-        return Ok(Snapshot {
-            endpoints,
-            members,
-            policy: None,
+impl<T: Clone> Balancer<T> {
+    /// Changes the weight of the member with this identity (its value is
+    /// cloned into the new membership).
+    ///
+    /// # Errors
+    /// No member has this identity; or every weight would be 0.
+    pub fn set_weight<'a>(&self, id: impl Into<Id<'a>>, weight: u32) -> Result<(), crate::Error> {
+        let id = id.into();
+        let _writer = self.lock();
+        let current = self.snapshot.load_full();
+        let i = Self::position(&current, id)?;
+        if current.endpoints[i].weight() == weight {
+            return Ok(());
+        }
+        let mut backends = current.backends.clone();
+        let old = &current.backends[i];
+        let endpoint = old.endpoint.clone().with_weight(weight);
+        backends[i] = Arc::new(Backend {
+            member: old.member.clone(),
+            endpoint,
+            value: old.value.clone(),
         });
+        let next = self.build_after(&current, backends, Some(Change::Reweighted(i)))?;
+        self.publish(&current, next);
+        Ok(())
     }
-    if endpoints.iter().all(|e| e.weight() == 0) {
-        return Err(Error::AllWeightsZero);
+}
+
+/// The candidates of one request, in the policy's order of preference (see
+/// [`Balancer::candidates`]). Owns what it needs, so a retry loop can hold it
+/// across `.await`s.
+pub struct Candidates<'r, T> {
+    snapshot: Arc<Snapshot<T>>,
+    picker: Arc<dyn Picker>,
+    order: Order,
+    req: Request<'r>,
+    /// One bit per pool index already yielded or passed.
+    seen: Vec<u64>,
+}
+
+impl<T> fmt::Debug for Candidates<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Candidates").finish_non_exhaustive()
     }
-    // Without a running total the pool sums its members when asked, as a
-    // sub-pool does.
-    let pool = Pool::new(endpoints.clone(), members.clone(), tallied, total.clone());
-    let policy = spec.build(pool)?;
-    Ok(Snapshot {
-        endpoints,
-        members,
-        policy: Some(policy),
-    })
+}
+
+impl<T> Iterator for Candidates<'_, T> {
+    type Item = Candidate<T>;
+
+    fn next(&mut self) -> Option<Candidate<T>> {
+        let pool = self.picker.pool();
+        for i in self.order.by_ref() {
+            if i >= self.snapshot.backends.len() {
+                continue;
+            }
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            if self.seen[word] & bit != 0 {
+                continue;
+            }
+            self.seen[word] |= bit;
+            if pool.eligible(i, &self.req) {
+                return Some(Candidate {
+                    backend: self.snapshot.backends[i].clone(),
+                    picker: self.picker.clone(),
+                    index: i,
+                });
+            }
+        }
+        None
+    }
+}
+
+/// One endpoint a request may go to; nothing is reserved until
+/// [`Candidate::try_reserve`] or [`Candidate::reserve`].
+pub struct Candidate<T> {
+    backend: Arc<Backend<T>>,
+    picker: Arc<dyn Picker>,
+    index: usize,
+}
+
+impl<T> fmt::Debug for Candidate<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Candidate")
+            .field("endpoint", &self.backend.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Candidate<T> {
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.backend.endpoint
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> &str {
+        self.backend.endpoint.addr()
+    }
+
+    /// The caller's value for it.
+    pub fn backend(&self) -> &T {
+        &self.backend.value
+    }
+
+    /// Requests in flight on it now.
+    pub fn in_flight(&self) -> u64 {
+        self.backend.member.load()
+    }
+
+    /// Reserves a slot if the policy admits one more request here (a bounded
+    /// policy checks the endpoint's cap); `None` otherwise.
+    pub fn try_reserve(&self) -> Option<Pick<T>> {
+        self.picker
+            .try_reserve(self.index)
+            .then(|| Pick::new(self.backend.clone()))
+    }
+
+    /// Reserves a slot whatever the load.
+    pub fn reserve(&self) -> Pick<T> {
+        self.backend.member.reserve();
+        Pick::new(self.backend.clone())
+    }
 }
 
 #[cfg(test)]

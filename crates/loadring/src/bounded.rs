@@ -5,10 +5,20 @@
 //! weights. `F` is kept as the rational its decimal text spells, so the cap
 //! involves no floating point and agrees with every other implementation that
 //! does the same arithmetic.
+//!
+//! **Cost.** The cap is a few integer multiplications; a pick reads the
+//! shared total only when its endpoint is above its cap at total 0. The slow
+//! path is the bounded walk of the hashing policies (`O(entries)` when many
+//! endpoints are full or ineligible, then `O(n)` for the least-loaded
+//! fallback), documented with each placement.
 
 use std::fmt;
 
-use crate::error::{spec_err, Result};
+use std::str::FromStr;
+
+use crate::error::ParseError;
+
+type Result<T> = std::result::Result<T, ParseError>;
 
 /// The largest accepted load factor: beyond it a bound bounds nothing.
 const MAX_FACTOR: u64 = 1000;
@@ -16,7 +26,7 @@ const MAX_FACTOR: u64 = 1000;
 const MAX_DECIMALS: usize = 6;
 
 /// A load factor `F > 1`, exact: `num / den`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct LoadFactor {
     num: u64,
     den: u64,
@@ -26,13 +36,62 @@ impl LoadFactor {
     /// brpc's and the course's default, 1.25.
     pub const DEFAULT: LoadFactor = LoadFactor { num: 125, den: 100 };
 
+    /// The factor `num / den`, which must be greater than 1, at most 1000,
+    /// and a decimal of at most six decimals (`5 / 4` is 1.25; `4 / 3` is not
+    /// accepted, so that every factor prints exactly as it computes).
+    ///
+    /// ```
+    /// use loadring::LoadFactor;
+    ///
+    /// let f = LoadFactor::new(5, 4)?;
+    /// assert_eq!(f, "1.25".parse()?);
+    /// assert_eq!(f.cap(0, 1, 3), 1);
+    /// assert_eq!(f.to_string(), "1.25");
+    /// assert!(LoadFactor::new(1, 1).is_err(), "a factor of 1 bounds everything to the mean");
+    /// assert!(LoadFactor::new(4, 3).is_err(), "1.333... has no exact decimal");
+    /// # Ok::<(), loadring::ParseError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A factor of 1 or less, above 1000, or a `den` of 0 or above 1,000,000.
+    pub fn new(num: u64, den: u64) -> Result<Self> {
+        let accepted = format!(
+            "num/den greater than 1 and at most {MAX_FACTOR}, with at most {MAX_DECIMALS} decimals"
+        );
+        let scale = 10u128.pow(MAX_DECIMALS as u32);
+        let scaled = u128::from(num) * scale;
+        let fits = den > 0
+            && num > den
+            && u128::from(num) <= u128::from(MAX_FACTOR) * u128::from(den)
+            && scaled.is_multiple_of(u128::from(den));
+        if fits {
+            let num = u64::try_from(scaled / u128::from(den)).unwrap_or(u64::MAX);
+            Ok(LoadFactor {
+                num,
+                den: scale as u64,
+            })
+        } else {
+            Err(ParseError::new(format!(
+                "load factor {num}/{den} is out of range: accepted {accepted}"
+            ))
+            .with_key("load_factor")
+            .with_value(&format!("{num}/{den}"))
+            .with_accepted(accepted))
+        }
+    }
+
     /// Parses `load_factor=F`: a decimal in (1, 1000] with at most 6 decimals.
     pub(crate) fn parse_decimal(key: &str, text: &str) -> Result<Self> {
         let bad = || {
-            spec_err(format!(
-                "{key}={text}: expected a decimal number greater than 1 and at most {MAX_FACTOR} \
-                 with at most {MAX_DECIMALS} decimals, e.g. {key}=1.25"
+            let accepted = format!(
+                "a decimal number greater than 1 and at most {MAX_FACTOR} with at most {MAX_DECIMALS} decimals"
+            );
+            ParseError::new(format!(
+                "{key}={text}: expected {accepted}, e.g. {key}=1.25"
             ))
+            .with_key(key)
+            .with_value(text)
+            .with_accepted(accepted)
         };
         let (int, frac) = text.split_once('.').unwrap_or((text, ""));
         if int.is_empty()
@@ -61,10 +120,11 @@ impl LoadFactor {
     /// Parses `balance=P`: an integer percent in 101..=100000 (HAProxy, Envoy).
     pub(crate) fn parse_percent(key: &str, text: &str) -> Result<Self> {
         let bad = || {
-            spec_err(format!(
-                "{key}={text}: expected an integer percent from 101 to {}, e.g. {key}=125",
-                MAX_FACTOR * 100
-            ))
+            let accepted = format!("an integer percent from 101 to {}", MAX_FACTOR * 100);
+            ParseError::new(format!("{key}={text}: expected {accepted}, e.g. {key}=125"))
+                .with_key(key)
+                .with_value(text)
+                .with_accepted(accepted)
         };
         if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 7 {
             return Err(bad());
@@ -97,6 +157,24 @@ impl LoadFactor {
     /// The factor as a float, for display.
     pub fn as_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
+    }
+}
+
+/// Equal factors are equal whatever the decimals they were written with.
+impl PartialEq for LoadFactor {
+    fn eq(&self, other: &Self) -> bool {
+        u128::from(self.num) * u128::from(other.den) == u128::from(other.num) * u128::from(self.den)
+    }
+}
+
+impl Eq for LoadFactor {}
+
+/// Parses the decimal form of `load_factor=` (e.g. `1.25`).
+impl FromStr for LoadFactor {
+    type Err = ParseError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        LoadFactor::parse_decimal("load_factor", text)
     }
 }
 
@@ -186,5 +264,40 @@ mod tests {
                 text
             );
         }
+    }
+
+    /// Each rejection rule alone, and the edges that are accepted.
+    #[test]
+    fn each_rule_of_the_decimal_and_percent_forms_at_its_edge() {
+        let ok = |t: &str| LoadFactor::parse_decimal("load_factor", t).is_ok();
+        assert!(ok("1.000001") && !ok("1.0000001"), "six decimals at most");
+        assert!(ok("1000") && !ok("1000.000001"), "at most 1000");
+        assert!(ok("999.5") && !ok("01000.5"), "four integer digits at most");
+        assert!(!ok("1.") && !ok(".5") && !ok("1.2.3") && !ok("1,5"));
+        assert!(ok("1.000001") && !ok("1.000000"), "greater than 1");
+        let pct = |t: &str| LoadFactor::parse_percent("balance", t).is_ok();
+        assert!(!pct("100") && pct("101"), "above 100");
+        assert!(pct("100000") && !pct("100001"), "at most 100000");
+        assert!(pct("0000101") && !pct("00000101"), "seven digits at most");
+        assert!(!pct("+125") && !pct("12 5"));
+    }
+
+    #[test]
+    fn the_float_view_and_the_text_of_a_factor() {
+        let f = |t: &str| LoadFactor::parse_decimal("load_factor", t).unwrap();
+        assert_eq!(f("1.25").as_f64(), 1.25);
+        assert_eq!(f("3").as_f64(), 3.0);
+        assert_eq!(
+            LoadFactor::parse_percent("balance", "150")
+                .unwrap()
+                .as_f64(),
+            1.5
+        );
+        assert_eq!(f("1.500").to_string(), "1.5");
+        assert_eq!(f("2.000").to_string(), "2");
+        assert_eq!(f("1.125").to_string(), "1.125");
+        assert_eq!(f("1.050").to_string(), "1.05");
+        assert_eq!(f("1.000001").to_string(), "1.000001");
+        assert_eq!(LoadFactor::new(21, 20).unwrap().to_string(), "1.05");
     }
 }

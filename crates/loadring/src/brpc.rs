@@ -4,13 +4,24 @@
 //! endpoint hashes `"<addr>-<i>"`; ties between equal points go to the endpoint
 //! that sorts first in brpc's `EndPoint` order. Weights are our extension: an
 //! endpoint of weight `w` gets `replicas * w` virtual nodes (weight 1 is brpc).
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (`replicas * W` points, `W` the
+//! total weight), e.g. one eligible endpoint among many; under a load bound,
+//! when nobody eligible has room, one more `O(n)` pass finds the least-loaded
+//! endpoint.
 
-use crate::error::{spec_err, Error, Result};
+use crate::endpoint::Endpoint;
+use crate::error::{BuildError, ParseError};
 use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name, Murmur3Prefix};
-use crate::hashing::RingPlacement;
+use crate::hashing::{RingPlacement, Scheme};
+use crate::params::Params;
+use crate::policy::Change;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::spec::Params;
 
 /// More points than this is a typo, not a need (Envoy's largest ring).
 pub(crate) const MAX_RING_POINTS: u64 = 8_388_608;
@@ -31,12 +42,16 @@ pub(crate) struct BrpcRing {
 }
 
 impl BrpcRing {
-    pub(crate) fn parse(hash: BrpcHash, params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(hash: BrpcHash, params: &mut Params<'_>) -> Result<Self, ParseError> {
         let replicas = params.take_u64("replicas", 1, MAX_RING_POINTS, 100)? as u32;
         if hash == BrpcHash::Ketama && !replicas.is_multiple_of(4) {
-            return Err(spec_err(format!(
+            return Err(ParseError::new(format!(
                 "replicas={replicas}: c_ketama takes four points per MD5 digest, so replicas must be a multiple of 4"
-            )));
+            ))
+            .with_policy("c_ketama")
+            .with_key("replicas")
+            .with_value(&replicas.to_string())
+            .with_accepted("a multiple of 4"));
         }
         Ok(BrpcRing { hash, replicas })
     }
@@ -49,53 +64,52 @@ impl BrpcRing {
         }
     }
 
-    /// Builds the ring over `pool` in one batch and one sort.
-    pub(crate) fn build(&self, pool: &Pool) -> Result<RingPlacement<u32>> {
-        let replicas = u64::from(self.replicas);
-        let points = replicas.saturating_mul(pool.weight_sum());
+    /// Checks that `pool` makes no more points than the limit.
+    fn check_size(&self, pool: &Pool) -> Result<(), BuildError> {
+        let points = u64::from(self.replicas).saturating_mul(pool.weight_sum());
         if points > MAX_RING_POINTS {
-            return Err(Error::Spec(format!(
+            return Err(BuildError::too_large(format!(
                 "{}: replicas={} times a total weight of {} makes {points} points, more than the limit of {MAX_RING_POINTS}",
                 self.name(),
                 self.replicas,
                 pool.weight_sum()
             )));
         }
-        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);
-        let mut buf = Vec::with_capacity(64);
-        for (owner, endpoint) in pool.endpoints().iter().enumerate() {
-            let owner = owner as u32;
-            let nodes = replicas * u64::from(endpoint.weight());
-            match self.hash {
-                BrpcHash::Murmur3 => {
-                    // Every name starts with "<addr>-": mix that part once.
-                    buf.clear();
-                    buf.extend_from_slice(endpoint.addr().as_bytes());
-                    buf.push(b'-');
-                    let prefix = Murmur3Prefix::new(&buf, 0);
-                    entries.extend((0..nodes).map(|i| (prefix.hash_decimal(i), owner)));
+        Ok(())
+    }
+
+    /// Appends the points of `pool`'s endpoint `owner` to `entries`.
+    fn points_of(
+        &self,
+        pool: &Pool,
+        owner: usize,
+        entries: &mut Vec<(u32, u32)>,
+        buf: &mut Vec<u8>,
+    ) {
+        let endpoint = pool.endpoint(owner);
+        let owner = owner as u32;
+        let nodes = u64::from(self.replicas) * u64::from(endpoint.weight());
+        match self.hash {
+            BrpcHash::Murmur3 => {
+                // Every name starts with "<addr>-": mix that part once.
+                buf.clear();
+                buf.extend_from_slice(endpoint.addr().as_bytes());
+                buf.push(b'-');
+                let prefix = Murmur3Prefix::new(buf, 0);
+                entries.extend((0..nodes).map(|i| (prefix.hash_decimal(i), owner)));
+            }
+            BrpcHash::Md5 => {
+                for i in 0..nodes {
+                    entries.push((md5_le32(point_name(buf, endpoint.addr(), b'-', i)), owner));
                 }
-                BrpcHash::Md5 => {
-                    for i in 0..nodes {
-                        entries.push((
-                            md5_le32(point_name(&mut buf, endpoint.addr(), b'-', i)),
-                            owner,
-                        ));
-                    }
-                }
-                BrpcHash::Ketama => {
-                    for i in 0..nodes / 4 {
-                        let words = md5_words(point_name(&mut buf, endpoint.addr(), b'-', i));
-                        entries.extend(words.iter().map(|&w| (w, owner)));
-                    }
+            }
+            BrpcHash::Ketama => {
+                for i in 0..nodes / 4 {
+                    let words = md5_words(point_name(buf, endpoint.addr(), b'-', i));
+                    entries.extend(words.iter().map(|&w| (w, owner)));
                 }
             }
         }
-        Ok(RingPlacement {
-            name: self.name(),
-            ring: Ring::build(entries, &brpc_ranks(pool)),
-            key_hash: self.key_hash(),
-        })
     }
 
     fn key_hash(&self) -> fn(&[u8]) -> u64 {
@@ -106,10 +120,75 @@ impl BrpcRing {
     }
 }
 
+impl Scheme for BrpcRing {
+    type Placement = RingPlacement<u32>;
+
+    fn name(&self) -> &'static str {
+        BrpcRing::name(self)
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        u64::from(self.replicas).saturating_mul(pool.weight_sum())
+    }
+
+    /// Builds the ring over `pool` in one batch and one sort.
+    fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
+        self.check_size(pool)?;
+        let points = u64::from(self.replicas) * pool.weight_sum();
+        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);
+        let mut buf = Vec::with_capacity(64);
+        for owner in 0..pool.len() {
+            self.points_of(pool, owner, &mut entries, &mut buf);
+        }
+        Ok(RingPlacement {
+            name: self.name(),
+            ring: Ring::build(entries, &brpc_ranks(pool)),
+            key_hash: self.key_hash(),
+        })
+    }
+
+    /// An endpoint's points depend on nothing but its address and weight, so
+    /// one change removes or merges that endpoint's points alone: no other
+    /// endpoint is hashed again, and the ring is not sorted again.
+    fn replace(
+        &self,
+        previous: &RingPlacement<u32>,
+        pool: &Pool,
+        change: Change,
+    ) -> Option<Result<RingPlacement<u32>, BuildError>> {
+        if let Err(e) = self.check_size(pool) {
+            return Some(Err(e));
+        }
+        let rank = brpc_ranks(pool);
+        let mut buf = Vec::with_capacity(64);
+        let mut added = Vec::new();
+        let ring = match change {
+            Change::Inserted(i) => {
+                self.points_of(pool, i, &mut added, &mut buf);
+                previous.ring.merge(added, &rank)
+            }
+            Change::Removed(i) => previous.ring.without_owner(i as u32, true),
+            Change::Reweighted(i) => {
+                self.points_of(pool, i, &mut added, &mut buf);
+                previous
+                    .ring
+                    .without_owner(i as u32, false)
+                    .merge(added, &rank)
+            }
+        };
+        Some(Ok(RingPlacement {
+            name: self.name(),
+            ring,
+            key_hash: self.key_hash(),
+        }))
+    }
+}
+
 /// Each pool index's rank in brpc's endpoint order.
 fn brpc_ranks(pool: &Pool) -> Vec<u32> {
+    let keys: Vec<_> = pool.endpoints().iter().map(Endpoint::brpc_key).collect();
     let mut order: Vec<usize> = (0..pool.len()).collect();
-    order.sort_by(|&a, &b| pool.endpoint(a).brpc_cmp(pool.endpoint(b)));
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
     let mut rank = vec![0u32; pool.len()];
     for (r, i) in order.into_iter().enumerate() {
         rank[i] = r as u32;
@@ -132,7 +211,7 @@ mod tests {
         let total = Arc::new(AtomicI64::new(0));
         let members = endpoints
             .iter()
-            .map(|e| Arc::new(Member::new(e, total.clone())))
+            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None)))
             .collect();
         Pool::new(endpoints, members, true, total)
     }
@@ -169,6 +248,19 @@ mod tests {
             .collect()
     }
 
+    /// 64 cases, unless `PROPTEST_CASES` says how many (`with_cases`
+    /// ignores it; tests/common/mod.rs has the same for the other tests).
+    fn cases(default: u32) -> ProptestConfig {
+        let cases = std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default);
+        ProptestConfig {
+            cases,
+            ..ProptestConfig::default()
+        }
+    }
+
     fn endpoint() -> impl Strategy<Value = Endpoint> {
         let addr = prop_oneof![
             (any::<[u8; 4]>(), 1u16..4)
@@ -180,7 +272,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(64))]
+        #![proptest_config(cases(64))]
 
         #[test]
         fn the_batch_build_equals_brpcs_one_at_a_time_ring(
@@ -191,10 +283,10 @@ mod tests {
             // Keep one endpoint per address: weights differ between duplicates.
             let mut seen = std::collections::HashSet::new();
             let endpoints: Vec<Endpoint> = endpoints.into_iter().filter(|e| seen.insert(e.addr().to_string())).collect();
-            let endpoints = dedup(endpoints).unwrap();
+            let endpoints: Vec<Endpoint> = dedup(endpoints.into_iter().map(|e| (e, ()))).unwrap().into_iter().map(|(e, ())| e).collect();
             let ring = BrpcRing { hash, replicas };
             let pool = pool(endpoints.clone());
-            let built = ring.build(&pool).unwrap();
+            let built = ring.place(&pool).unwrap();
             let batch: Vec<(u32, String)> = (0..built.ring.len())
                 .map(|i| (built.ring.point(i), pool.endpoint(built.ring.owner(i)).addr().to_string()))
                 .collect();
@@ -212,7 +304,7 @@ mod tests {
             hash: BrpcHash::Murmur3,
             replicas: 3,
         }
-        .build(&pool)
+        .place(&pool)
         .unwrap();
         for i in (0..6).step_by(2) {
             assert_eq!(built.ring.point(i), built.ring.point(i + 1));
@@ -233,7 +325,7 @@ mod tests {
             hash: BrpcHash::Murmur3,
             replicas: 100_000,
         }
-        .build(&pool(endpoints))
+        .place(&pool(endpoints))
         .unwrap_err();
         assert_eq!(
             err.to_string(),

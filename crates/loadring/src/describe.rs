@@ -4,9 +4,12 @@ use crate::endpoint::Endpoint;
 
 /// The division of the hash space among endpoints.
 ///
-/// `share` is the fraction of all hash codes an endpoint owns; `deviation` is
-/// brpc's figure: the population standard deviation of `share * N` over the
-/// `N` endpoints (0 for a perfect split, 0.1 means about 10% off the mean).
+/// `share` is the fraction of all hash codes an endpoint owns; its fair share
+/// is its weight over the total weight. `deviation` is the population
+/// standard deviation of `share / fair share` over the endpoints of
+/// positive weight (0 for a perfect split, 0.1 means about 10% off): with equal weights
+/// that is brpc's figure, the deviation of `share * N`; with weights 1 and 3,
+/// shares of 25% and 75% are a perfect split.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Layout {
     shares: Vec<(Endpoint, f64)>,
@@ -44,21 +47,61 @@ impl Layout {
         self.entry_label
     }
 
-    /// Population standard deviation of `share * N`.
-    pub fn deviation(&self) -> f64 {
-        let n = self.shares.len() as f64;
-        if self.shares.is_empty() {
-            return 0.0;
-        }
-        let scaled: Vec<f64> = self.shares.iter().map(|(_, s)| s * n).collect();
-        let mean = scaled.iter().sum::<f64>() / n;
-        (scaled.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt()
+    /// Each endpoint's fair share: its weight over the total weight.
+    pub fn fair_shares(&self) -> Vec<f64> {
+        let total: f64 = self.shares.iter().map(|(e, _)| f64::from(e.weight())).sum();
+        self.shares
+            .iter()
+            .map(|(e, _)| {
+                if total > 0.0 {
+                    f64::from(e.weight()) / total
+                } else {
+                    0.0
+                }
+            })
+            .collect()
     }
 
-    /// The largest share times `N` (1.0 is a perfect split).
+    /// Each endpoint's share over its fair share (1.0 is exactly fair);
+    /// `None` for endpoints of weight 0, which are owed nothing.
+    pub fn share_over_fair(&self) -> Vec<Option<f64>> {
+        self.shares
+            .iter()
+            .zip(self.fair_shares())
+            .map(|((_, share), fair)| (fair > 0.0).then(|| share / fair))
+            .collect()
+    }
+
+    /// The endpoints of weight >= 1 whose share is 0: the policy's
+    /// arithmetic gives them no point or slot (e.g. libmemcached's ketama
+    /// gives a weight-1 server beside two of weight 1000 no point), so no
+    /// key reaches them.
+    pub fn unreached(&self) -> impl Iterator<Item = &Endpoint> {
+        self.shares
+            .iter()
+            .filter(|(e, share)| e.weight() > 0 && *share == 0.0)
+            .map(|(e, _)| e)
+    }
+
+    /// Population standard deviation of `share / fair share` over the
+    /// endpoints of weight >= 1 (`share * N` for equal weights).
+    pub fn deviation(&self) -> f64 {
+        let ratios: Vec<f64> = self.share_over_fair().into_iter().flatten().collect();
+        if ratios.is_empty() {
+            return 0.0;
+        }
+        let n = ratios.len() as f64;
+        let mean = ratios.iter().sum::<f64>() / n;
+        (ratios.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n).sqrt()
+    }
+
+    /// The largest `share / fair share` (1.0 is a perfect split; `share * N`
+    /// for equal weights).
     pub fn max_over_mean(&self) -> f64 {
-        let n = self.shares.len() as f64;
-        self.shares.iter().map(|(_, s)| s * n).fold(0.0, f64::max)
+        self.share_over_fair()
+            .into_iter()
+            .flatten()
+            .fold(0.0, f64::max)
     }
 }
 
@@ -76,5 +119,36 @@ mod tests {
         // scaled shares 1.5 and 0.5: mean 1, deviation 0.5
         assert!((layout.deviation() - 0.5).abs() < 1e-12);
         assert!((layout.max_over_mean() - 1.5).abs() < 1e-12);
+    }
+
+    fn weighted(weights: &[u32]) -> Vec<Endpoint> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| Endpoint::new(format!("e{i}")).unwrap().with_weight(w))
+            .collect()
+    }
+
+    #[test]
+    fn deviation_compares_each_share_with_its_weight() {
+        // Weights 1 and 3 split 25/75: exactly fair.
+        let fair = Layout::new(&weighted(&[1, 3]), vec![0.25, 0.75], 10, "points");
+        assert_eq!(fair.deviation(), 0.0);
+        assert_eq!(fair.max_over_mean(), 1.0);
+        // Weights 1 and 3 split 50/50: ratios 2 and 2/3, mean 4/3, deviation 2/3.
+        let even = Layout::new(&weighted(&[1, 3]), vec![0.5, 0.5], 10, "points");
+        assert!((even.deviation() - 2.0 / 3.0).abs() < 1e-12);
+        assert!((even.max_over_mean() - 2.0).abs() < 1e-12);
+        // Weight 0 is owed nothing and left out: weights 0, 1, 1 split 0/50/50.
+        let zero = Layout::new(&weighted(&[0, 1, 1]), vec![0.0, 0.5, 0.5], 10, "points");
+        assert_eq!(zero.deviation(), 0.0);
+        assert_eq!(zero.share_over_fair(), [None, Some(1.0), Some(1.0)]);
+    }
+
+    #[test]
+    fn endpoints_of_weight_without_a_share_are_unreached() {
+        let layout = Layout::new(&weighted(&[0, 1, 1000]), vec![0.0, 0.0, 1.0], 10, "points");
+        let unreached: Vec<&str> = layout.unreached().map(Endpoint::addr).collect();
+        assert_eq!(unreached, ["e1"]);
     }
 }

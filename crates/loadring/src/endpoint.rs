@@ -1,10 +1,11 @@
 //! Endpoints: the backends a policy chooses among.
 
-use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{Error, Result};
+use crate::error::{BuildError, BuildErrorKind, ParseError};
+
+type Result<T, E = ParseError> = std::result::Result<T, E>;
 
 /// One backend: an address plus the attributes policies read.
 ///
@@ -116,6 +117,11 @@ impl Endpoint {
         self.hash_key.as_deref().unwrap_or(&self.addr)
     }
 
+    /// The endpoint's identity: address and tag.
+    pub fn id(&self) -> Id<'_> {
+        Id::new(self.addr(), self.tag())
+    }
+
     /// Whether `other` is the same backend (same address and tag).
     pub fn same_backend(&self, other: &Endpoint) -> bool {
         self.addr == other.addr && self.tag == other.tag
@@ -125,7 +131,23 @@ impl Endpoint {
     /// IPv4 endpoints first, by the four address bytes read as a little-endian
     /// u32 (the last octet is the most significant), then port, then tag; every
     /// other address after them, by its bytes, then tag.
-    pub(crate) fn brpc_cmp(&self, other: &Endpoint) -> Ordering {
+    #[cfg(test)]
+    pub(crate) fn brpc_cmp(&self, other: &Endpoint) -> std::cmp::Ordering {
+        self.brpc_key().cmp(&other.brpc_key())
+    }
+
+    /// A key whose order is [`Endpoint::brpc_cmp`]'s, to sort many endpoints
+    /// with one address parse each.
+    pub(crate) fn brpc_key(&self) -> (bool, (u32, u16), &[u8], Option<&str>) {
+        match parse_ipv4(&self.addr) {
+            Some(ip) => (false, ip, &[], self.tag()),
+            None => (true, (0, 0), self.addr.as_bytes(), self.tag()),
+        }
+    }
+
+    #[cfg(test)]
+    fn brpc_cmp_by_parts(&self, other: &Endpoint) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
         match (parse_ipv4(&self.addr), parse_ipv4(&other.addr)) {
             (Some(a), Some(b)) => a.cmp(&b).then_with(|| self.tag.cmp(&other.tag)),
             (Some(_), None) => Ordering::Less,
@@ -150,44 +172,48 @@ fn parse_ipv4(addr: &str) -> Option<(u32, u16)> {
 }
 
 fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
+    // Escaped: a value with a newline must not break the error's one line.
+    let addr = addr.escape_debug();
     if value.is_empty() {
-        return Err(Error::Endpoint(format!(
+        return Err(ParseError::new(format!(
             "endpoint `{addr}`: {what} is empty"
         )));
     }
     if value.chars().any(char::is_whitespace) {
-        return Err(Error::Endpoint(format!(
-            "endpoint `{addr}`: {what} `{value}` contains white space"
+        return Err(ParseError::new(format!(
+            "endpoint `{addr}`: {what} `{}` contains white space",
+            value.escape_debug()
         )));
     }
     Ok(())
 }
 
 impl FromStr for Endpoint {
-    type Err = Error;
+    type Err = ParseError;
 
     fn from_str(text: &str) -> Result<Self> {
         let mut words = text.split_whitespace();
         let Some(addr) = words.next() else {
-            return Err(Error::Endpoint(
-                "empty endpoint: expected ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]".into(),
+            return Err(ParseError::new(
+                "empty endpoint: expected ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]",
             ));
         };
         if addr.contains('=') {
-            return Err(Error::Endpoint(format!(
-                "endpoint `{text}` must start with its address, not `{addr}`"
+            return Err(ParseError::new(format!(
+                "endpoint `{}` must start with its address, not `{addr}`",
+                text.trim().escape_debug()
             )));
         }
         let mut endpoint = Endpoint::new(addr)?;
         let mut seen: Vec<&str> = Vec::new();
         for word in words {
             let Some((key, value)) = word.split_once('=') else {
-                return Err(Error::Endpoint(format!(
+                return Err(ParseError::new(format!(
                     "endpoint `{addr}`: `{word}` is not KEY=VALUE (keys: weight, tag, zone, hash_key)"
                 )));
             };
             if seen.contains(&key) {
-                return Err(Error::Endpoint(format!(
+                return Err(ParseError::new(format!(
                     "endpoint `{addr}`: `{key}` is given twice"
                 )));
             }
@@ -198,9 +224,12 @@ impl FromStr for Endpoint {
                 "zone" => endpoint.with_zone(value)?,
                 "hash_key" => endpoint.with_hash_key(value)?,
                 _ => {
-                    return Err(Error::Endpoint(format!(
+                    return Err(ParseError::new(format!(
                         "endpoint `{addr}`: unknown attribute `{key}` (accepted: weight, tag, zone, hash_key)"
-                    )))
+                    ))
+                    .with_key(key)
+                    .with_value(value)
+                    .with_accepted("weight, tag, zone, hash_key"))
                 }
             };
         }
@@ -210,14 +239,20 @@ impl FromStr for Endpoint {
 
 fn parse_weight(addr: &str, value: &str) -> Result<u32> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Error::Endpoint(format!(
+        return Err(ParseError::new(format!(
             "endpoint `{addr}`: weight `{value}` is not an integer in 0..=4294967295"
-        )));
+        ))
+        .with_key("weight")
+        .with_value(value)
+        .with_accepted("0..=4294967295"));
     }
     value.parse::<u32>().map_err(|_| {
-        Error::Endpoint(format!(
+        ParseError::new(format!(
             "endpoint `{addr}`: weight `{value}` is out of range 0..=4294967295"
         ))
+        .with_key("weight")
+        .with_value(value)
+        .with_accepted("0..=4294967295")
     })
 }
 
@@ -244,22 +279,27 @@ impl fmt::Display for Endpoint {
 ///
 /// Two identical endpoints are one; the same backend (address and tag) given
 /// twice with different attributes is an error naming it.
-pub(crate) fn dedup(endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Vec<Endpoint>> {
-    let mut out: Vec<Endpoint> = Vec::new();
+pub(crate) fn dedup<T>(
+    endpoints: impl IntoIterator<Item = (Endpoint, T)>,
+) -> Result<Vec<(Endpoint, T)>, BuildError> {
+    let mut out: Vec<(Endpoint, T)> = Vec::new();
     let mut index: std::collections::HashMap<(String, Option<String>), usize> =
         std::collections::HashMap::new();
-    for e in endpoints {
+    for (e, value) in endpoints {
         match index.get(&(e.addr.clone(), e.tag.clone())) {
-            Some(&i) if out[i] == e => {}
+            Some(&i) if out[i].0 == e => {}
             Some(&i) => {
-                return Err(Error::Endpoint(format!(
-                    "endpoint `{}` is given twice with different attributes: `{}` and `{}`",
-                    e.addr, out[i], e
-                )))
+                return Err(BuildError::new(
+                    BuildErrorKind::Conflict,
+                    format!(
+                        "endpoint `{}` is given twice with different attributes: `{}` and `{}`",
+                        e.addr, out[i].0, e
+                    ),
+                ))
             }
             None => {
                 index.insert((e.addr.clone(), e.tag.clone()), out.len());
-                out.push(e);
+                out.push((e, value));
             }
         }
     }
@@ -269,6 +309,7 @@ pub(crate) fn dedup(endpoints: impl IntoIterator<Item = Endpoint>) -> Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     fn parse(s: &str) -> Result<Endpoint> {
         s.parse()
@@ -320,18 +361,23 @@ mod tests {
             let err = parse(input).unwrap_err().to_string();
             assert!(err.contains(want), "{input:?}: {err:?} lacks {want:?}");
         }
+        let err = parse("a weight=-1").unwrap_err();
+        assert_eq!(
+            (err.key(), err.value(), err.accepted()),
+            (Some("weight"), Some("-1"), Some("0..=4294967295"))
+        );
     }
 
     #[test]
     fn identical_endpoints_are_one_and_conflicts_are_errors() {
-        let list = ["a", "b", "a"].map(|s| parse(s).unwrap());
+        let list = ["a", "b", "a"].map(|s| (parse(s).unwrap(), ()));
         assert_eq!(dedup(list).unwrap().len(), 2);
-        let conflict = [parse("a").unwrap(), parse("a weight=2").unwrap()];
+        let conflict = [parse("a").unwrap(), parse("a weight=2").unwrap()].map(|e| (e, ()));
         assert!(dedup(conflict)
             .unwrap_err()
             .to_string()
             .contains("given twice with different attributes"));
-        let tagged = [parse("a").unwrap(), parse("a tag=x").unwrap()];
+        let tagged = [parse("a").unwrap(), parse("a tag=x").unwrap()].map(|e| (e, ()));
         assert_eq!(
             dedup(tagged).unwrap().len(),
             2,
@@ -343,6 +389,7 @@ mod tests {
     fn brpc_order_puts_last_octet_first() {
         let a = parse("10.0.0.2:80").unwrap();
         let b = parse("11.0.0.1:80").unwrap();
+        assert_eq!(a.brpc_cmp_by_parts(&b), Ordering::Greater);
         // 10.0.0.2 has last octet 2 > 1: sorts after 11.0.0.1.
         assert_eq!(a.brpc_cmp(&b), Ordering::Greater);
         let p1 = parse("10.0.0.1:80").unwrap();
@@ -350,5 +397,89 @@ mod tests {
         assert_eq!(p1.brpc_cmp(&p2), Ordering::Less);
         let name = parse("web1").unwrap();
         assert_eq!(p1.brpc_cmp(&name), Ordering::Less);
+        // The sort key orders as the comparison of the parts does.
+        let all = [
+            "10.0.0.2:80",
+            "11.0.0.1:80",
+            "10.0.0.1:80",
+            "10.0.0.1:81",
+            "10.0.0.1:80 tag=b",
+            "10.0.0.1:80 tag=a",
+            "web1",
+            "web2 tag=x",
+            "web2",
+            "[::1]:80",
+            "1.2.3.4",
+        ]
+        .map(|t| parse(t).unwrap());
+        for a in &all {
+            for b in &all {
+                assert_eq!(a.brpc_cmp(b), a.brpc_cmp_by_parts(b), "{a} vs {b}");
+            }
+        }
+    }
+}
+
+/// An endpoint's identity: its address and its tag. Two endpoints with the
+/// same identity are the same backend (they share in-flight counts and
+/// health); an address may host several backends under different tags.
+///
+/// ```
+/// use loadring::{Endpoint, Id};
+///
+/// let e: Endpoint = "10.0.0.1:80 tag=canary".parse()?;
+/// assert_eq!(e.id(), Id::new("10.0.0.1:80", Some("canary")));
+/// assert_ne!(e.id(), Id::from("10.0.0.1:80"), "an untagged id names the untagged endpoint");
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Id<'a> {
+    addr: &'a str,
+    tag: Option<&'a str>,
+}
+
+impl<'a> Id<'a> {
+    /// The identity of the endpoint at `addr` with `tag`.
+    pub fn new(addr: &'a str, tag: Option<&'a str>) -> Self {
+        Id { addr, tag }
+    }
+
+    /// The address.
+    pub fn addr(&self) -> &'a str {
+        self.addr
+    }
+
+    /// The tag, if any.
+    pub fn tag(&self) -> Option<&'a str> {
+        self.tag
+    }
+}
+
+/// The untagged endpoint at this address.
+impl<'a> From<&'a str> for Id<'a> {
+    fn from(addr: &'a str) -> Self {
+        Id::new(addr, None)
+    }
+}
+
+/// The untagged endpoint at this address.
+impl<'a> From<&'a String> for Id<'a> {
+    fn from(addr: &'a String) -> Self {
+        Id::new(addr, None)
+    }
+}
+
+impl<'a> From<&'a Endpoint> for Id<'a> {
+    fn from(endpoint: &'a Endpoint) -> Self {
+        endpoint.id()
+    }
+}
+
+impl std::fmt::Display for Id<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.tag {
+            Some(tag) => write!(f, "{} tag={tag}", self.addr),
+            None => f.write_str(self.addr),
+        }
     }
 }

@@ -60,16 +60,19 @@
 //! `load_factor=F` is the same rule with `P = 100 * F`. With `type=map-based`
 //! (where HAProxy has no bound) the same rule walks the table slot by slot.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use crate::bounded::LoadFactor;
-use crate::error::{Error, Result};
+use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
-use crate::hashing::{Hashing, Placement};
+use crate::hashing::{HashingPolicy, Placement, Scheme};
+use crate::params::Params;
 use crate::policy::Policy;
 use crate::pool::Pool;
+use crate::request::Request;
 use crate::ring::Ring;
-use crate::spec::Params;
+
+type Result<T, E = BuildError> = std::result::Result<T, E>;
 
 /// The policy name.
 const NAME: &str = "haproxy_hash";
@@ -133,7 +136,7 @@ impl KeyHash {
 }
 
 impl HaproxyHash {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let hash_type =
             match params.take_choice("type", &["map-based", "consistent"], "map-based")? {
                 "consistent" => HashType::Consistent,
@@ -164,35 +167,82 @@ impl HaproxyHash {
             avalanche: self.avalanche,
         }
     }
+}
 
-    /// Builds the policy over `pool`.
-    pub(crate) fn build(&self, pool: Pool, bound: Option<LoadFactor>) -> Result<Box<dyn Policy>> {
-        check_weights(&pool)?;
-        Ok(match self.hash_type {
-            HashType::Consistent => {
-                let ids = server_ids(&pool)?;
-                Box::new(Hashing::new(
-                    ConsistentTree::build(&pool, &ids, self.key_hash()),
-                    pool,
-                    bound,
-                )?)
-            }
-            HashType::MapBased => {
-                // Ids play no part in the map, but a bad one is still an error.
-                server_ids(&pool)?;
-                Box::new(Hashing::new(
-                    WeightMap::build(&pool, self.key_hash())?,
-                    pool,
-                    bound,
-                )?)
-            }
-        })
+/// `haproxy_hash`, parsed: `bound` is `load_factor=`/`balance=`, or `default`.
+pub(crate) fn policy(
+    params: &mut Params<'_>,
+    default: Option<LoadFactor>,
+) -> Result<Arc<dyn Policy>, ParseError> {
+    let family = HaproxyHash::parse(params)?;
+    let bound = params.take_bound()?.or(default);
+    let key_hash = family.key_hash();
+    Ok(match family.hash_type {
+        HashType::Consistent => Arc::new(HashingPolicy::new(ConsistentScheme(key_hash), bound)),
+        HashType::MapBased => Arc::new(HashingPolicy::new(MapScheme(key_hash), bound)),
+    })
+}
+
+/// `type=consistent` as a scheme.
+#[derive(Debug)]
+struct ConsistentScheme(KeyHash);
+
+impl Scheme for ConsistentScheme {
+    type Placement = ConsistentTree;
+
+    fn name(&self) -> &'static str {
+        NAME
     }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        pool.weight_sum() * u64::from(NODES_PER_WEIGHT)
+    }
+
+    fn place(&self, pool: &Pool) -> Result<ConsistentTree> {
+        check_weights(pool)?;
+        let ids = server_ids(pool)?;
+        Ok(ConsistentTree::build(pool, &ids, self.0))
+    }
+}
+
+/// `type=map-based` as a scheme.
+#[derive(Debug)]
+struct MapScheme(KeyHash);
+
+impl Scheme for MapScheme {
+    type Placement = WeightMap;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        pool.weight_sum()
+    }
+
+    fn place(&self, pool: &Pool) -> Result<WeightMap> {
+        check_weights(pool)?;
+        // Ids play no part in the map, but a bad one is still an error.
+        server_ids(pool)?;
+        WeightMap::build(pool, self.0)
+    }
+}
+
+/// Whether endpoint `i` is up (healthy, of non-zero weight): eligible for a
+/// request that excludes nothing.
+#[inline]
+fn is_up(pool: &Pool, i: usize) -> bool {
+    pool.eligible(i, &Request::new())
+}
+
+/// An endpoint error of this policy.
+fn endpoint_err(message: String) -> BuildError {
+    BuildError::new(BuildErrorKind::Endpoint, message)
 }
 
 fn check_weights(pool: &Pool) -> Result<()> {
     match pool.endpoints().iter().find(|e| e.weight() > MAX_WEIGHT) {
-        Some(e) => Err(Error::Endpoint(format!(
+        Some(e) => Err(endpoint_err(format!(
             "{NAME}: endpoint `{}`: weight={} is out of range: HAProxy accepts 0..={MAX_WEIGHT}",
             e.addr(),
             e.weight()
@@ -215,7 +265,7 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
                 match id {
                     Some(id) => Some(id as u32),
                     None => {
-                        return Err(Error::Endpoint(format!(
+                        return Err(endpoint_err(format!(
                             "{NAME}: endpoint `{}`: hash_key={text} is not a server id: \
                              accepted a whole number 1..={MAX_ID} (HAProxy's `id`)",
                             e.addr()
@@ -235,7 +285,7 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
             .filter(|(_, id)| **id == Some(w[0]))
             .map(|(e, _)| e.addr())
             .collect();
-        return Err(Error::Endpoint(format!(
+        return Err(endpoint_err(format!(
             "{NAME}: endpoints `{}` and `{}` both have hash_key={}: server ids must be unique",
             holders[0], holders[1], w[0]
         )));
@@ -252,7 +302,7 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
                     next += 1;
                 }
                 if next > MAX_ID {
-                    return Err(Error::Endpoint(format!(
+                    return Err(endpoint_err(format!(
                         "{NAME}: no server id left up to {MAX_ID} for automatic numbering"
                     )));
                 }
@@ -362,7 +412,7 @@ impl Placement for ConsistentTree {
     fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
         let natural = self.start(code);
         let n = self.ring.len();
-        let healthy = |entry: usize| pool.member(self.ring.owner(entry)).is_healthy();
+        let healthy = |entry: usize| is_up(pool, self.ring.owner(entry));
         let h = code as u32;
         let at = self.ring.locate(h);
         let Some(next) = (0..n).map(|k| (at + k) % n).find(|&e| healthy(e)) else {
@@ -392,7 +442,7 @@ fn balance_slots(factor: LoadFactor, total: u64, owner: usize, pool: &Pool) -> u
     // ceil(F * (total + 1) * w / W) with w = W is ceil(F * (total + 1)).
     let slots = u128::from(factor.cap(total, 1, 1));
     let weight_of = |i: usize| -> u128 {
-        if pool.member(i).is_healthy() {
+        if is_up(pool, i) {
             u128::from(pool.weight(i))
         } else {
             0
@@ -445,7 +495,7 @@ impl WeightMap {
             .collect();
         let total: u64 = reduced.iter().sum();
         if total.saturating_mul(pool.len() as u64) > MAX_MAP_WORK {
-            return Err(Error::Spec(format!(
+            return Err(BuildError::too_large(format!(
                 "{NAME}: type=map-based over {} endpoints would have {total} slots (the weights \
                  over their gcd): filling it takes more than {MAX_MAP_WORK} steps; use \
                  type=consistent or weights with a larger common divisor",
@@ -565,7 +615,7 @@ impl Placement for WeightMap {
     /// health makes this lookup `O(endpoints)`.
     fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
         let natural = self.start(code);
-        let up = |i: usize| self.reduced[i] > 0 && pool.member(i).is_healthy();
+        let up = |i: usize| self.reduced[i] > 0 && is_up(pool, i);
         if (0..pool.len()).all(|i| self.reduced[i] == 0 || up(i)) {
             return natural;
         }

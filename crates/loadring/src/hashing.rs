@@ -1,15 +1,94 @@
 //! Consistent hashing over any placement (ring or table), plain or bounded.
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
-use crate::error::{Error, Result};
-use crate::load::Member;
-use crate::policy::Policy;
+use crate::error::{BuildError, PickError};
+use crate::policy::{none_eligible, Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::{Hash, Request};
 use crate::ring::{Point, Ring};
+
+/// A consistent-hashing family with its parameters: how it places
+/// endpoints on its ring or table.
+pub(crate) trait Scheme: Send + Sync + fmt::Debug + 'static {
+    /// What it builds.
+    type Placement: Placement;
+
+    /// The family's name.
+    fn name(&self) -> &'static str;
+
+    /// Places every endpoint of `pool`.
+    fn place(&self, pool: &Pool) -> Result<Self::Placement, BuildError>;
+
+    /// How many entries [`Scheme::place`] would make over `pool` (an upper
+    /// bound is fine), without making them.
+    fn size(&self, pool: &Pool) -> u64;
+
+    /// Places the endpoints of `pool`, which differs from the pool of
+    /// `previous` by `change`, reusing `previous`; `None` when the scheme
+    /// cannot (its placement of every endpoint depends on the others).
+    fn replace(
+        &self,
+        _previous: &Self::Placement,
+        _pool: &Pool,
+        _change: Change,
+    ) -> Option<Result<Self::Placement, BuildError>> {
+        None
+    }
+}
+
+/// A hashing policy: a scheme and, when bounded, its load factor.
+#[derive(Debug)]
+pub(crate) struct HashingPolicy<S> {
+    scheme: S,
+    bound: Option<LoadFactor>,
+}
+
+impl<S: Scheme> HashingPolicy<S> {
+    pub(crate) fn new(scheme: S, bound: Option<LoadFactor>) -> Self {
+        HashingPolicy { scheme, bound }
+    }
+}
+
+impl<S: Scheme> Policy for HashingPolicy<S> {
+    fn name(&self) -> &str {
+        self.scheme.name()
+    }
+
+    fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
+        let placement = self.scheme.place(&pool)?;
+        Ok(Arc::new(Hashing::new(placement, pool, self.bound)?))
+    }
+
+    fn build_size(&self, pool: &Pool) -> u64 {
+        self.scheme.size(pool)
+    }
+
+    fn needs_key(&self) -> bool {
+        true
+    }
+
+    fn load_factor(&self) -> Option<LoadFactor> {
+        self.bound
+    }
+
+    fn rebuild(
+        &self,
+        previous: &dyn Picker,
+        pool: &Pool,
+        change: Change,
+    ) -> Option<Result<Arc<dyn Picker>, BuildError>> {
+        let previous: &dyn std::any::Any = previous;
+        let previous = previous.downcast_ref::<Hashing<S::Placement>>()?;
+        let placement = self.scheme.replace(&previous.placement, pool, change)?;
+        Some(placement.and_then(|placement| {
+            Ok(Arc::new(Hashing::new(placement, pool.clone(), self.bound)?) as Arc<dyn Picker>)
+        }))
+    }
+}
 
 /// What a consistent-hashing scheme contributes: entries in walk order
 /// (ring points or table slots), each owned by one endpoint of the pool.
@@ -117,13 +196,13 @@ pub(crate) struct Hashing<T: Placement> {
 }
 
 impl<T: Placement> Hashing<T> {
-    pub(crate) fn new(placement: T, pool: Pool, bound: Option<LoadFactor>) -> Result<Self> {
+    pub(crate) fn new(
+        placement: T,
+        pool: Pool,
+        bound: Option<LoadFactor>,
+    ) -> Result<Self, BuildError> {
         if placement.entries() == 0 {
-            return Err(if pool.is_empty() {
-                Error::NoEndpoints
-            } else {
-                Error::AllWeightsZero
-            });
+            return Err(BuildError::all_weights_zero());
         }
         let own_floor = placement.own_cap_floor();
         let own_rule = bound.is_some() && own_floor.is_some();
@@ -149,19 +228,19 @@ impl<T: Placement> Hashing<T> {
     }
 
     #[inline]
-    fn start(&self, req: &Request<'_>) -> Result<usize> {
+    fn start(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let code = match req.hash {
             Hash::Key(key) => self.placement.key_code(key),
             Hash::Code(code) if code <= self.placement.max_code() => code,
             Hash::Code(code) => {
-                return Err(Error::CodeOutOfRange {
+                return Err(PickError::CodeOutOfRange {
                     code,
                     policy: self.placement.name(),
                     max: self.placement.max_code(),
                 })
             }
             Hash::None => {
-                return Err(Error::MissingKey {
+                return Err(PickError::MissingKey {
                     policy: self.placement.name(),
                 })
             }
@@ -169,9 +248,10 @@ impl<T: Placement> Hashing<T> {
         Ok(self.placement.start_among_healthy(code, &self.pool))
     }
 
-    /// The cap of endpoint `owner`: the scheme's own rule if it has one.
+    /// The cap of endpoint `owner` with `total` in flight: the scheme's own
+    /// rule if it has one.
     #[inline]
-    fn cap_of(&self, factor: LoadFactor, total: u64, owner: usize) -> u64 {
+    fn cap_at(&self, factor: LoadFactor, total: u64, owner: usize) -> u64 {
         self.placement
             .own_cap(factor, total, owner, &self.pool)
             .unwrap_or_else(|| factor.cap(total, self.pool.weight(owner), self.pool.weight_sum()))
@@ -180,7 +260,8 @@ impl<T: Placement> Hashing<T> {
     /// The owners met walking clockwise from `start` over every entry once,
     /// each run of consecutive entries of one endpoint reported once (the
     /// walk's answer for an entry depends only on its owner, so a run needs
-    /// one look, not one per entry).
+    /// one look, not one per entry; a run longer than [`LONGEST_RUN`] again
+    /// every [`LONGEST_RUN`] entries).
     #[inline]
     fn walk(&self, start: usize) -> Walk<'_, T> {
         Walk {
@@ -192,9 +273,27 @@ impl<T: Placement> Hashing<T> {
     }
 
     /// The first eligible entry's owner, clockwise from `start`.
+    ///
+    /// When nothing is eligible the walk would visit every entry (millions
+    /// on the largest rings) to find nothing: after as many runs as could
+    /// hold every endpoint twice, it counts the eligible endpoints once
+    /// (`O(n)`) and stops if there are none.
     fn first_eligible(&self, start: usize, req: &Request<'_>) -> Option<usize> {
-        self.walk(start)
-            .find(|&owner| self.pool.eligible(owner, req))
+        let budget = self.walk_budget();
+        for (run, owner) in self.walk(start).enumerate() {
+            if self.pool.eligible(owner, req) {
+                return Some(owner);
+            }
+            if run == budget && self.pool.eligible_count(req) == 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Runs of entries walked before checking that anything is eligible.
+    fn walk_budget(&self) -> usize {
+        2 * self.pool.len() + 16
     }
 
     /// The bounded walk: the first eligible entry whose endpoint is below its
@@ -204,21 +303,24 @@ impl<T: Placement> Hashing<T> {
         start: usize,
         req: &Request<'_>,
         factor: LoadFactor,
-    ) -> Result<&Arc<Member>> {
+    ) -> Result<usize, PickError> {
         let weight_sum = self.pool.weight_sum();
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
         let mut at_total: Option<(u64, u64)> = None;
-        for owner in self.walk(start) {
+        let budget = self.walk_budget();
+        for (run, owner) in self.walk(start).enumerate() {
+            if run == budget && self.pool.eligible_count(req) == 0 {
+                return Err(none_eligible(&self.pool));
+            }
             if self.pool.eligible(owner, req) {
-                let member = self.pool.member(owner);
                 // Caps grow with the total, so an endpoint below its cap
                 // at total 0 is below its cap whatever the total: the
                 // shared total (a cache line every picking thread writes)
                 // need not be read.
                 let floor = self.floors[owner];
-                if member.try_reserve(floor) {
-                    return Ok(member);
+                if self.pool.try_reserve(owner, floor) {
+                    return Ok(owner);
                 }
                 let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
                     let total = self.pool.total_load();
@@ -227,51 +329,110 @@ impl<T: Placement> Hashing<T> {
                 let cap = if self.uniform {
                     uniform_cap
                 } else {
-                    self.cap_of(factor, total, owner)
+                    self.cap_at(factor, total, owner)
                 };
-                if cap > floor && member.try_reserve(cap) {
-                    return Ok(member);
+                if cap > floor && self.pool.try_reserve(owner, cap) {
+                    return Ok(owner);
                 }
             }
         }
-        match self.pool.least_loaded(req) {
-            Some(i) => Ok(self.pool.take(i)),
-            None => Err(Error::NoEligibleEndpoint {
-                members: self.pool.len(),
-            }),
+        self.fallback(req)
+    }
+
+    /// When the walk finds no eligible endpoint (with room, if bounded): the
+    /// eligible endpoints the walk cannot reach are those without an entry
+    /// (a weight too small for the scheme's arithmetic), so every eligible
+    /// endpoint is looked at once. Bounded: the first with room under its own
+    /// cap, else the one with the least load relative to its cap (a heavy
+    /// endpoint has room for more than a light one); plain: the least loaded.
+    #[cold]
+    fn fallback(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        let Some(factor) = self.bound else {
+            return match self.pool.least_loaded(req) {
+                Some(i) => Ok(self.pool.take(i)),
+                None => Err(none_eligible(&self.pool)),
+            };
+        };
+        let total = self.pool.total_load();
+        let mut lightest: Option<(usize, u128, u128)> = None;
+        for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
+            let cap = self.cap_at(factor, total, i);
+            if self.pool.try_reserve(i, cap) {
+                return Ok(i);
+            }
+            let (load, cap) = (u128::from(self.pool.load(i)), u128::from(cap.max(1)));
+            if lightest.is_none_or(|(_, l, c)| load * c < l * cap) {
+                lightest = Some((i, load, cap));
+            }
         }
+        match lightest {
+            Some((i, _, _)) => Ok(self.pool.take(i)),
+            None => Err(none_eligible(&self.pool)),
+        }
+    }
+
+    /// The cap the next pick applies to endpoint `i`.
+    fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
+        self.cap_at(factor, self.pool.total_load(), i)
     }
 }
 
-impl<T: Placement> Policy for Hashing<T> {
+impl<T: Placement> Picker for Hashing<T> {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let start = self.start(req)?;
         match self.bound {
             Some(factor) => self.pick_bounded(start, req, factor),
             None => match self.first_eligible(start, req) {
-                Some(i) => Ok(self.pool.take(i)),
-                None => Err(Error::NoEligibleEndpoint {
-                    members: self.pool.len(),
-                }),
+                Some(i) => {
+                    self.pool.reserve(i);
+                    Ok(i)
+                }
+                None => self.fallback(req),
             },
         }
     }
 
-    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
-        let found = self.start(req).and_then(|start| {
-            self.first_eligible(start, req)
-                .ok_or(Error::NoEligibleEndpoint {
-                    members: self.pool.len(),
-                })
-        });
-        Some(found.map(|i| self.pool.member(i)))
+    /// The clockwise walk from the request's entry, each endpoint at its
+    /// first entry; endpoints without an entry (a weight too small for the
+    /// scheme's arithmetic) come last, in pool order.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        let start = self.start(req)?;
+        let len = self.pool.len();
+        let walk = OwnedWalk {
+            left: self.placement.entries(),
+            entry: start,
+            last: usize::MAX,
+            hashing: self,
+        };
+        Ok(Box::new(walk.chain(0..len)))
     }
 
-    fn cap(&self, member: &Member) -> Option<u64> {
-        let factor = self.bound?;
-        let i = (0..self.pool.len()).find(|&i| std::ptr::eq(&**self.pool.member(i), member))?;
-        Some(self.cap_of(factor, self.pool.total_load(), i))
+    fn try_reserve(&self, i: usize) -> bool {
+        match self.bound {
+            Some(factor) => self.pool.try_reserve(i, self.cap_of(factor, i)),
+            None => {
+                self.pool.reserve(i);
+                true
+            }
+        }
+    }
+
+    fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
+        let found = self.start(req).and_then(|start| {
+            self.first_eligible(start, req)
+                .or_else(|| self.pool.least_loaded(req))
+                .ok_or_else(|| none_eligible(&self.pool))
+        });
+        Some(found)
+    }
+
+    fn cap(&self, i: usize) -> Option<u64> {
+        Some(self.cap_of(self.bound?, i))
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -284,6 +445,30 @@ impl<T: Placement> Policy for Hashing<T> {
     }
 }
 
+/// The clockwise walk of [`Picker::candidates`], owning its policy.
+struct OwnedWalk<T: Placement> {
+    hashing: Arc<Hashing<T>>,
+    entry: usize,
+    left: usize,
+    last: usize,
+}
+
+impl<T: Placement> Iterator for OwnedWalk<T> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        let mut walk = Walk {
+            placement: &self.hashing.placement,
+            entry: self.entry,
+            left: self.left,
+            last: self.last,
+        };
+        let found = walk.next();
+        (self.entry, self.left, self.last) = (walk.entry, walk.left, walk.last);
+        found
+    }
+}
+
 /// The clockwise walk of [`Hashing::walk`].
 struct Walk<'a, T> {
     placement: &'a T,
@@ -292,11 +477,17 @@ struct Walk<'a, T> {
     last: usize,
 }
 
+/// A run of one endpoint's entries longer than this is reported again every
+/// this many entries, so that a walk over a ring of few endpoints still
+/// comes back to its caller (who checks its budget) every so often.
+const LONGEST_RUN: usize = 64;
+
 impl<T: Placement> Iterator for Walk<'_, T> {
     type Item = usize;
 
     #[inline]
     fn next(&mut self) -> Option<usize> {
+        let mut run = 0;
         while self.left > 0 {
             let owner = self.placement.owner(self.entry);
             self.left -= 1;
@@ -304,11 +495,105 @@ impl<T: Placement> Iterator for Walk<'_, T> {
             if self.entry == self.placement.entries() {
                 self.entry = 0;
             }
-            if owner != self.last {
+            run += 1;
+            if owner != self.last || run == LONGEST_RUN {
                 self.last = owner;
                 return Some(owner);
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::test_pool;
+
+    /// A ring whose entries belong to `owners` only (others have none).
+    fn ring_over(owners: &[u32], points_each: u32) -> RingPlacement<u32> {
+        let entries = owners
+            .iter()
+            .flat_map(|&o| (0..points_each).map(move |k| (k * 1000 + o, o)))
+            .collect();
+        let rank: Vec<u32> = (0..8).collect();
+        RingPlacement {
+            name: "test",
+            ring: Ring::build(entries, &rank),
+            key_hash: |_| 0,
+        }
+    }
+
+    /// An endpoint without an entry is reachable, and the fallback goes by
+    /// room under each endpoint's own cap, not by count: the heavy `c`
+    /// (weight 100, no entry) takes the spill, the light `a` and `b` (cap 1)
+    /// never go above their cap.
+    #[test]
+    fn the_fallback_fills_endpoints_by_room_under_their_own_cap() {
+        let pool = test_pool(&[1, 1, 100]);
+        let factor = LoadFactor::new(3, 2).unwrap();
+        let hashing = Hashing::new(ring_over(&[0, 1], 4), pool.clone(), Some(factor)).unwrap();
+        let req = Request::code(0);
+        let picks: Vec<usize> = (0..4).map(|_| hashing.pick(&req).unwrap()).collect();
+        let loads: Vec<u64> = (0..3).map(|i| pool.load(i)).collect();
+        assert_eq!(loads, [1, 1, 2], "picks {picks:?}");
+        // total 4: caps ceil(1.5 * 5 * w / 102) = 1, 1, 8
+        assert_eq!(
+            (0..3).map(|i| hashing.cap(i).unwrap()).collect::<Vec<_>>(),
+            [1, 1, 8]
+        );
+    }
+
+    /// With the endpoints that have entries unhealthy, the one without any is
+    /// still picked, plain or bounded, and comes last among the candidates.
+    #[test]
+    fn an_eligible_endpoint_without_entries_is_pickable() {
+        for bound in [None, Some(LoadFactor::DEFAULT)] {
+            let pool = test_pool(&[1000, 1000, 1]);
+            let hashing =
+                Arc::new(Hashing::new(ring_over(&[0, 1], 4), pool.clone(), bound).unwrap());
+            pool.member(0).set_healthy(false);
+            pool.member(1).set_healthy(false);
+            assert_eq!(hashing.pick(&Request::code(7)), Ok(2), "{bound:?}");
+            assert_eq!(hashing.route(&Request::code(7)), Some(Ok(2)), "{bound:?}");
+            let order: Vec<usize> = hashing
+                .clone()
+                .candidates(&Request::code(7))
+                .unwrap()
+                .collect();
+            assert_eq!(order.last(), Some(&2), "{bound:?}: {order:?}");
+        }
+    }
+
+    /// Nothing eligible on a ring of four million points of one endpoint:
+    /// the walk gives up after about a thousand entries (a hundred failing
+    /// picks in well under a second, where walking every entry takes
+    /// seconds).
+    #[test]
+    fn a_walk_over_nothing_eligible_stops_early() {
+        for bound in [None, Some(LoadFactor::DEFAULT)] {
+            let pool = test_pool(&[1]);
+            let placement = ring_over(&[0], 4_000_000);
+            let hashing = Hashing::new(placement, pool.clone(), bound).unwrap();
+            pool.member(0).set_healthy(false);
+            let walked = hashing.walk(0).take(hashing.walk_budget() + 1).count();
+            assert_eq!(
+                walked,
+                hashing.walk_budget() + 1,
+                "runs are cut every {LONGEST_RUN} entries"
+            );
+            let started = std::time::Instant::now();
+            for code in 0..100 {
+                assert_eq!(
+                    hashing.pick(&Request::code(code)),
+                    Err(PickError::NoEligibleEndpoint { members: 1 })
+                );
+            }
+            let took = started.elapsed();
+            assert!(
+                took < std::time::Duration::from_secs(1),
+                "{bound:?}: {took:?}"
+            );
+        }
     }
 }

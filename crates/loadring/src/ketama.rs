@@ -45,14 +45,23 @@
 //! key exactly as the other clients do once it is removed from their lists.
 //! With `weighted=false` every other weight is ignored by the continuum (as in
 //! libmemcached) but still sets the endpoint's cap under a load bound.
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (about `160 * n` points for the
+//! weighted continua, `100 * n` with `weighted=false`), e.g. one eligible
+//! endpoint among many; under a load bound, when nobody eligible has room,
+//! one more `O(n)` pass finds the least-loaded endpoint.
 
 use crate::brpc::MAX_RING_POINTS;
-use crate::error::{spec_err, Error, Result};
+use crate::error::{spec_err, BuildError, BuildErrorKind, ParseError};
 use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
-use crate::hashing::RingPlacement;
+use crate::hashing::{RingPlacement, Scheme};
+use crate::params::Params;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::spec::Params;
 
 /// libmemcached's `MEMCACHED_DEFAULT_PORT`, the port its names leave out.
 const DEFAULT_PORT: u16 = 11211;
@@ -84,7 +93,7 @@ pub(crate) struct Ketama {
 }
 
 impl Ketama {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let policy = params.policy().to_ascii_lowercase();
         let compat = match params.take_choice(
             "compat",
@@ -130,7 +139,7 @@ impl Ketama {
     }
 
     /// The text point names start with (`"<prefix>-<i>"`) for a server.
-    fn prefix(&self, name: &str) -> Result<String> {
+    fn prefix(&self, name: &str) -> Result<String, BuildError> {
         if self.compat == Compat::Libketama {
             return Ok(name.to_string());
         }
@@ -161,17 +170,17 @@ impl Ketama {
     }
 
     /// Builds the continuum over `pool` in one batch and one sort.
-    pub(crate) fn build(&self, pool: &Pool) -> Result<RingPlacement<u32>> {
+    fn build(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
         let prefixes = pool
             .endpoints()
             .iter()
             .map(|e| self.prefix(e.hash_name()))
-            .collect::<Result<Vec<_>>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let names = self.names_per_endpoint(pool);
         let per_name = if self.weighted { 4 } else { 1 };
         let points: u64 = names.iter().sum::<u64>() * per_name;
         if points > MAX_RING_POINTS {
-            return Err(Error::Spec(format!(
+            return Err(BuildError::too_large(format!(
                 "{}: {} endpoints make {points} points, more than the limit of {MAX_RING_POINTS}",
                 self.name(),
                 pool.len()
@@ -211,6 +220,23 @@ impl Ketama {
     }
 }
 
+impl Scheme for Ketama {
+    type Placement = RingPlacement<u32>;
+
+    fn name(&self) -> &'static str {
+        Ketama::name(self)
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        let per_name = if self.weighted { 4 } else { 1 };
+        self.names_per_endpoint(pool).iter().sum::<u64>() * per_name
+    }
+
+    fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
+        self.build(pool)
+    }
+}
+
 /// libketama's digest count: `floorf(pct * 40.0 * (float)n)` with
 /// `pct = (float)w / (float)W`. The product is computed in f64 (the literal
 /// `40.0` is a double) and rounded to f32 by `floorf`'s parameter.
@@ -232,12 +258,15 @@ pub(crate) fn libmemcached_digests(weight: u32, total: u64, servers: u32) -> u32
 }
 
 /// The host and port libmemcached holds for a server written as `name`.
-fn host_port(name: &str) -> Result<(&str, u16)> {
+fn host_port(name: &str) -> Result<(&str, u16), BuildError> {
     let bad = |why: String| {
-        Error::Endpoint(format!(
-            "ketama: endpoint `{name}`: {why} (libmemcached names servers by HOST, HOST:PORT, \
+        BuildError::new(
+            BuildErrorKind::Endpoint,
+            format!(
+                "ketama: endpoint `{name}`: {why} (libmemcached names servers by HOST, HOST:PORT, \
              [IPv6]:PORT or unix:PATH)"
-        ))
+            ),
+        )
     };
     let port = |text: &str| match text.parse::<u16>() {
         Ok(p) if p > 0 && text.bytes().all(|b| b.is_ascii_digit()) => Ok(p),
@@ -293,13 +322,13 @@ mod tests {
     use crate::hash::md5;
     use crate::hashing::Placement;
     use crate::load::Member;
-    use crate::spec::PolicySpec;
+    use crate::PolicySpec;
 
     fn ketama(spec: &str) -> Ketama {
-        match spec.parse::<PolicySpec>().unwrap().kind() {
-            crate::spec::Kind::Ketama(k) => *k,
-            other => panic!("{spec}: {other:?}"),
-        }
+        let mut params = crate::params::Params::tokenize(spec).unwrap();
+        let ketama = Ketama::parse(&mut params).unwrap();
+        params.finish().unwrap();
+        ketama
     }
 
     fn pool(endpoints: &[&str]) -> Pool {
@@ -307,7 +336,7 @@ mod tests {
         let endpoints: Vec<Endpoint> = endpoints.iter().map(|e| e.parse().unwrap()).collect();
         let members = endpoints
             .iter()
-            .map(|e| Arc::new(Member::new(e, total.clone())))
+            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None)))
             .collect();
         Pool::new(endpoints, members, true, total)
     }

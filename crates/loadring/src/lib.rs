@@ -40,7 +40,8 @@ mod ketama;
 mod load;
 pub mod maglev;
 mod nginx;
-mod policy;
+mod params;
+pub mod policy;
 mod pool;
 mod request;
 pub mod ring;
@@ -50,14 +51,16 @@ mod spec;
 mod twemproxy;
 mod wavelet;
 
-pub use balancer::Balancer;
+pub use balancer::{Balancer, Candidate, Candidates};
 pub use bounded::LoadFactor;
 pub use describe::Layout;
-pub use endpoint::Endpoint;
-pub use error::{Error, Result};
-pub use load::Pick;
+pub use endpoint::{Endpoint, Id};
+pub use error::{
+    BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
+};
+pub use load::{Outcome, Pick};
 pub use request::Request;
-pub use spec::{PolicySpec, POLICY_NAMES};
+pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};
 
 /// The README's Rust example, compiled and run by `cargo test` so it cannot rot.
 #[cfg(doctest)]

@@ -12,8 +12,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::endpoint::Endpoint;
+use crate::policy::Observer;
 
 const REMOVED: u64 = 1 << 63;
 const COUNT: u64 = REMOVED - 1;
@@ -29,26 +31,35 @@ pub(crate) struct Member {
     /// In-flight requests summed over the current members of the balancer,
     /// if the balancer keeps that sum.
     total: Option<Arc<AtomicI64>>,
+    /// What the policy learns from outcomes, if it learns anything.
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl Member {
-    /// A member whose reservations are counted in `total` too.
-    pub(crate) fn new(endpoint: &Endpoint, total: Arc<AtomicI64>) -> Self {
-        Member {
-            total: Some(total),
-            ..Member::untallied(endpoint)
-        }
-    }
-
-    /// A member of a balancer that keeps no running total.
-    pub(crate) fn untallied(endpoint: &Endpoint) -> Self {
+    /// A member whose reservations are also counted in `total`, if given.
+    pub(crate) fn new(
+        endpoint: &Endpoint,
+        total: Option<Arc<AtomicI64>>,
+        observer: Option<Arc<dyn Observer>>,
+    ) -> Self {
         Member {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(Into::into),
             word: AtomicU64::new(0),
             healthy: AtomicBool::new(true),
-            total: None,
+            total,
+            observer,
         }
+    }
+
+    /// A member of a balancer that keeps no running total.
+    #[cfg(test)]
+    pub(crate) fn untallied(endpoint: &Endpoint) -> Self {
+        Member::new(endpoint, None, None)
+    }
+
+    pub(crate) fn observer(&self) -> Option<&Arc<dyn Observer>> {
+        self.observer.as_ref()
     }
 
     pub(crate) fn addr(&self) -> &str {
@@ -116,7 +127,7 @@ impl Member {
     }
 
     #[inline]
-    fn release(&self) {
+    pub(crate) fn release(&self) {
         let prev = self.word.fetch_sub(1, Relaxed);
         debug_assert!(prev & COUNT > 0, "release without a reservation");
         self.count_in_total(prev, -1);
@@ -130,11 +141,69 @@ impl Member {
     }
 }
 
+/// One member of a balancer as a pick hands it out: the shared counters,
+/// the endpoint and the caller's value for it.
+#[derive(Debug)]
+pub(crate) struct Backend<T> {
+    pub(crate) member: Arc<Member>,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) value: T,
+}
+
+/// How a request went, reported with [`Pick::finish`].
+///
+/// ```
+/// use std::time::Duration;
+/// use loadring::Outcome;
+///
+/// let ok = Outcome::success(Duration::from_millis(12));
+/// assert!(ok.is_success());
+/// assert_eq!(ok.latency(), Duration::from_millis(12));
+/// assert!(!Outcome::failure(Duration::ZERO).is_success());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    success: bool,
+    latency: Duration,
+}
+
+impl Outcome {
+    /// The request succeeded after `latency`.
+    pub fn success(latency: Duration) -> Self {
+        Outcome {
+            success: true,
+            latency,
+        }
+    }
+
+    /// The request failed (an error, a timeout, a refused connection) after
+    /// `latency`.
+    pub fn failure(latency: Duration) -> Self {
+        Outcome {
+            success: false,
+            latency,
+        }
+    }
+
+    /// Whether the request succeeded.
+    pub fn is_success(&self) -> bool {
+        self.success
+    }
+
+    /// How long the request took.
+    pub fn latency(&self) -> Duration {
+        self.latency
+    }
+}
+
 /// A picked endpoint, holding one in-flight slot until dropped.
 ///
-/// Dropping the guard releases the slot exactly once, also when the holder
-/// panics or a future holding it is cancelled. A guard whose endpoint was
-/// removed from the balancer in the meantime releases harmlessly.
+/// It gives the caller's value for the endpoint ([`Pick::backend`]: a
+/// connection pool, a client, an address) with no lookup. Dropping the guard
+/// releases the slot exactly once, also when the holder panics or a future
+/// holding it is cancelled. A guard whose endpoint was removed from the
+/// balancer in the meantime releases harmlessly. [`Pick::finish`] reports how
+/// the request went before releasing, for policies that learn from it.
 ///
 /// ```
 /// use loadring::{Balancer, Endpoint, PolicySpec, Request};
@@ -142,6 +211,7 @@ impl Member {
 /// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
 /// let pick = balancer.pick(&Request::key("user:42"))?;
 /// assert_eq!(pick.addr(), "10.0.0.1:80");
+/// assert_eq!(pick.in_flight(), 1);
 /// assert_eq!(balancer.total_in_flight(), 1);
 /// drop(pick);
 /// assert_eq!(balancer.total_in_flight(), 0);
@@ -149,35 +219,60 @@ impl Member {
 /// ```
 #[derive(Debug)]
 #[must_use = "the slot is released as soon as the guard is dropped"]
-pub struct Pick {
-    member: Arc<Member>,
+pub struct Pick<T = ()> {
+    backend: Arc<Backend<T>>,
 }
 
-impl Pick {
-    /// Wraps a member whose slot the caller has just reserved.
-    pub(crate) fn new(member: Arc<Member>) -> Self {
-        Pick { member }
+impl<T> Pick<T> {
+    /// Wraps a backend whose slot the caller has just reserved.
+    #[inline]
+    pub(crate) fn new(backend: Arc<Backend<T>>) -> Self {
+        Pick { backend }
+    }
+
+    /// The caller's value for the picked endpoint.
+    #[inline]
+    pub fn backend(&self) -> &T {
+        &self.backend.value
+    }
+
+    /// The picked endpoint.
+    #[inline]
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.backend.endpoint
     }
 
     /// The address of the picked endpoint.
+    #[inline]
     pub fn addr(&self) -> &str {
-        self.member.addr()
+        self.backend.member.addr()
     }
 
     /// The tag of the picked endpoint, if it has one.
     pub fn tag(&self) -> Option<&str> {
-        self.member.tag()
+        self.backend.member.tag()
     }
 
     /// Requests in flight on the picked endpoint, this one included.
     pub fn in_flight(&self) -> u64 {
-        self.member.load()
+        self.backend.member.load()
+    }
+
+    /// Reports how the request went, then releases the slot. Policies that
+    /// learn from outcomes (see
+    /// [`Policy::observer`](crate::policy::Policy::observer)) see it; for the
+    /// others this is the same as dropping the guard.
+    pub fn finish(self, outcome: Outcome) {
+        if let Some(observer) = self.backend.member.observer() {
+            observer.observe(&outcome);
+        }
     }
 }
 
-impl Drop for Pick {
+impl<T> Drop for Pick<T> {
+    #[inline]
     fn drop(&mut self) {
-        self.member.release();
+        self.backend.member.release();
     }
 }
 
@@ -186,7 +281,7 @@ mod tests {
     use super::*;
 
     fn member(total: &Arc<AtomicI64>) -> Member {
-        Member::new(&Endpoint::new("a").unwrap(), total.clone())
+        Member::new(&Endpoint::new("a").unwrap(), Some(total.clone()), None)
     }
 
     #[test]

@@ -19,16 +19,26 @@
 //!
 //! Hosts with equal hash keys are ordered by pool order (Envoy breaks that tie
 //! by pointer value, i.e. not reproducibly). Weight-0 endpoints get no slot.
+//! A table smaller than the number of endpoints of weight >= 1 is an error
+//! (Envoy builds it and leaves endpoints without a slot).
+//!
+//! **Cost.** A pick hashes the key and finds its slot (one multiplication,
+//! `code mod M`). Slow path: when the owner is unhealthy or excluded (or,
+//! under a load bound, full), the pick walks the following slots, skipping
+//! runs of one endpoint in one step, until an eligible (non-full) endpoint:
+//! `O(entries)` in the worst case (`M` slots, 65537 by default), e.g. one
+//! eligible endpoint among many; under a load bound, when nobody eligible has
+//! room, one more `O(n)` pass finds the least-loaded endpoint.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
-use crate::error::{spec_err, Result};
+use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::xxhash64;
-use crate::hashing::Placement;
+use crate::hashing::{Placement, Scheme};
+use crate::params::Params;
 use crate::pool::Pool;
-use crate::spec::Params;
 
 /// Envoy's default table size.
 pub(crate) const DEFAULT_TABLE_SIZE: u64 = 65_537;
@@ -43,7 +53,7 @@ pub(crate) struct Maglev {
 }
 
 impl Maglev {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let table_size = params.take_u64("table_size", 2, MAX_TABLE_SIZE, DEFAULT_TABLE_SIZE)?;
         if !is_prime(table_size) {
             return Err(spec_err(format!(
@@ -54,14 +64,48 @@ impl Maglev {
         }
         Ok(Maglev { table_size })
     }
+}
+
+impl Scheme for Maglev {
+    type Placement = MaglevTable;
+
+    fn name(&self) -> &'static str {
+        "maglev"
+    }
+
+    fn size(&self, _pool: &Pool) -> u64 {
+        self.table_size
+    }
 
     /// Fills the table over `pool` (slots hold pool indices).
-    pub(crate) fn build(&self, pool: &Pool) -> Result<MaglevTable> {
+    fn place(&self, pool: &Pool) -> Result<MaglevTable, BuildError> {
         MaglevTable::build(
             pool.endpoints().iter().map(|e| (e.hash_name(), e.weight())),
             self.table_size,
         )
+        .map_err(|e| BuildError::too_large(e.to_string()))
     }
+}
+
+/// Every host of weight >= 1 needs a slot of its own.
+fn check_room(hosts: usize, table_size: u64) -> Result<(), ParseError> {
+    let hosts = hosts as u64;
+    if hosts <= table_size {
+        return Ok(());
+    }
+    let accepted = match smallest_prime_from(hosts) {
+        Some(prime) => format!("accepted a prime in {hosts}..={MAX_TABLE_SIZE} (e.g. {prime})"),
+        None => format!("no table size fits more than {MAX_TABLE_SIZE} endpoints"),
+    };
+    Err(spec_err(format!(
+        "maglev: table_size={table_size} is smaller than the {hosts} endpoints of weight >= 1, \
+         which need a slot each: {accepted}"
+    )))
+}
+
+/// The smallest prime `>= n` that is a valid table size.
+fn smallest_prime_from(n: u64) -> Option<u64> {
+    (n.max(2)..=MAX_TABLE_SIZE).find(|&p| is_prime(p))
 }
 
 /// Trial division: table sizes are at most 5000011, so at most 1118 odd divisors.
@@ -309,15 +353,23 @@ impl MaglevTable {
     /// Takes O(N log N + M log M) time and, besides the table, O(N) memory.
     ///
     /// # Errors
-    /// `table_size` is out of range or not prime.
+    /// `table_size` is out of range or not prime, or smaller than the number
+    /// of hosts of weight >= 1 (some would get no slot, hence no request;
+    /// Envoy accepts that silently). A table at least as large gives each
+    /// host a slot: every host is due in the first iteration of the fill.
     pub fn build<'a>(
         hosts: impl IntoIterator<Item = (&'a str, u32)>,
         table_size: u64,
-    ) -> Result<Self> {
+    ) -> Result<Self, ParseError> {
         if !(2..=MAX_TABLE_SIZE).contains(&table_size) || !is_prime(table_size) {
-            return Err(spec_err(format!(
-                "maglev: table_size={table_size}: accepted a prime in 2..={MAX_TABLE_SIZE}"
-            )));
+            let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
+            return Err(ParseError::new(format!(
+                "maglev: table_size={table_size}: accepted {accepted}"
+            ))
+            .with_policy("maglev")
+            .with_key("table_size")
+            .with_value(&table_size.to_string())
+            .with_accepted(accepted));
         }
         let mut count = 0usize;
         let hosts: Vec<(&str, u32, u32)> = hosts
@@ -327,6 +379,7 @@ impl MaglevTable {
             .filter(|h| h.1 .1 > 0)
             .map(|(i, (name, weight))| (name, weight, i as u32))
             .collect();
+        check_room(hosts.len(), table_size)?;
         let slots = if count <= usize::from(u16::MAX) {
             Slots::Narrow(fill(hosts, table_size))
         } else {
@@ -509,6 +562,48 @@ mod tests {
             assert_eq!(differ, None, "case {case}: {n} hosts, M={size}");
             assert!(!by_scan.contains(&u16::EMPTY));
         }
+    }
+
+    /// Each endpoint needs a slot: a smaller table would leave some endpoints
+    /// without requests, silently.
+    #[test]
+    fn a_table_smaller_than_the_pool_is_rejected() {
+        use crate::{Balancer, Endpoint};
+        let pool = |n: usize| -> Vec<Endpoint> {
+            (0..n)
+                .map(|i| Endpoint::new(format!("h{i}")).unwrap())
+                .collect()
+        };
+        let err = |spec: &str, endpoints: Vec<Endpoint>| {
+            Balancer::new(spec.parse().unwrap(), endpoints)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("maglev:table_size=2", pool(3)),
+            "maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
+             which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)"
+        );
+        // Envoy's default size and 100,000 endpoints: 34,463 would get nothing.
+        assert_eq!(
+            err("maglev", pool(100_000)),
+            "maglev: table_size=65537 is smaller than the 100000 endpoints of weight >= 1, \
+             which need a slot each: accepted a prime in 100000..=5000011 (e.g. 100003)"
+        );
+        assert_eq!(
+            MaglevTable::build([("a", 1), ("b", 1), ("c", 1)], 2)
+                .unwrap_err()
+                .to_string(),
+            "maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
+             which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)"
+        );
+        // Endpoints of weight 0 take no slot; a table as large as the pool
+        // gives every endpoint one.
+        let zero = [pool(2), vec!["z weight=0".parse().unwrap()]].concat();
+        assert!(Balancer::new("maglev:table_size=2".parse().unwrap(), zero).is_ok());
+        let exact = Balancer::new("maglev:table_size=3".parse().unwrap(), pool(3)).unwrap();
+        let layout = exact.layout().unwrap().unwrap();
+        assert!(layout.shares().iter().all(|(_, s)| *s > 0.0));
     }
 
     #[test]

@@ -51,15 +51,16 @@ use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
-use crate::error::{Error, Result};
+use crate::error::{BuildError, BuildErrorKind, ParseError, PickError};
 use crate::hash::{crc32, crc32_update, CRC32_INIT};
-use crate::hashing::{Hashing, RingPlacement};
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, Policy};
+use crate::hashing::{HashingPolicy, RingPlacement, Scheme};
+use crate::params::Params;
+use crate::policy::{check_pool, none_eligible, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::{Hash, Request};
 use crate::ring::Ring;
-use crate::spec::Params;
+
+type Result<T, E = BuildError> = std::result::Result<T, E>;
 
 /// The policy name.
 const NAME: &str = "nginx_hash";
@@ -77,21 +78,70 @@ pub(crate) struct NginxHash {
 }
 
 impl NginxHash {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         Ok(NginxHash {
             consistent: params.take_bool("consistent", false)?,
         })
     }
+}
 
-    /// Builds the policy over `pool`.
-    pub(crate) fn build(&self, pool: Pool, bound: Option<LoadFactor>) -> Result<Box<dyn Policy>> {
+/// `nginx_hash`, parsed: `bound` is `load_factor=`/`balance=`, or `default`.
+pub(crate) fn policy(
+    params: &mut Params<'_>,
+    default: Option<LoadFactor>,
+) -> Result<Arc<dyn Policy>, ParseError> {
+    let family = NginxHash::parse(params)?;
+    let bound = params.take_bound()?.or(default);
+    Ok(if family.consistent {
+        Arc::new(HashingPolicy::new(ConsistentRing, bound))
+    } else {
+        Arc::new(ModuloPolicy { bound })
+    })
+}
+
+/// `consistent=true` as a scheme.
+#[derive(Debug)]
+struct ConsistentRing;
+
+impl Scheme for ConsistentRing {
+    type Placement = RingPlacement<u32>;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        pool.weight_sum() * POINTS_PER_WEIGHT
+    }
+
+    fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>> {
+        check_unique_names(pool)?;
+        consistent_ring(pool)
+    }
+}
+
+/// `consistent=false`: builds a [`NginxModulo`] per membership.
+#[derive(Debug)]
+struct ModuloPolicy {
+    bound: Option<LoadFactor>,
+}
+
+impl Policy for ModuloPolicy {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>> {
         check_unique_names(&pool)?;
-        if self.consistent {
-            let ring = consistent_ring(&pool)?;
-            Ok(Box::new(Hashing::new(ring, pool, bound)?))
-        } else {
-            Ok(Box::new(NginxModulo::new(pool, bound)?))
-        }
+        Ok(Arc::new(NginxModulo::new(pool, self.bound)?))
+    }
+
+    fn needs_key(&self) -> bool {
+        true
+    }
+
+    fn load_factor(&self) -> Option<LoadFactor> {
+        self.bound
     }
 }
 
@@ -99,12 +149,15 @@ fn check_unique_names(pool: &Pool) -> Result<()> {
     let mut seen: HashMap<&str, &str> = HashMap::with_capacity(pool.len());
     for e in pool.endpoints() {
         if let Some(first) = seen.insert(e.hash_name(), e.addr()) {
-            return Err(Error::Endpoint(format!(
-                "{NAME}: endpoints `{first}` and `{}` are both named `{}`: give each its own \
+            return Err(BuildError::new(
+                BuildErrorKind::Endpoint,
+                format!(
+                    "{NAME}: endpoints `{first}` and `{}` are both named `{}`: give each its own \
                  hash_key (nginx would share that name's keys between them)",
-                e.addr(),
-                e.hash_name()
-            )));
+                    e.addr(),
+                    e.hash_name()
+                ),
+            ));
         }
     }
     Ok(())
@@ -132,7 +185,7 @@ pub(crate) fn host_and_port(name: &str) -> (&str, &str) {
 fn consistent_ring(pool: &Pool) -> Result<RingPlacement<u32>> {
     let points: u64 = pool.weight_sum() * POINTS_PER_WEIGHT;
     if points > MAX_POINTS {
-        return Err(Error::Spec(format!(
+        return Err(BuildError::too_large(format!(
             "{NAME}: weights summing to {} make {points} points, more than the limit of {MAX_POINTS}",
             pool.weight_sum()
         )));
@@ -240,18 +293,18 @@ impl NginxModulo {
     }
 
     /// The key's CRC-32 (its code) and the key itself when there is one.
-    fn code<'r>(&self, req: &Request<'r>) -> Result<(u32, Option<&'r [u8]>)> {
+    fn code<'r>(&self, req: &Request<'r>) -> Result<(u32, Option<&'r [u8]>), PickError> {
         match req.hash {
             Hash::Key(key) => Ok((crc32(key), Some(key))),
             Hash::Code(code) => match u32::try_from(code) {
                 Ok(code) => Ok((code, None)),
-                Err(_) => Err(Error::CodeOutOfRange {
+                Err(_) => Err(PickError::CodeOutOfRange {
                     code,
                     policy: NAME,
                     max: u64::from(u32::MAX),
                 }),
             },
-            Hash::None => Err(Error::MissingKey { policy: NAME }),
+            Hash::None => Err(PickError::MissingKey { policy: NAME }),
         }
     }
 
@@ -281,25 +334,34 @@ impl NginxModulo {
         (0..n).map(move |k| (from + k) % n)
     }
 
+    /// The order of preference: nginx's tries (the natural server, then
+    /// the re-hash tries when there is a key), then every endpoint in order
+    /// from the natural one.
+    fn order<'a>(&'a self, crc: u32, key: Option<&'a [u8]>) -> impl Iterator<Item = usize> + 'a {
+        let natural = self.server_at(short_hash(crc));
+        self.tries(crc, key).chain(self.in_order(natural))
+    }
+
+    /// The generic cap of endpoint `i` with `total` in flight.
+    fn cap_at(&self, factor: LoadFactor, total: u64, i: usize) -> u64 {
+        factor.cap(total, self.pool.weight(i), self.pool.weight_sum())
+    }
+
     fn pick_bounded(
         &self,
         crc: u32,
         key: Option<&[u8]>,
         req: &Request<'_>,
         factor: LoadFactor,
-    ) -> Result<&Arc<Member>> {
-        let natural = self.server_at(short_hash(crc));
-        let weight_sum = self.pool.weight_sum();
+    ) -> Result<usize, PickError> {
         let mut total = None;
-        for i in self.tries(crc, key).chain(self.in_order(natural)) {
+        for i in self.order(crc, key) {
             if !self.pool.eligible(i, req) {
                 continue;
             }
             let total = *total.get_or_insert_with(|| self.pool.total_load());
-            let cap = factor.cap(total, self.pool.weight(i), weight_sum);
-            let member = self.pool.member(i);
-            if member.try_reserve(cap) {
-                return Ok(member);
+            if self.pool.try_reserve(i, self.cap_at(factor, total, i)) {
+                return Ok(i);
             }
         }
         match self.pool.least_loaded(req) {
@@ -309,8 +371,12 @@ impl NginxModulo {
     }
 }
 
-impl Policy for NginxModulo {
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+impl Picker for NginxModulo {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let (crc, key) = self.code(req)?;
         if let Some(factor) = self.bound {
             return self.pick_bounded(crc, key, req, factor);
@@ -325,25 +391,34 @@ impl Policy for NginxModulo {
         }
     }
 
-    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
-        let found = self.code(req).and_then(|(crc, key)| {
-            let natural = self.server_at(short_hash(crc));
-            self.tries(crc, key)
-                .chain(self.in_order(natural))
-                .find(|&i| self.pool.eligible(i, req))
-                .ok_or_else(|| none_eligible(&self.pool))
-        });
-        Some(found.map(|i| self.pool.member(i)))
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        let (crc, key) = self.code(req)?;
+        let order: Vec<usize> = self.order(crc, key).collect();
+        Ok(Box::new(order.into_iter()))
     }
 
-    fn cap(&self, member: &Member) -> Option<u64> {
-        let factor = self.bound?;
-        let i = (0..self.pool.len()).find(|&i| std::ptr::eq(&**self.pool.member(i), member))?;
-        Some(factor.cap(
-            self.pool.total_load(),
-            self.pool.weight(i),
-            self.pool.weight_sum(),
-        ))
+    fn try_reserve(&self, i: usize) -> bool {
+        match self.bound {
+            Some(factor) => self
+                .pool
+                .try_reserve(i, self.cap_at(factor, self.pool.total_load(), i)),
+            None => {
+                self.pool.reserve(i);
+                true
+            }
+        }
+    }
+
+    fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
+        Some(self.code(req).and_then(|(crc, key)| {
+            self.order(crc, key)
+                .find(|&i| self.pool.eligible(i, req))
+                .ok_or_else(|| none_eligible(&self.pool))
+        }))
+    }
+
+    fn cap(&self, i: usize) -> Option<u64> {
+        Some(self.cap_at(self.bound?, self.pool.total_load(), i))
     }
 
     fn layout(&self) -> Option<Layout> {

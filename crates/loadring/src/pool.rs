@@ -1,4 +1,4 @@
-//! The endpoints one policy instance chooses among, with their shared state.
+//! The endpoints one picker chooses among, with their shared state.
 
 use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -7,13 +7,14 @@ use crate::endpoint::Endpoint;
 use crate::load::Member;
 use crate::request::Request;
 
-/// The endpoints a policy picks from, in the policy's own index order.
+/// The endpoints a [`Picker`](crate::policy::Picker) chooses among, by index,
+/// with what it needs to know of each: weight, health, requests in flight.
 ///
-/// A locality policy builds its inner policies over sub-pools (one zone's
-/// endpoints); `whole` says whether this pool is the balancer's entire
-/// membership, whose total load is kept in one counter.
+/// Indices are the balancer's order of endpoints (for the pickers a locality
+/// policy builds per zone, the zone's endpoints in that order). A pool is
+/// cheap to clone: the counters are shared.
 #[derive(Debug, Clone)]
-pub(crate) struct Pool {
+pub struct Pool {
     endpoints: Vec<Endpoint>,
     members: Vec<Arc<Member>>,
     weight_sum: u64,
@@ -47,44 +48,46 @@ impl Pool {
         Pool::new(endpoints, members, false, self.total.clone())
     }
 
-    pub(crate) fn len(&self) -> usize {
+    /// Number of endpoints.
+    pub fn len(&self) -> usize {
         self.endpoints.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    /// Whether the pool has no endpoints.
+    pub fn is_empty(&self) -> bool {
         self.endpoints.is_empty()
     }
 
-    pub(crate) fn endpoints(&self) -> &[Endpoint] {
+    /// The endpoints, in index order.
+    pub fn endpoints(&self) -> &[Endpoint] {
         &self.endpoints
     }
 
-    pub(crate) fn endpoint(&self, i: usize) -> &Endpoint {
+    /// Endpoint `i`.
+    pub fn endpoint(&self, i: usize) -> &Endpoint {
         &self.endpoints[i]
     }
 
+    /// The weight of endpoint `i`.
     #[inline]
-    pub(crate) fn member(&self, i: usize) -> &Arc<Member> {
-        &self.members[i]
-    }
-
-    #[inline]
-    pub(crate) fn weight(&self, i: usize) -> u32 {
+    pub fn weight(&self, i: usize) -> u32 {
         self.endpoints[i].weight()
     }
 
-    pub(crate) fn weight_sum(&self) -> u64 {
+    /// The sum of all weights.
+    pub fn weight_sum(&self) -> u64 {
         self.weight_sum
     }
 
+    /// Requests in flight on endpoint `i`.
     #[inline]
-    pub(crate) fn load(&self, i: usize) -> u64 {
+    pub fn load(&self, i: usize) -> u64 {
         self.members[i].load()
     }
 
     /// In-flight requests on the endpoints of this pool.
     #[inline]
-    pub(crate) fn total_load(&self) -> u64 {
+    pub fn total_load(&self) -> u64 {
         if self.whole {
             // Transiently negative while a removal and a reservation race.
             self.total.load(Relaxed).max(0) as u64
@@ -95,29 +98,58 @@ impl Pool {
 
     /// Healthy, not excluded by the request, and of non-zero weight.
     #[inline]
-    pub(crate) fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
+    pub fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
         let m = &self.members[i];
-        self.endpoints[i].weight() > 0
-            && m.is_healthy()
-            && (req.excluded.is_empty() || !req.excludes(m.addr()))
+        self.endpoints[i].weight() > 0 && m.is_healthy() && !req.excludes(m.addr(), m.tag())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn member(&self, i: usize) -> &Arc<Member> {
+        &self.members[i]
     }
 
     /// Number of eligible endpoints for `req`.
-    pub(crate) fn eligible_count(&self, req: &Request<'_>) -> usize {
+    pub fn eligible_count(&self, req: &Request<'_>) -> usize {
         (0..self.len()).filter(|&i| self.eligible(i, req)).count()
     }
 
-    /// Reserves a slot on endpoint `i` unconditionally.
+    /// Reserves one in-flight slot on endpoint `i`, whatever its load.
     #[inline]
-    pub(crate) fn take(&self, i: usize) -> &Arc<Member> {
-        let m = &self.members[i];
-        m.reserve();
-        m
+    pub fn reserve(&self, i: usize) {
+        self.members[i].reserve();
+    }
+
+    /// Reserves one in-flight slot on endpoint `i` if its load stays within
+    /// `cap`, atomically (concurrent reservations never take the load past
+    /// the cap they were checked against).
+    #[inline]
+    pub fn try_reserve(&self, i: usize, cap: u64) -> bool {
+        self.members[i].try_reserve(cap)
+    }
+
+    /// Reserves a slot on endpoint `i` and returns `i`: a pick's last step.
+    #[inline]
+    pub(crate) fn take(&self, i: usize) -> usize {
+        self.reserve(i);
+        i
+    }
+
+    /// Gives back a slot reserved by a pick that will not be handed out.
+    #[inline]
+    pub(crate) fn release(&self, i: usize) {
+        self.members[i].release();
+    }
+
+    /// The per-endpoint state of type `O` the policy attached to endpoint `i`
+    /// (see [`Policy::observer`](crate::policy::Policy::observer)).
+    pub fn observer<O: crate::policy::Observer>(&self, i: usize) -> Option<&O> {
+        let observer: &dyn std::any::Any = &**self.members[i].observer()?;
+        observer.downcast_ref()
     }
 
     /// The eligible endpoint with the fewest requests in flight (the first
     /// such in pool order on ties), or `None`.
-    pub(crate) fn least_loaded(&self, req: &Request<'_>) -> Option<usize> {
+    pub fn least_loaded(&self, req: &Request<'_>) -> Option<usize> {
         (0..self.len())
             .filter(|&i| self.eligible(i, req))
             .min_by_key(|&i| self.load(i))

@@ -1,5 +1,7 @@
 //! What a pick is asked for: a key or a code, excluded endpoints, a zone.
 
+use crate::endpoint::Id;
+
 /// How a request names its place on a hash ring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum Hash<'a> {
@@ -15,16 +17,21 @@ pub(crate) enum Hash<'a> {
 /// One request to place. Borrowing only, so a pick allocates nothing.
 ///
 /// ```
-/// use loadring::Request;
+/// use loadring::{Id, Request};
 ///
 /// let tried = ["10.0.0.1:80"];
 /// let retry = Request::key("user:42").excluding(&tried).in_zone("eu-1");
+/// # let _ = retry;
+/// // One tagged endpoint of an address, not the others at that address:
+/// let tried = [Id::new("10.0.0.1:80", Some("canary"))];
+/// let retry = Request::key("user:42").excluding_ids(&tried);
 /// # let _ = retry;
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Request<'a> {
     pub(crate) hash: Hash<'a>,
     pub(crate) excluded: &'a [&'a str],
+    pub(crate) excluded_ids: &'a [Id<'a>],
     pub(crate) zone: Option<&'a str>,
 }
 
@@ -51,10 +58,19 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// Excludes endpoints by address, typically those a retry already tried.
+    /// Excludes endpoints by address (every tag at each address), typically
+    /// those a retry already tried.
     #[must_use]
     pub fn excluding(mut self, addrs: &'a [&'a str]) -> Self {
         self.excluded = addrs;
+        self
+    }
+
+    /// Excludes endpoints by identity (address and tag): an [`Id`] without a
+    /// tag excludes only the untagged endpoint at its address.
+    #[must_use]
+    pub fn excluding_ids(mut self, ids: &'a [Id<'a>]) -> Self {
+        self.excluded_ids = ids;
         self
     }
 
@@ -70,8 +86,10 @@ impl<'a> Request<'a> {
         self.zone
     }
 
+    /// Whether the endpoint with this identity is excluded.
     #[inline]
-    pub(crate) fn excludes(&self, addr: &str) -> bool {
-        self.excluded.contains(&addr)
+    pub(crate) fn excludes(&self, addr: &str, tag: Option<&str>) -> bool {
+        (!self.excluded.is_empty() && self.excluded.contains(&addr))
+            || (!self.excluded_ids.is_empty() && self.excluded_ids.contains(&Id::new(addr, tag)))
     }
 }

@@ -58,9 +58,13 @@ impl<P: Point> Ring<P> {
     /// (BENCHMARKS.md). Runs of equal points are then put in rank order, ties
     /// broken by owner index.
     ///
-    /// `rank` must have an entry for every owner (checked in debug builds).
+    /// # Panics
+    /// `rank` has no entry for some owner (an owner index `>= rank.len()`).
     pub fn build(entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
-        debug_assert!(entries.iter().all(|e| (e.1 as usize) < rank.len()));
+        assert!(
+            entries.iter().all(|e| (e.1 as usize) < rank.len()),
+            "every owner needs a rank"
+        );
         let mut entries = radix_sort(entries);
         let mut i = 0;
         while i + 1 < entries.len() {
@@ -74,6 +78,53 @@ impl<P: Point> Ring<P> {
             i = end;
         }
         let (points, owners): (Vec<P>, Vec<u32>) = entries.into_iter().unzip();
+        Self::from_sorted(points, owners)
+    }
+
+    /// This ring with `entries` (unsorted, any owners) merged in: the ring
+    /// [`Ring::build`] would make of all entries together, in time linear in
+    /// the ring's size, without sorting what is already sorted.
+    ///
+    /// `rank` is the tie-break of the new membership; it must order the
+    /// owners already on the ring as before.
+    pub(crate) fn merge(&self, entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
+        let added = Ring::build(entries, rank);
+        let n = self.len() + added.len();
+        let (mut points, mut owners) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        // Few entries join many: find each one's place by binary search and
+        // copy the run of old entries before it in one go.
+        let mut from = 0;
+        for (&p, &o) in added.points.iter().zip(&added.owners) {
+            let key = (rank[o as usize], o);
+            let lo = from + self.points[from..].partition_point(|&q| q < p);
+            let at = lo
+                + self.points[lo..]
+                    .iter()
+                    .zip(&self.owners[lo..])
+                    .take_while(|(&q, &r)| q == p && (rank[r as usize], r) < key)
+                    .count();
+            points.extend_from_slice(&self.points[from..at]);
+            owners.extend_from_slice(&self.owners[from..at]);
+            points.push(p);
+            owners.push(o);
+            from = at;
+        }
+        points.extend_from_slice(&self.points[from..]);
+        owners.extend_from_slice(&self.owners[from..]);
+        Self::from_sorted(points, owners)
+    }
+
+    /// This ring without the entries of `owner`; with `renumber`, the owners
+    /// after it move down by one (the owner left the membership).
+    pub(crate) fn without_owner(&self, owner: u32, renumber: bool) -> Self {
+        let mut points = Vec::with_capacity(self.len());
+        let mut owners = Vec::with_capacity(self.len());
+        for (&p, &o) in self.points.iter().zip(&self.owners) {
+            if o != owner {
+                points.push(p);
+                owners.push(if renumber && o > owner { o - 1 } else { o });
+            }
+        }
         Self::from_sorted(points, owners)
     }
 
@@ -115,7 +166,8 @@ impl<P: Point> Ring<P> {
 
     /// The entry a hash lands on: the first point `>= hash`, wrapping to 0.
     ///
-    /// The ring must not be empty.
+    /// On an empty ring the answer is 0, which is no entry: check
+    /// [`Ring::is_empty`] first.
     #[inline]
     pub fn locate(&self, hash: P) -> usize {
         let b = (hash.to_u64() >> self.shift) as usize;
@@ -134,12 +186,18 @@ impl<P: Point> Ring<P> {
     }
 
     /// The endpoint owning entry `i`.
+    ///
+    /// # Panics
+    /// `i >= len()`.
     #[inline]
     pub fn owner(&self, i: usize) -> usize {
         self.owners[i] as usize
     }
 
     /// The point of entry `i`.
+    ///
+    /// # Panics
+    /// `i >= len()`.
     pub fn point(&self, i: usize) -> P {
         self.points[i]
     }
@@ -152,6 +210,9 @@ impl<P: Point> Ring<P> {
     /// Each endpoint's share of the hash space (brpc's Describe): an entry owns
     /// the arc from the previous point (exclusive) to its own, the first entry
     /// also the wrap-around arc; arcs are divided by the largest hash.
+    ///
+    /// # Panics
+    /// An owner of the ring is `>= endpoints`.
     pub fn shares(&self, endpoints: usize) -> Vec<f64> {
         let mut shares = vec![0.0; endpoints];
         let n = self.points.len();
@@ -310,6 +371,21 @@ mod tests {
                 "u32 mod {modulus}"
             );
         }
+    }
+
+    /// brpc's Describe: a point owns the arc that ends at it, the first point
+    /// also the arc that wraps around from the last one.
+    #[test]
+    fn each_point_owns_the_arc_that_ends_at_it() {
+        let max = f64::from(u32::MAX);
+        let ring = Ring::build(vec![(20u32, 1), (u32::MAX - 5, 2), (10, 0)], &[0, 1, 2]);
+        let shares = ring.shares(3);
+        // owner 0 at 10: (MAX - 5, MAX] and [0, 10] = 5 + 10.
+        assert_eq!(shares[0], 15.0 / max);
+        // owner 1 at 20: (10, 20].
+        assert_eq!(shares[1], 10.0 / max);
+        // owner 2 at MAX - 5: (20, MAX - 5].
+        assert_eq!(shares[2], f64::from(u32::MAX - 25) / max);
     }
 
     #[test]

@@ -18,13 +18,22 @@
 //! defined order; we order them by host (the first host in pool order wins).
 //! The whole ring is built in one batch and sorted once. Weight-0 endpoints
 //! get no points (Envoy has no weight 0).
+//!
+//! **Cost.** A pick hashes the key and finds its point (a bucket index, then
+//! a search among a few points). Slow path: when the owner is unhealthy or
+//! excluded (or, under a load bound, full), the pick walks points clockwise,
+//! skipping runs of one endpoint in one step, until an eligible (non-full)
+//! endpoint: `O(entries)` in the worst case (between `min_ring_size` and
+//! `max_ring_size` points), e.g. one eligible endpoint among many; under a
+//! load bound, when nobody eligible has room, one more `O(n)` pass finds the
+//! least-loaded endpoint.
 
-use crate::error::{spec_err, Result};
+use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
-use crate::hashing::RingPlacement;
+use crate::hashing::{RingPlacement, Scheme};
+use crate::params::Params;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::spec::Params;
 
 /// Envoy's upper bound on both ring sizes (`lte: 8388608` in its API).
 pub(crate) const MAX_RING_SIZE: u64 = 8_388_608;
@@ -47,7 +56,7 @@ pub(crate) struct RingHash {
 }
 
 impl RingHash {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let min_ring_size = params.take_u64("min_ring_size", 1, MAX_RING_SIZE, 1024)?;
         let max_ring_size = params.take_u64("max_ring_size", 1, MAX_RING_SIZE, MAX_RING_SIZE)?;
         if min_ring_size > max_ring_size {
@@ -69,7 +78,7 @@ impl RingHash {
     }
 
     /// Builds the ring over `pool`: every point in one batch, one sort.
-    pub(crate) fn build(&self, pool: &Pool) -> Result<RingPlacement<u64>> {
+    fn build(&self, pool: &Pool) -> Result<RingPlacement<u64>, BuildError> {
         let sum = pool.weight_sum() as f64;
         // Envoy's normalized weights: weight * 1.0 / sum, in f64.
         let normalized = |w: u32| f64::from(w) / sum;
@@ -113,6 +122,35 @@ impl RingHash {
             ring: Ring::build(entries, &rank),
             key_hash: |key| xxhash64(key, 0),
         })
+    }
+}
+
+impl Scheme for RingHash {
+    type Placement = RingPlacement<u64>;
+
+    fn name(&self) -> &'static str {
+        "ring_hash"
+    }
+
+    /// Envoy's scale (see `build`), plus one point per host for rounding.
+    fn size(&self, pool: &Pool) -> u64 {
+        let sum = pool.weight_sum() as f64;
+        let min_w = pool
+            .endpoints()
+            .iter()
+            .filter(|e| e.weight() > 0)
+            .map(|e| f64::from(e.weight()) / sum)
+            .fold(f64::INFINITY, f64::min);
+        if !min_w.is_finite() {
+            return 0;
+        }
+        let scale =
+            ((min_w * self.min_ring_size as f64).ceil() / min_w).min(self.max_ring_size as f64);
+        scale.ceil() as u64 + pool.len() as u64
+    }
+
+    fn place(&self, pool: &Pool) -> Result<RingPlacement<u64>, BuildError> {
+        self.build(pool)
     }
 }
 

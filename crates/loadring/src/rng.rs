@@ -12,8 +12,8 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::error::Result;
-use crate::spec::Params;
+use crate::error::ParseError;
+use crate::params::Params;
 
 /// The SplitMix64 increment: odd, so the counter visits all 2^64 states.
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -24,7 +24,7 @@ pub(crate) struct Seed(pub(crate) Option<u64>);
 
 impl Seed {
     /// Parses `seed=N` (any `u64`).
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         Ok(Seed(params.take_opt_u64("seed", 0, u64::MAX)?))
     }
 }

@@ -9,30 +9,34 @@
 //! e.g. `zone_first:min_endpoints=2 over c_murmurhash_bl:load_factor=1.3`
 //! or `local_first:local_share=80 over zone_first over rr`; without `over`
 //! the inner policy is `rr`.
+//!
+//! This file only dispatches: each family parses its own parameters (with
+//! the reader of `params.rs`) and builds its own pickers. A family is added
+//! by one row of [`FAMILIES`] (and its name in [`POLICY_NAMES`]).
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
-use crate::error::{spec_err, Error, Result};
-use crate::haproxy::HaproxyHash;
-use crate::hashing::Hashing;
+use crate::error::{spec_err, ParseError};
+use crate::hashing::{HashingPolicy, Scheme};
 use crate::ketama::Ketama;
 use crate::maglev::Maglev;
-use crate::nginx::NginxHash;
-use crate::policy::locality::{Locality, LocalityRule};
+use crate::params::Params;
+use crate::policy::locality::{LocalityPolicy, LocalityRule};
 use crate::policy::p2c::{P2c, P2cParams};
 use crate::policy::random::Random;
 use crate::policy::round_robin::RoundRobin;
 use crate::policy::smooth_weighted_round_robin::SmoothWeightedRoundRobin;
 use crate::policy::weighted_random::WeightedRandom;
 use crate::policy::weighted_round_robin::WeightedRoundRobin;
-use crate::policy::Policy;
-use crate::pool::Pool;
+use crate::policy::{BuildFn, BuiltIn, Policy};
 use crate::ring_hash::RingHash;
 use crate::rng::Seed;
-use crate::twemproxy::Twemproxy;
+
+type Result<T> = std::result::Result<T, ParseError>;
 
 /// Every policy name, for help texts and errors.
 pub const POLICY_NAMES: &[&str] = &[
@@ -59,19 +63,188 @@ pub const POLICY_NAMES: &[&str] = &[
 /// The word that joins a locality policy to the policy it wraps.
 const OVER: &str = "over";
 
+/// At most this many policies in one `... over ... over ...` chain: nesting
+/// multiplies the instances a build makes (one per zone at every level).
+pub const MAX_NESTING: usize = 4;
+
+/// What a family does with `load_factor=` and `balance=`.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// Not a hashing family: both keys are errors.
+    Unbounded,
+    /// A hashing family: bounded if given.
+    Optional,
+    /// A hashing family bounded by default (`c_murmurhash_bl`).
+    Default(LoadFactor),
+}
+
+/// How a family parses its parameters (given its default bound).
+type ParseFn = fn(&mut Params<'_>, Option<LoadFactor>) -> Result<Arc<dyn Policy>>;
+
+/// A family: how its parameters become a policy.
+struct Family {
+    name: &'static str,
+    bound: Bound,
+    parse: ParseFn,
+}
+
+/// A hashing scheme, bounded if `load_factor=` or `balance=` follows its
+/// own parameters, or by `default`.
+fn hashing<S: Scheme>(
+    scheme: S,
+    params: &mut Params<'_>,
+    default: Option<LoadFactor>,
+) -> Result<Arc<dyn Policy>> {
+    let bound = params.take_bound()?.or(default);
+    Ok(Arc::new(HashingPolicy::new(scheme, bound)))
+}
+
+/// A policy without parameters beyond `params`.
+fn built_in<P: fmt::Debug + Send + Sync + 'static>(
+    name: &'static str,
+    params: P,
+    build: BuildFn<P>,
+) -> Result<Arc<dyn Policy>> {
+    Ok(Arc::new(BuiltIn {
+        name,
+        params,
+        build,
+    }))
+}
+
+/// Every family but the locality wrappers, by canonical name.
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "c_murmurhash",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b),
+    },
+    Family {
+        name: "c_murmurhash_bl",
+        bound: Bound::Default(LoadFactor::DEFAULT),
+        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b),
+    },
+    Family {
+        name: "c_md5",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Md5, p)?, p, b),
+    },
+    Family {
+        name: "c_ketama",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Ketama, p)?, p, b),
+    },
+    Family {
+        name: "ketama",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(Ketama::parse(p)?, p, b),
+    },
+    Family {
+        name: "ring_hash",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(RingHash::parse(p)?, p, b),
+    },
+    Family {
+        name: "maglev",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(Maglev::parse(p)?, p, b),
+    },
+    Family {
+        name: "nginx_hash",
+        bound: Bound::Optional,
+        parse: crate::nginx::policy,
+    },
+    Family {
+        name: "haproxy_hash",
+        bound: Bound::Optional,
+        parse: crate::haproxy::policy,
+    },
+    Family {
+        name: "twemproxy",
+        bound: Bound::Optional,
+        parse: crate::twemproxy::policy,
+    },
+    Family {
+        name: "rr",
+        bound: Bound::Unbounded,
+        parse: |_, _| built_in("rr", (), |pool, ()| Ok(Arc::new(RoundRobin::new(pool)?))),
+    },
+    Family {
+        name: "random",
+        bound: Bound::Unbounded,
+        parse: |p, _| {
+            built_in("random", Seed::parse(p)?, |pool, seed| {
+                Ok(Arc::new(Random::new(pool, *seed)?))
+            })
+        },
+    },
+    Family {
+        name: "wrr",
+        bound: Bound::Unbounded,
+        parse: |_, _| {
+            built_in("wrr", (), |pool, ()| {
+                Ok(Arc::new(WeightedRoundRobin::new(pool)?))
+            })
+        },
+    },
+    Family {
+        name: "swrr",
+        bound: Bound::Unbounded,
+        parse: |_, _| {
+            built_in("swrr", (), |pool, ()| {
+                Ok(Arc::new(SmoothWeightedRoundRobin::new(pool)?))
+            })
+        },
+    },
+    Family {
+        name: "wr",
+        bound: Bound::Unbounded,
+        parse: |p, _| {
+            built_in("wr", Seed::parse(p)?, |pool, seed| {
+                Ok(Arc::new(WeightedRandom::new(pool, *seed)?))
+            })
+        },
+    },
+    Family {
+        name: "p2c",
+        bound: Bound::Unbounded,
+        parse: |p, _| {
+            built_in("p2c", P2cParams::parse(p)?, |pool, params| {
+                Ok(Arc::new(P2c::new(pool, *params)?))
+            })
+        },
+    },
+];
+
+/// How a locality family parses its rule.
+type ParseRuleFn = fn(&mut Params<'_>) -> Result<LocalityRule>;
+
+/// The locality families, which wrap another policy.
+const WRAPPERS: &[(&str, ParseRuleFn)] = &[
+    ("zone_first", LocalityRule::parse_zone_first),
+    ("local_first", LocalityRule::parse_local_first),
+];
+
 /// A parsed, validated policy specification.
 ///
 /// ```
-/// use loadring::PolicySpec;
+/// use loadring::{LoadFactor, PolicySpec};
 ///
 /// let spec: PolicySpec = "c_murmurhash:replicas=160 load_factor=1.25".parse()?;
 /// assert_eq!(spec.name(), "c_murmurhash");
 /// assert!(spec.is_hashing());
 /// assert_eq!(spec.load_factor().map(|f| f.to_string()), Some("1.25".into()));
 ///
+/// // The same, built without writing text:
+/// let built = PolicySpec::new("c_murmurhash")?
+///     .with("replicas", 160)?
+///     .with_load_factor(LoadFactor::new(5, 4)?)?;
+/// assert_eq!(built.as_str(), "c_murmurhash:replicas=160 load_factor=1.25");
+///
 /// let err = "c_murmurhash:replica=160".parse::<PolicySpec>().unwrap_err();
 /// assert_eq!(err.to_string(),
 ///     "c_murmurhash: unknown key `replica` (accepted: replicas, load_factor, balance)");
+/// assert_eq!(err.key(), Some("replica"));
 ///
 /// // Locality policies wrap another one, hashing and bounded ones included.
 /// let zoned: PolicySpec = "zone_first:min_endpoints=2 over c_md5:load_factor=1.3".parse()?;
@@ -82,57 +255,97 @@ const OVER: &str = "over";
 /// assert_eq!(zoned.as_str(), "zone_first:min_endpoints=2 over c_md5:load_factor=1.3");
 /// # Ok::<(), loadring::Error>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct PolicySpec {
     text: String,
     /// The canonical name: an entry of `POLICY_NAMES`.
     name: &'static str,
-    kind: Kind,
-    bound: Option<LoadFactor>,
+    /// The parameters of the outermost policy, as written.
+    params: Vec<(String, String)>,
+    inner: Option<Box<PolicySpec>>,
+    policy: Arc<dyn Policy>,
 }
 
-/// The policy families and their parameters.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Brpc(BrpcRing),
-    Ketama(Ketama),
-    RingHash(RingHash),
-    Maglev(Maglev),
-    Nginx(NginxHash),
-    Haproxy(HaproxyHash),
-    Twemproxy(Twemproxy),
-    RoundRobin,
-    Random(Seed),
-    WeightedRoundRobin,
-    SmoothWeightedRoundRobin,
-    WeightedRandom(Seed),
-    P2c(P2cParams),
-    Locality(LocalityRule, Box<PolicySpec>),
-}
-
-impl Kind {
-    /// Whether the family hashes requests (and so takes `load_factor`/`balance` itself).
-    fn is_hashing(&self) -> bool {
-        match self {
-            Kind::Brpc(_)
-            | Kind::Ketama(_)
-            | Kind::RingHash(_)
-            | Kind::Maglev(_)
-            | Kind::Nginx(_)
-            | Kind::Haproxy(_)
-            | Kind::Twemproxy(_) => true,
-            Kind::RoundRobin
-            | Kind::Random(_)
-            | Kind::WeightedRoundRobin
-            | Kind::SmoothWeightedRoundRobin
-            | Kind::WeightedRandom(_)
-            | Kind::P2c(_)
-            | Kind::Locality(..) => false,
-        }
+/// Two specifications are equal when they are written alike.
+impl PartialEq for PolicySpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
     }
 }
 
+impl Eq for PolicySpec {}
+
 impl PolicySpec {
+    /// The policy `name` with its default parameters.
+    ///
+    /// # Errors
+    /// An unknown name, or a name with parameters (`:` or spaces).
+    pub fn new(name: &str) -> Result<Self> {
+        if name.contains(':') || name.chars().any(char::is_whitespace) {
+            return Err(spec_err(format!(
+                "`{name}`: a policy name alone is expected here (add parameters with `with`)"
+            )));
+        }
+        name.parse()
+    }
+
+    /// This specification with parameter `key` set to `value` (on the outer
+    /// policy of a locality chain).
+    ///
+    /// # Errors
+    /// As parsing the resulting text: an unknown key, a value out of range,
+    /// a key given twice; also a key or value with spaces, `=` or `:`.
+    pub fn with(&self, key: &str, value: impl fmt::Display) -> Result<Self> {
+        let value = value.to_string();
+        let bad =
+            |s: &str| s.is_empty() || s.contains(['=', ':']) || s.chars().any(char::is_whitespace);
+        if bad(key) || bad(&value) {
+            return Err(ParseError::new(format!(
+                "{}: `{key}={value}`: a key and a value are single words without `=` or `:`",
+                self.name
+            ))
+            .with_policy(self.name)
+            .with_key(key)
+            .with_value(&value));
+        }
+        let mut params = self.params.clone();
+        params.push((key.to_string(), value));
+        PolicySpec::assemble(self.name, &params, self.inner.as_deref())
+    }
+
+    /// This specification bounded by `factor` (`load_factor=`).
+    ///
+    /// # Errors
+    /// The policy does not hash, or already has a bound.
+    pub fn with_load_factor(&self, factor: LoadFactor) -> Result<Self> {
+        self.with("load_factor", factor)
+    }
+
+    /// This locality policy wrapping `inner` instead of its current inner policy.
+    ///
+    /// # Errors
+    /// The policy is not a locality policy, or the chain gets too deep.
+    pub fn over(&self, inner: PolicySpec) -> Result<Self> {
+        PolicySpec::assemble(self.name, &self.params, Some(&inner))
+    }
+
+    /// Parses the text `name[:params] [over inner]` put together.
+    fn assemble(
+        name: &str,
+        params: &[(String, String)],
+        inner: Option<&PolicySpec>,
+    ) -> Result<Self> {
+        let mut text = name.to_string();
+        for (i, (k, v)) in params.iter().enumerate() {
+            text.push(if i == 0 { ':' } else { ' ' });
+            text.push_str(&format!("{k}={v}"));
+        }
+        if let Some(inner) = inner {
+            text.push_str(&format!(" {OVER} {}", inner.as_str()));
+        }
+        text.parse()
+    }
+
     /// The policy's canonical (lower-case) name.
     pub fn name(&self) -> &'static str {
         self.name
@@ -141,34 +354,19 @@ impl PolicySpec {
     /// Whether the policy places requests by hash (needs a key or a code);
     /// for a locality policy, whether the policy it wraps does.
     pub fn is_hashing(&self) -> bool {
-        match &self.kind {
-            Kind::Locality(_, inner) => inner.is_hashing(),
-            kind => kind.is_hashing(),
-        }
+        self.policy.needs_key()
     }
 
     /// The load bound, for bounded hashing policies (for a locality policy,
     /// the bound of the policy it wraps).
     pub fn load_factor(&self) -> Option<LoadFactor> {
-        match &self.kind {
-            Kind::Locality(_, inner) => inner.load_factor(),
-            _ => self.bound,
-        }
+        self.policy.load_factor()
     }
 
     /// The policy a locality policy wraps (`rr` unless given with `over`);
     /// `None` for other policies.
     pub fn inner(&self) -> Option<&PolicySpec> {
-        match &self.kind {
-            Kind::Locality(_, inner) => Some(inner),
-            _ => None,
-        }
-    }
-
-    /// The parsed policy family and parameters.
-    #[cfg(test)]
-    pub(crate) fn kind(&self) -> &Kind {
-        &self.kind
+        self.inner.as_deref()
     }
 
     /// The specification as it was written (trimmed).
@@ -176,36 +374,9 @@ impl PolicySpec {
         &self.text
     }
 
-    /// Builds the policy over `pool`.
-    pub(crate) fn build(&self, pool: Pool) -> Result<Box<dyn Policy>> {
-        match &self.kind {
-            Kind::Brpc(ring) => Ok(Box::new(Hashing::new(
-                ring.build(&pool)?,
-                pool,
-                self.bound,
-            )?)),
-            Kind::Ketama(k) => Ok(Box::new(Hashing::new(k.build(&pool)?, pool, self.bound)?)),
-            Kind::RingHash(ring) => Ok(Box::new(Hashing::new(
-                ring.build(&pool)?,
-                pool,
-                self.bound,
-            )?)),
-            Kind::Maglev(table) => Ok(Box::new(Hashing::new(
-                table.build(&pool)?,
-                pool,
-                self.bound,
-            )?)),
-            Kind::Nginx(family) => family.build(pool, self.bound),
-            Kind::Haproxy(family) => family.build(pool, self.bound),
-            Kind::Twemproxy(family) => family.build(pool, self.bound),
-            Kind::RoundRobin => Ok(Box::new(RoundRobin::new(pool)?)),
-            Kind::Random(seed) => Ok(Box::new(Random::new(pool, *seed)?)),
-            Kind::WeightedRoundRobin => Ok(Box::new(WeightedRoundRobin::new(pool)?)),
-            Kind::SmoothWeightedRoundRobin => Ok(Box::new(SmoothWeightedRoundRobin::new(pool)?)),
-            Kind::WeightedRandom(seed) => Ok(Box::new(WeightedRandom::new(pool, *seed)?)),
-            Kind::P2c(params) => Ok(Box::new(P2c::new(pool, *params)?)),
-            Kind::Locality(rule, inner) => Ok(Box::new(Locality::new(*rule, inner, pool)?)),
-        }
+    /// The policy it names, to build pickers with.
+    pub fn policy(&self) -> &Arc<dyn Policy> {
+        &self.policy
     }
 }
 
@@ -216,324 +387,154 @@ impl fmt::Display for PolicySpec {
 }
 
 impl FromStr for PolicySpec {
-    type Err = Error;
+    type Err = ParseError;
 
+    /// Splits the chain at every `over` once (linear in the text), then
+    /// parses from the innermost policy outwards.
     fn from_str(text: &str) -> Result<Self> {
         let text = text.trim();
-        match split_over(text) {
-            None => PolicySpec::parse_one(text, None),
-            Some((outer, inner)) => {
-                let (outer, inner) = (outer.trim(), inner.trim());
-                if outer.is_empty() {
-                    return Err(spec_err(format!(
-                        "`{text}`: a locality policy (zone_first, local_first) must come before `{OVER}`"
-                    )));
-                }
-                if inner.is_empty() {
-                    return Err(spec_err(format!(
-                        "`{text}`: the policy to wrap is missing after `{OVER}`"
-                    )));
-                }
-                let inner: PolicySpec = inner.parse()?;
-                let mut spec = PolicySpec::parse_one(outer, Some(inner))?;
-                spec.text = text.to_string();
-                Ok(spec)
-            }
+        if text.is_empty() {
+            return Err(spec_err(format!(
+                "empty policy (accepted: {})",
+                POLICY_NAMES.join(", ")
+            )));
         }
+        let parts = split_over(text);
+        if parts.len() > MAX_NESTING {
+            return Err(spec_err(format!(
+                "`{}...`: {} policies joined by `{OVER}`: accepted at most {MAX_NESTING}",
+                text.chars().take(40).collect::<String>(),
+                parts.len()
+            )));
+        }
+        let mut inner: Option<PolicySpec> = None;
+        for (depth, part) in parts.iter().enumerate().rev() {
+            let part = part.trim();
+            if part.is_empty() {
+                return Err(spec_err(if depth == 0 {
+                    format!(
+                        "`{}`: a locality policy (zone_first, local_first) must come before `{OVER}`",
+                        text.escape_debug()
+                    )
+                } else {
+                    format!(
+                        "`{}`: the policy to wrap is missing after `{OVER}`",
+                        text.escape_debug()
+                    )
+                }));
+            }
+            let wraps = depth + 1 < parts.len();
+            let mut spec = PolicySpec::parse_one(part, inner.take(), wraps)?;
+            if depth == 0 {
+                spec.text = text.to_string();
+            } else {
+                spec.text = parts[depth..]
+                    .iter()
+                    .map(|p| p.trim())
+                    .collect::<Vec<_>>()
+                    .join(&format!(" {OVER} "));
+            }
+            inner = Some(spec);
+        }
+        inner.ok_or_else(|| spec_err("empty policy"))
     }
 }
 
-/// Splits `OUTER over INNER` at the first word `over` (any case).
-fn split_over(text: &str) -> Option<(&str, &str)> {
+/// The parts of `A over B over C` (any case of `over`), in order.
+fn split_over(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut part_start = 0;
     let mut word_start = None;
     for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
         match (c.is_whitespace(), word_start) {
             (false, None) => word_start = Some(i),
             (true, Some(start)) => {
                 if text[start..i].eq_ignore_ascii_case(OVER) {
-                    return Some((&text[..start], &text[i..]));
+                    parts.push(&text[part_start..start]);
+                    part_start = i;
                 }
                 word_start = None;
             }
             _ => {}
         }
     }
-    None
+    parts.push(&text[part_start.min(text.len())..]);
+    parts
 }
 
 impl PolicySpec {
-    /// Parses one policy (no `over`); `inner` is what follows its `over`.
-    fn parse_one(text: &str, inner: Option<PolicySpec>) -> Result<Self> {
+    /// Parses one policy (no `over`); `inner` is what follows its `over`,
+    /// `wraps` whether there was an `over`.
+    fn parse_one(text: &str, inner: Option<PolicySpec>, wraps: bool) -> Result<Self> {
         let mut params = Params::tokenize(text)?;
-        let name = params.policy.to_ascii_lowercase();
-        let (kind, default_bound) = match name.as_str() {
-            "c_murmurhash" => (
-                Kind::Brpc(BrpcRing::parse(BrpcHash::Murmur3, &mut params)?),
-                None,
-            ),
-            "c_murmurhash_bl" => (
-                Kind::Brpc(BrpcRing::parse(BrpcHash::Murmur3, &mut params)?),
-                Some(LoadFactor::DEFAULT),
-            ),
-            "c_md5" => (
-                Kind::Brpc(BrpcRing::parse(BrpcHash::Md5, &mut params)?),
-                None,
-            ),
-            "c_ketama" => (
-                Kind::Brpc(BrpcRing::parse(BrpcHash::Ketama, &mut params)?),
-                None,
-            ),
-            "ketama" => (Kind::Ketama(Ketama::parse(&mut params)?), None),
-            "ring_hash" => (Kind::RingHash(RingHash::parse(&mut params)?), None),
-            "maglev" => (Kind::Maglev(Maglev::parse(&mut params)?), None),
-            "nginx_hash" => (Kind::Nginx(NginxHash::parse(&mut params)?), None),
-            "haproxy_hash" => (Kind::Haproxy(HaproxyHash::parse(&mut params)?), None),
-            "twemproxy" => (Kind::Twemproxy(Twemproxy::parse(&mut params)?), None),
-            "rr" => (Kind::RoundRobin, None),
-            "random" => (Kind::Random(Seed::parse(&mut params)?), None),
-            "wrr" => (Kind::WeightedRoundRobin, None),
-            "swrr" => (Kind::SmoothWeightedRoundRobin, None),
-            "wr" => (Kind::WeightedRandom(Seed::parse(&mut params)?), None),
-            "p2c" => (Kind::P2c(P2cParams::parse(&mut params)?), None),
-            "zone_first" | "local_first" => {
-                let rule = if name == "zone_first" {
-                    LocalityRule::parse_zone_first(&mut params)?
-                } else {
-                    LocalityRule::parse_local_first(&mut params)?
-                };
-                let inner = match &inner {
-                    Some(inner) => inner.clone(),
-                    None => PolicySpec::parse_one("rr", None)?,
-                };
-                (Kind::Locality(rule, Box::new(inner)), None)
+        let written: Vec<(String, String)> = params.pairs();
+        let name = params.policy().to_ascii_lowercase();
+        if let Some(&(canonical, parse_rule)) = WRAPPERS.iter().find(|(n, _)| *n == name) {
+            let rule = parse_rule(&mut params)?;
+            for key in ["load_factor", "balance"] {
+                if params.has(key) {
+                    return Err(ParseError::new(format!(
+                        "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
+                    ))
+                    .with_policy(&name)
+                    .with_key(key));
+                }
             }
-            _ => {
-                return Err(spec_err(format!(
-                    "unknown policy `{}` (accepted: {})",
-                    params.policy,
-                    POLICY_NAMES.join(", ")
-                )))
-            }
+            params.finish()?;
+            let inner = match inner {
+                Some(inner) => inner,
+                None => PolicySpec::parse_one("rr", None, false)?,
+            };
+            return Ok(PolicySpec {
+                text: text.to_string(),
+                name: canonical,
+                params: written,
+                policy: Arc::new(LocalityPolicy {
+                    name: canonical,
+                    rule,
+                    inner: inner.policy.clone(),
+                }),
+                inner: Some(Box::new(inner)),
+            });
+        }
+        let Some(family) = FAMILIES.iter().find(|f| f.name == name) else {
+            return Err(ParseError::new(format!(
+                "unknown policy `{}` (accepted: {})",
+                params.policy(),
+                POLICY_NAMES.join(", ")
+            ))
+            .with_value(params.policy())
+            .with_accepted(POLICY_NAMES.join(", ")));
         };
-        if inner.is_some() && !matches!(kind, Kind::Locality(..)) {
+        if wraps {
             return Err(spec_err(format!(
                 "{name} does not wrap another policy: only zone_first and local_first come before `{OVER}`"
             )));
         }
-        let bound = if kind.is_hashing() {
-            params.take_bound()?.or(default_bound)
-        } else {
+        let default = match family.bound {
+            Bound::Default(factor) => Some(factor),
+            Bound::Optional | Bound::Unbounded => None,
+        };
+        let policy = (family.parse)(&mut params, default)?;
+        if let Bound::Unbounded = family.bound {
             for key in ["load_factor", "balance"] {
                 if params.has(key) {
-                    return Err(spec_err(match &kind {
-                        Kind::Locality(..) => format!(
-                            "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
-                        ),
-                        _ => format!(
-                            "{name}: {key} applies to hashing policies only (c_murmurhash, c_md5, c_ketama, ...)"
-                        ),
-                    }));
+                    return Err(ParseError::new(format!(
+                        "{name}: {key} applies to hashing policies only (c_murmurhash, c_md5, c_ketama, ...)"
+                    ))
+                    .with_policy(&name)
+                    .with_key(key));
                 }
             }
-            None
-        };
+        }
         params.finish()?;
-        let name = POLICY_NAMES
-            .iter()
-            .copied()
-            .find(|n| *n == name)
-            // The match above accepts only names of POLICY_NAMES (tested below).
-            .expect("an accepted policy name is in POLICY_NAMES");
         Ok(PolicySpec {
             text: text.to_string(),
-            name,
-            kind,
-            bound,
-        })
-    }
-}
-
-/// The `key=value` pairs of a specification, taken one by one by the
-/// policy's parser; whatever is left at the end is an unknown key.
-#[derive(Debug)]
-pub(crate) struct Params<'a> {
-    policy: &'a str,
-    pairs: Vec<(&'a str, &'a str)>,
-    accepted: Vec<&'static str>,
-}
-
-impl<'a> Params<'a> {
-    pub(crate) fn tokenize(text: &'a str) -> Result<Self> {
-        let mut words = text.split_whitespace();
-        let Some(first) = words.next() else {
-            return Err(spec_err(format!(
-                "empty policy (accepted: {})",
-                POLICY_NAMES.join(", ")
-            )));
-        };
-        let (policy, rest) = match first.split_once(':') {
-            Some((policy, rest)) => (policy, (!rest.is_empty()).then_some(rest)),
-            None => (first, None),
-        };
-        if policy.is_empty() {
-            return Err(spec_err(format!(
-                "`{text}`: the policy name is missing before `:`"
-            )));
-        }
-        let mut pairs: Vec<(&str, &str)> = Vec::new();
-        for word in rest.into_iter().chain(words) {
-            let Some((key, value)) = word.split_once('=') else {
-                return Err(spec_err(format!("{policy}: `{word}` is not key=value")));
-            };
-            if key.is_empty() {
-                return Err(spec_err(format!(
-                    "{policy}: `{word}` has no key before `=`"
-                )));
-            }
-            if value.is_empty() {
-                return Err(spec_err(format!("{policy}: `{key}` has an empty value")));
-            }
-            if pairs.iter().any(|(k, _)| *k == key) {
-                return Err(spec_err(format!("{policy}: `{key}` is given twice")));
-            }
-            pairs.push((key, value));
-        }
-        Ok(Params {
+            name: family.name,
+            params: written,
+            inner: None,
             policy,
-            pairs,
-            accepted: Vec::new(),
         })
-    }
-
-    /// The raw value of `key`, if given; records `key` as accepted.
-    pub(crate) fn take(&mut self, key: &'static str) -> Option<&'a str> {
-        self.accepted.push(key);
-        let i = self.pairs.iter().position(|(k, _)| *k == key)?;
-        Some(self.pairs.remove(i).1)
-    }
-
-    /// An integer in `min..=max`, `default` when absent.
-    pub(crate) fn take_u64(
-        &mut self,
-        key: &'static str,
-        min: u64,
-        max: u64,
-        default: u64,
-    ) -> Result<u64> {
-        let Some(value) = self.take(key) else {
-            return Ok(default);
-        };
-        let bad = |why: &str| {
-            spec_err(format!(
-                "{}: {key}={value} {why}: accepted {min}..={max}",
-                self.policy
-            ))
-        };
-        if !value.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(if value.starts_with('-') {
-                bad("is negative")
-            } else {
-                bad("is not a whole number")
-            });
-        }
-        match value.parse::<u64>() {
-            Ok(v) if (min..=max).contains(&v) => Ok(v),
-            Ok(_) | Err(_) => Err(bad("is out of range")),
-        }
-    }
-
-    /// An integer in `min..=max`, `None` when absent.
-    pub(crate) fn take_opt_u64(
-        &mut self,
-        key: &'static str,
-        min: u64,
-        max: u64,
-    ) -> Result<Option<u64>> {
-        let given = self.has(key);
-        let value = self.take_u64(key, min, max, min)?;
-        Ok(given.then_some(value))
-    }
-
-    /// `true` or `false`, `default` when absent.
-    pub(crate) fn take_bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
-        match self.take(key) {
-            None => Ok(default),
-            Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(v) => Err(spec_err(format!(
-                "{}: {key}={v}: accepted true or false",
-                self.policy
-            ))),
-        }
-    }
-
-    /// One of `choices` (returned as the matching `&'static str`), `default` when absent.
-    pub(crate) fn take_choice(
-        &mut self,
-        key: &'static str,
-        choices: &[&'static str],
-        default: &'static str,
-    ) -> Result<&'static str> {
-        let Some(value) = self.take(key) else {
-            return Ok(default);
-        };
-        choices
-            .iter()
-            .copied()
-            .find(|c| c.eq_ignore_ascii_case(value))
-            .ok_or_else(|| {
-                spec_err(format!(
-                    "{}: {key}={value}: accepted {}",
-                    self.policy,
-                    choices.join(", ")
-                ))
-            })
-    }
-
-    /// Whether `key` was given (without taking it).
-    pub(crate) fn has(&self, key: &str) -> bool {
-        self.pairs.iter().any(|(k, _)| *k == key)
-    }
-
-    /// The policy name as written.
-    pub(crate) fn policy(&self) -> &'a str {
-        self.policy
-    }
-
-    /// `load_factor=F` or `balance=P`, at most one of them.
-    fn take_bound(&mut self) -> Result<Option<LoadFactor>> {
-        let factor = self
-            .take("load_factor")
-            .map(|v| LoadFactor::parse_decimal("load_factor", v))
-            .transpose()?;
-        let percent = self
-            .take("balance")
-            .map(|v| LoadFactor::parse_percent("balance", v))
-            .transpose()?;
-        match (factor, percent) {
-            (Some(_), Some(_)) => Err(spec_err(format!(
-                "{}: give load_factor or balance, not both (balance=125 is load_factor=1.25)",
-                self.policy
-            ))),
-            (f, p) => Ok(f.or(p)),
-        }
-    }
-
-    fn finish(self) -> Result<()> {
-        match self.pairs.first() {
-            None => Ok(()),
-            Some((key, _)) => {
-                let accepted = if self.accepted.is_empty() {
-                    "none".to_string()
-                } else {
-                    self.accepted.join(", ")
-                };
-                Err(spec_err(format!(
-                    "{}: unknown key `{key}` (accepted: {accepted})",
-                    self.policy.to_ascii_lowercase()
-                )))
-            }
-        }
     }
 }
 
@@ -549,25 +550,15 @@ mod tests {
     fn names_are_case_insensitive_and_defaults_apply() {
         let spec: PolicySpec = "C_MurmurHash".parse().unwrap();
         assert_eq!(spec.name(), "c_murmurhash");
-        assert_eq!(
-            spec.kind,
-            Kind::Brpc(BrpcRing {
-                hash: BrpcHash::Murmur3,
-                replicas: 100
-            })
-        );
+        let debug = format!("{:?}", spec.policy());
+        assert!(debug.contains("hash: Murmur3, replicas: 100"), "{debug}");
         assert_eq!(spec.load_factor(), None);
         let bl: PolicySpec = "c_murmurhash_bl".parse().unwrap();
         assert_eq!(bl.load_factor(), Some(LoadFactor::DEFAULT));
         let tuned: PolicySpec = "c_murmurhash_bl:balance=150 replicas=160".parse().unwrap();
         assert_eq!(tuned.load_factor().unwrap().to_string(), "1.5");
-        assert_eq!(
-            tuned.kind,
-            Kind::Brpc(BrpcRing {
-                hash: BrpcHash::Murmur3,
-                replicas: 160
-            })
-        );
+        let debug = format!("{:?}", tuned.policy());
+        assert!(debug.contains("hash: Murmur3, replicas: 160"), "{debug}");
     }
 
     #[test]

@@ -50,19 +50,23 @@
 //! "drained": as if the server were not in the pool. `load_factor=`/`balance=`
 //! apply the generic cap along that same walk.
 
+use std::sync::Arc;
+
 use crate::bounded::LoadFactor;
 use crate::brpc::MAX_RING_POINTS;
-use crate::error::{spec_err, Error, Result};
+use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{
     crc32, fnv1_32, fnv1_64, fnv1a_32, fnv1a_64, hsieh, jenkins, md5_le32, md5_words,
     one_at_a_time, twemproxy_crc16, twemproxy_murmur,
 };
-use crate::hashing::{Hashing, Placement};
+use crate::hashing::{HashingPolicy, Placement, Scheme};
 use crate::ketama::libmemcached_digests;
+use crate::params::Params;
 use crate::policy::Policy;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::spec::Params;
+
+type Result<T, E = BuildError> = std::result::Result<T, E>;
 
 /// The policy name.
 const NAME: &str = "twemproxy";
@@ -125,7 +129,7 @@ fn hash_function(i: usize) -> fn(&[u8]) -> u32 {
 }
 
 impl Twemproxy {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let distribution =
             match params.take_choice("distribution", &["ketama", "modula"], "ketama")? {
                 "modula" => Distribution::Modula,
@@ -138,10 +142,12 @@ impl Twemproxy {
             Some(tag) => match tag.as_bytes() {
                 &[x, y] if x.is_ascii_graphic() && y.is_ascii_graphic() => Some([x, y]),
                 _ => {
-                    return Err(spec_err(format!(
-                        "{NAME}: hash_tag={tag}: accepted two ASCII characters, the tag's \
-                         start and end, e.g. hash_tag={{}}"
-                    )))
+                    return Err(params.error(
+                        "hash_tag",
+                        tag,
+                        "two ASCII characters, the tag's start and end, e.g. hash_tag={}",
+                        |accepted| format!("hash_tag={tag}: accepted {accepted}"),
+                    ))
                 }
             },
         };
@@ -151,27 +157,72 @@ impl Twemproxy {
             hash_tag,
         })
     }
+}
 
-    /// Builds the policy over `pool`.
-    pub(crate) fn build(&self, pool: Pool, bound: Option<LoadFactor>) -> Result<Box<dyn Policy>> {
-        let servers = ServerOrder::of(&pool)?;
-        let key_hash = KeyHash {
+/// `twemproxy`, parsed: `bound` is `load_factor=`/`balance=`, or `default`.
+pub(crate) fn policy(
+    params: &mut Params<'_>,
+    default: Option<LoadFactor>,
+) -> Result<Arc<dyn Policy>, ParseError> {
+    let family = Twemproxy::parse(params)?;
+    let bound = params.take_bound()?.or(default);
+    Ok(match family.distribution {
+        Distribution::Ketama => Arc::new(HashingPolicy::new(KetamaScheme(family), bound)),
+        Distribution::Modula => Arc::new(HashingPolicy::new(ModulaScheme(family), bound)),
+    })
+}
+
+impl Twemproxy {
+    /// The key hash over the servers of `pool`.
+    fn key_hash(&self, servers: &ServerOrder) -> KeyHash {
+        KeyHash {
             hash: hash_function(self.hash),
             hash_tag: self.hash_tag,
             single: servers.order.len() == 1,
-        };
-        Ok(match self.distribution {
-            Distribution::Ketama => Box::new(Hashing::new(
-                Continuum::build(&pool, &servers, key_hash)?,
-                pool,
-                bound,
-            )?),
-            Distribution::Modula => Box::new(Hashing::new(
-                Modula::build(&pool, &servers, key_hash)?,
-                pool,
-                bound,
-            )?),
-        })
+        }
+    }
+}
+
+/// `distribution=ketama` as a scheme.
+#[derive(Debug)]
+struct KetamaScheme(Twemproxy);
+
+impl Scheme for KetamaScheme {
+    type Placement = Continuum;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        // At most 160 points per server on average, whatever the weights.
+        160 * pool.len() as u64
+    }
+
+    fn place(&self, pool: &Pool) -> Result<Continuum> {
+        let servers = ServerOrder::of(pool)?;
+        Continuum::build(pool, &servers, self.0.key_hash(&servers))
+    }
+}
+
+/// `distribution=modula` as a scheme.
+#[derive(Debug)]
+struct ModulaScheme(Twemproxy);
+
+impl Scheme for ModulaScheme {
+    type Placement = Modula;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn size(&self, pool: &Pool) -> u64 {
+        pool.weight_sum()
+    }
+
+    fn place(&self, pool: &Pool) -> Result<Modula> {
+        let servers = ServerOrder::of(pool)?;
+        Modula::build(pool, &servers, self.0.key_hash(&servers))
     }
 }
 
@@ -203,13 +254,16 @@ impl ServerOrder {
             a.len().cmp(&b.len()).then_with(|| a.cmp(b))
         });
         if let Some(w) = order.windows(2).find(|w| name(w[0]) == name(w[1])) {
-            return Err(Error::Endpoint(format!(
-                "{NAME}: endpoints `{}` and `{}` are both named `{}`: twemproxy needs unique \
+            return Err(BuildError::new(
+                BuildErrorKind::Endpoint,
+                format!(
+                    "{NAME}: endpoints `{}` and `{}` are both named `{}`: twemproxy needs unique \
                  server names (set hash_key= on one of them)",
-                pool.endpoint(w[0]).addr(),
-                pool.endpoint(w[1]).addr(),
-                server_name(pool.endpoint(w[0]))
-            )));
+                    pool.endpoint(w[0]).addr(),
+                    pool.endpoint(w[1]).addr(),
+                    server_name(pool.endpoint(w[0]))
+                ),
+            ));
         }
         let mut rank = vec![u32::MAX; pool.len()];
         for (r, &i) in order.iter().enumerate() {
@@ -275,7 +329,7 @@ impl Continuum {
             .map(|&i| u64::from(libmemcached_digests(pool.weight(i), total, n)))
             .sum();
         if digests * 4 > MAX_RING_POINTS {
-            return Err(Error::Spec(format!(
+            return Err(BuildError::too_large(format!(
                 "{NAME}: {} endpoints make {} points, more than the limit of {MAX_RING_POINTS}",
                 pool.len(),
                 digests * 4
@@ -341,7 +395,7 @@ pub(crate) struct Modula {
 impl Modula {
     fn build(pool: &Pool, servers: &ServerOrder, key_hash: KeyHash) -> Result<Self> {
         if pool.weight_sum() > MAX_RING_POINTS {
-            return Err(Error::Spec(format!(
+            return Err(BuildError::too_large(format!(
                 "{NAME}: distribution=modula has one slot per unit of weight: weights summing \
                  to {} exceed the limit of {MAX_RING_POINTS} slots",
                 pool.weight_sum()

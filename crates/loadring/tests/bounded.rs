@@ -1,9 +1,11 @@
 //! Bounded load as a specification: caps hold at every pick, spilled requests
 //! follow the ring, counters return to zero whatever the interleaving.
 
+mod common;
+
 use std::collections::HashMap;
 
-use loadring::{Balancer, Endpoint, Error, Pick, PolicySpec, Request};
+use loadring::{Balancer, Endpoint, Pick, PickError, PolicySpec, Request, UnknownEndpoint};
 use proptest::prelude::*;
 
 /// Six backends of weights 1, 1, 2, 1, 3, 1.
@@ -75,18 +77,39 @@ fn check_pick(
         .copied()
         .filter(|&i| model.healthy[i] && Some(model.universe[i].addr()) != excluded_addr.as_deref())
         .collect();
+    // The cap worked out from the model, independently of the library:
+    // ceil(F * (total + 1) * w / W) with F = num / den from its decimal text.
+    let factor = balancer.spec().unwrap().load_factor().unwrap().to_string();
+    let (int, frac) = factor.split_once('.').unwrap_or((&factor, ""));
+    let den = 10u128.pow(frac.len() as u32);
+    let num = format!("{int}{frac}").parse::<u128>().unwrap();
+    let total: u128 = model
+        .members
+        .iter()
+        .map(|&i| u128::from(model.expected_load(i)))
+        .sum();
+    let weight_sum: u128 = model
+        .members
+        .iter()
+        .map(|&i| u128::from(model.universe[i].weight()))
+        .sum();
     let before: HashMap<usize, (u64, u64)> = model
         .members
         .iter()
         .map(|&i| {
-            let cap = balancer
+            let w = u128::from(model.universe[i].weight());
+            let cap = (num * (total + 1) * w).div_ceil(den * weight_sum) as u64;
+            let reported = balancer
                 .cap(model.universe[i].addr())
                 .unwrap()
                 .expect("a bounded policy has caps");
+            assert_eq!(reported, cap, "the cap of {}", model.universe[i].addr());
             (i, (model.expected_load(i), cap))
         })
         .collect();
-    let natural = balancer.natural_owner(&req);
+    let natural = balancer
+        .route(&req)
+        .map(|e| e.map(|e| e.addr().to_string()));
     let total_before = balancer.total_in_flight();
     match balancer.pick(&req) {
         Ok(pick) => {
@@ -105,11 +128,20 @@ fn check_pick(
                     pick.addr()
                 );
             } else {
-                let least = eligible.iter().map(|e| before[e].0).min().unwrap();
+                // No room anywhere: the least load relative to its cap,
+                // load / cap, compared exactly as load_a * cap_b < load_b * cap_a.
+                let lightest = eligible
+                    .iter()
+                    .map(|e| before[e])
+                    .min_by(|a, b| {
+                        (u128::from(a.0) * u128::from(b.1))
+                            .cmp(&(u128::from(b.0) * u128::from(a.1)))
+                    })
+                    .unwrap();
                 prop_assert_eq!(
-                    load,
-                    least,
-                    "the fallback takes the least-loaded eligible endpoint"
+                    u128::from(load) * u128::from(lightest.1),
+                    u128::from(lightest.0) * u128::from(cap),
+                    "the fallback takes the eligible endpoint with the least load for its cap"
                 );
             }
             if total_before == 0 {
@@ -122,8 +154,8 @@ fn check_pick(
             let generation = model.generation[i];
             model.held.push((i, generation, pick));
         }
-        Err(Error::NoEndpoints) => prop_assert!(model.members.is_empty()),
-        Err(Error::NoEligibleEndpoint { .. }) => {
+        Err(PickError::NoEndpoints) => prop_assert!(model.members.is_empty()),
+        Err(PickError::NoEligibleEndpoint { .. }) => {
             prop_assert!(eligible.is_empty(), "{eligible:?} were eligible")
         }
         Err(e) => prop_assert!(false, "unexpected error {e}"),
@@ -171,7 +203,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 } else {
                     prop_assert_eq!(
                         result,
-                        Err(Error::UnknownEndpoint(model.universe[i].addr().to_string()))
+                        Err(UnknownEndpoint(model.universe[i].addr().to_string()))
                     );
                 }
             }
@@ -198,7 +230,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(common::cases(200))]
 
     #[test]
     fn caps_hold_and_counters_return_to_zero_murmur(ops in proptest::collection::vec(op(), 1..120)) {
@@ -243,7 +275,12 @@ fn hot_key_is_capped_and_spills_along_the_ring() {
     let mut remaining = eight();
     let mut plain_order = Vec::new();
     for _ in 0..first_use.len() {
-        let owner = plain.natural_owner(&Request::key("hot")).unwrap().unwrap();
+        let owner = plain
+            .route(&Request::key("hot"))
+            .unwrap()
+            .unwrap()
+            .addr()
+            .to_string();
         remaining.retain(|e| e.addr() != owner);
         plain_order.push(owner);
         plain.update(remaining.clone()).unwrap();
@@ -251,8 +288,21 @@ fn hot_key_is_capped_and_spills_along_the_ring() {
     assert_eq!(first_use, plain_order);
 
     // Removing endpoints that hold guards, then releasing, brings the total to 0.
-    balancer.update(eight().into_iter().skip(4)).unwrap();
-    assert!(balancer.total_in_flight() <= 200);
+    let kept: Vec<Endpoint> = eight().into_iter().skip(4).collect();
+    let on_kept = held
+        .iter()
+        .filter(|p| kept.iter().any(|e| e.addr() == p.addr()))
+        .count() as u64;
+    assert!(
+        on_kept < held.len() as u64,
+        "the test removes endpoints holding guards"
+    );
+    balancer.update(kept).unwrap();
+    assert_eq!(
+        balancer.total_in_flight(),
+        on_kept,
+        "removed endpoints left the total"
+    );
     drop(held);
     assert_eq!(balancer.total_in_flight(), 0);
     assert!(balancer.loads().iter().all(|(_, l)| *l == 0));
@@ -290,7 +340,12 @@ fn unchanged_membership_is_a_no_op_and_counters_survive_updates() {
 #[test]
 fn health_marks_skip_without_rebuilding_and_all_unhealthy_is_an_error() {
     let balancer = Balancer::new("c_murmurhash_bl".parse().unwrap(), eight()).unwrap();
-    let owner = balancer.natural_owner(&Request::key("k")).unwrap().unwrap();
+    let owner = balancer
+        .route(&Request::key("k"))
+        .unwrap()
+        .unwrap()
+        .addr()
+        .to_string();
     balancer.set_healthy(&owner, false).unwrap();
     let pick = balancer.pick(&Request::key("k")).unwrap();
     assert_ne!(pick.addr(), owner);
@@ -300,10 +355,10 @@ fn health_marks_skip_without_rebuilding_and_all_unhealthy_is_an_error() {
     }
     assert_eq!(
         balancer.pick(&Request::key("k")).unwrap_err(),
-        Error::NoEligibleEndpoint { members: 8 }
+        PickError::NoEligibleEndpoint { members: 8 }
     );
     assert_eq!(
         balancer.set_healthy("nope", true),
-        Err(Error::UnknownEndpoint("nope".into()))
+        Err(UnknownEndpoint("nope".into()))
     );
 }

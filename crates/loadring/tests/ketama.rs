@@ -44,9 +44,11 @@ fn caps_hold_on_every_variant() {
             .collect();
         let weight_sum: u64 = weights.iter().map(|(_, w)| u64::from(*w)).sum();
         let hot_owner = balancer
-            .natural_owner(&Request::key("hot"))
+            .route(&Request::key("hot"))
             .unwrap()
-            .unwrap();
+            .unwrap()
+            .addr()
+            .to_string();
         let mut held: Vec<Pick> = Vec::new();
         let mut spilled = 0;
         for i in 0..600u32 {

@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use loadring::{Balancer, Endpoint, Error, Pick, PolicySpec, Request, POLICY_NAMES};
+use loadring::{
+    Balancer, BuildErrorKind, Endpoint, Pick, PickError, PolicySpec, Request, POLICY_NAMES,
+};
 
 fn endpoints(lines: &[&str]) -> Vec<Endpoint> {
     lines.iter().map(|l| l.parse().unwrap()).collect()
@@ -377,7 +379,13 @@ fn zone_first_over_a_ring_places_keys_on_the_zone_ring() {
         let want = zone_a.pick(&Request::key(&key)).unwrap().addr().to_string();
         let req = Request::key(&key).in_zone("a");
         assert_eq!(zoned.pick(&req).unwrap().addr(), want, "{key}");
-        assert_eq!(zoned.natural_owner(&req).unwrap(), Some(want));
+        assert_eq!(
+            zoned
+                .route(&req)
+                .map(|e| e.map(|e| e.addr().to_string()))
+                .unwrap(),
+            Some(want)
+        );
     }
     // The layout is the inner ring's over every endpoint.
     let everyone = balancer("c_murmurhash", &ZONED);
@@ -385,7 +393,7 @@ fn zone_first_over_a_ring_places_keys_on_the_zone_ring() {
     // No key: the inner policy's error.
     assert!(matches!(
         zoned.pick(&Request::new().in_zone("a")),
-        Err(Error::MissingKey { .. })
+        Err(PickError::MissingKey { .. })
     ));
 }
 
@@ -465,7 +473,7 @@ fn every_policy_skips_unhealthy_excluded_and_weightless_endpoints() {
         }
         let err = b.pick(&Request::key("k").excluding(&tried).in_zone("z1"));
         assert!(
-            matches!(err, Err(Error::NoEligibleEndpoint { .. })),
+            matches!(err, Err(PickError::NoEligibleEndpoint { .. })),
             "{spec}: {err:?}"
         );
         assert_eq!(b.total_in_flight(), 0, "{spec}");
@@ -479,7 +487,10 @@ fn every_policy_rejects_all_zero_weights() {
             spec.parse().unwrap(),
             endpoints(&["a weight=0", "b weight=0"]),
         );
-        assert!(matches!(err, Err(Error::AllWeightsZero)), "{spec}: {err:?}");
+        assert!(
+            matches!(&err, Err(e) if e.kind() == BuildErrorKind::AllWeightsZero),
+            "{spec}: {err:?}"
+        );
     }
 }
 
@@ -692,4 +703,56 @@ fn concurrent_picks_stay_eligible_and_release_everything() {
         });
         assert_eq!(b.total_in_flight(), 0, "{spec}");
     }
+}
+
+/// Hostile nesting is refused at once, not after minutes and gigabytes.
+#[test]
+fn deep_chains_and_oversized_locality_builds_are_refused_quickly() {
+    let started = std::time::Instant::now();
+    let deep = format!("{}rr", "zone_first over ".repeat(7000));
+    let err = deep.parse::<PolicySpec>().unwrap_err().to_string();
+    assert!(
+        err.contains("7001 policies joined by `over`: accepted at most 4"),
+        "{err}"
+    );
+    assert!(!err.contains('\n'));
+
+    let zoned = |n: usize| -> Vec<Endpoint> {
+        (0..n)
+            .map(|i| {
+                format!(
+                    "10.{}.{}.{}:80 zone=z{i}",
+                    i / 65536,
+                    i / 256 % 256,
+                    i % 256
+                )
+                .parse()
+                .unwrap()
+            })
+            .collect()
+    };
+    let err = Balancer::new("zone_first over maglev".parse().unwrap(), zoned(20_000))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "zone_first over maglev: 20001 instances (one per zone, one over all) make \
+         1310805537 entries, more than the limit of 16777216"
+    );
+    let err = Balancer::new(
+        "zone_first over ring_hash:min_ring_size=8388608"
+            .parse()
+            .unwrap(),
+        zoned(20),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("21 instances"), "{err}");
+    // Within the budget, the same shapes build.
+    Balancer::new("zone_first over maglev".parse().unwrap(), zoned(200)).unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "refusing took {:?}",
+        started.elapsed()
+    );
 }

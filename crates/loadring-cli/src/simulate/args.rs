@@ -1,10 +1,11 @@
 //! The command line of `simulate` and its validation into a [`Config`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use loadring::{Endpoint, PolicySpec};
 
 use super::workload::{Service, Workload};
+use crate::echo::echo;
 use crate::CliError;
 
 /// The policies compared when no `--policy` is given.
@@ -58,24 +59,46 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     endpoints: Option<PathBuf>,
     /// Without -e/--endpoints: this many endpoints, 10.0.0.1:80 ... 10.0.0.N:80.
-    #[arg(long, short = 'n', value_name = "N", default_value_t = 10)]
-    backends: u32,
+    #[arg(
+        long,
+        short = 'n',
+        value_name = "N",
+        default_value = "10",
+        allow_hyphen_values = true
+    )]
+    backends: String,
     /// Number of requests.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    requests: u64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1000000",
+        allow_hyphen_values = true
+    )]
+    requests: String,
     /// Number of distinct keys (key-0 ... key-{N-1}).
-    #[arg(long, value_name = "N", default_value_t = 100_000)]
-    keys: u64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "100000",
+        allow_hyphen_values = true
+    )]
+    keys: String,
     /// Key popularity: `zipf:S` (S > 0), `uniform`, or `hot:P[:S]` (key-0 gets
     /// a fraction P of all requests, the rest zipf:S over the other keys, S 1.1
     /// by default).
     #[arg(long, value_name = "WORKLOAD", default_value = "hot:0.1")]
     workload: String,
-    /// Arrivals per second of virtual time (Poisson).
-    #[arg(long, value_name = "PER_SECOND", default_value_t = 20_000.0)]
-    rate: f64,
+    /// Arrivals per second of virtual time (Poisson), at most 1e9 (virtual
+    /// time counts nanoseconds), and enough for the run to fit 2^64 ns.
+    #[arg(
+        long,
+        value_name = "PER_SECOND",
+        default_value = "20000",
+        allow_hyphen_values = true
+    )]
+    rate: String,
     /// Service time per request: `exp:MS` (exponential, mean MS milliseconds)
-    /// or `fixed:MS`.
+    /// or `fixed:MS`; at least 1 ns (MS >= 0.000001).
     #[arg(long, value_name = "DIST", default_value = "exp:10")]
     service: String,
     /// Remove the endpoint at ADDR at time T (repeatable). T is seconds of
@@ -90,8 +113,20 @@ pub struct Args {
     #[arg(long, conflicts_with_all = ["remove", "add"])]
     no_events: bool,
     /// Seed of the workload: the same seed gives the same requests and results.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    seed: u64,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        allow_hyphen_values = true
+    )]
+    seed: String,
+    /// Requests come from N zones, `zone-1` ... `zone-N`, each request from
+    /// one drawn uniformly (keys, arrivals and service times stay those of
+    /// the run without zones); endpoints without `zone=` are spread over the
+    /// same zones round robin, in the order given (`--add` continues the
+    /// count). Needed by the locality policies (zone_first, local_first).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    zones: Option<String>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -153,6 +188,8 @@ pub struct Config {
     /// In time order.
     pub events: Vec<Event>,
     pub seed: u64,
+    /// The zones requests come from (`--zones`), none without it.
+    pub zones: Vec<String>,
     pub json: bool,
     pub plot: Option<(PathBuf, PlotFormat)>,
 }
@@ -162,51 +199,64 @@ pub struct Config {
 const MAX_REQUESTS: u64 = 20_000_000;
 const MAX_KEYS: u64 = 10_000_000;
 const MAX_BACKENDS: u32 = 10_000;
+const MAX_ZONES: u32 = 1_000;
+/// Virtual time is u64 nanoseconds: arrivals closer than 1 ns would all land
+/// on the same instant.
+const MAX_RATE: f64 = 1e9;
+/// The largest exponential draw, in means: `-ln(2^-53)`, since a uniform
+/// draw has 53 bits (workload.rs). A run is accepted only if it fits the
+/// virtual clock even if every draw were this large, so no time is clamped.
+const MAX_EXP_DRAW: f64 = 36.8;
 
 impl Args {
     /// Checks every flag; the first problem comes back as one line.
     pub fn config(&self) -> Result<Config, CliError> {
-        let policies = self.policies()?;
-        let endpoints = self.endpoints()?;
-        if !(1..=MAX_REQUESTS).contains(&self.requests) {
-            return Err(CliError(format!(
-                "--requests {}: accepted 1..={MAX_REQUESTS}",
-                self.requests
-            )));
-        }
-        if !(1..=MAX_KEYS).contains(&self.keys) {
-            return Err(CliError(format!(
-                "--keys {}: accepted 1..={MAX_KEYS}",
-                self.keys
-            )));
-        }
+        let seed: u64 = whole("--seed", &self.seed, 0, u64::MAX)?;
+        let zones = match &self.zones {
+            Some(text) => (1..=whole("--zones", text, 1, MAX_ZONES)?)
+                .map(|i| format!("zone-{i}"))
+                .collect(),
+            None => Vec::new(),
+        };
+        let policies = self.policies(seed, !zones.is_empty())?;
+        let mut endpoints = self.endpoints()?;
+        let requests = whole("--requests", &self.requests, 1, MAX_REQUESTS)?;
+        let keys = whole("--keys", &self.keys, 1, MAX_KEYS)?;
         let workload: Workload = self.workload.parse().map_err(CliError)?;
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return Err(CliError(format!(
-                "--rate {}: the arrival rate must be a number of requests per second > 0",
-                self.rate
-            )));
-        }
+        let rate = match self.rate.trim().parse::<f64>() {
+            Ok(rate) if rate.is_finite() && rate > 0.0 => rate,
+            _ => {
+                return Err(CliError(format!(
+                    "--rate {}: the arrival rate must be a number of requests per second > 0",
+                    echo(&self.rate)
+                )))
+            }
+        };
         let service: Service = self.service.parse().map_err(CliError)?;
-        let duration = self.requests as f64 / self.rate;
-        let events = self.events(&endpoints, duration)?;
-        let plot = self.plot.as_ref().map(|p| plot_format(p)).transpose()?;
+        check_clock(&self.rate, rate, requests, service)?;
+        let duration = requests as f64 / rate;
+        let mut events = self.events(&endpoints, duration)?;
+        if !zones.is_empty() {
+            spread_over_zones(&mut endpoints, &mut events, &zones)?;
+        }
+        let plot = self.plot.as_ref().map(|p| plot_target(p)).transpose()?;
         Ok(Config {
             policies,
             endpoints,
-            requests: self.requests as usize,
-            keys: self.keys as usize,
+            requests: requests as usize,
+            keys: keys as usize,
             workload,
-            rate: self.rate,
+            rate,
             service,
             events,
-            seed: self.seed,
+            seed,
+            zones,
             json: self.json,
             plot,
         })
     }
 
-    fn policies(&self) -> Result<Vec<Policy>, CliError> {
+    fn policies(&self, seed: u64, zoned: bool) -> Result<Vec<Policy>, CliError> {
         let texts: Vec<&str> = if self.policy.is_empty() {
             // A library built without some family still runs the others.
             DEFAULT_POLICIES
@@ -225,9 +275,15 @@ impl Args {
             if policies.iter().any(|p| p.name == text) {
                 return Err(CliError(format!("--policy {text} is given twice")));
             }
+            if spec.inner().is_some() && !zoned {
+                return Err(CliError(format!(
+                    "--policy {text}: a locality policy routes by the request's zone, \
+                     and simulated requests have none: give --zones N"
+                )));
+            }
             policies.push(Policy {
                 name: text.to_string(),
-                spec: seeded(text, self.seed).unwrap_or(spec),
+                spec: seeded(text, seed).unwrap_or(spec),
             });
         }
         Ok(policies)
@@ -244,13 +300,13 @@ impl Args {
             }
         }
         if endpoints.is_empty() {
-            if !(1..=MAX_BACKENDS).contains(&self.backends) {
-                return Err(CliError(format!(
-                    "--backends {}: no endpoints to simulate: accepted 1..={MAX_BACKENDS} (or give -e ENDPOINT)",
-                    self.backends
-                )));
-            }
-            for i in 1..=self.backends {
+            let backends = whole("--backends", &self.backends, 1, MAX_BACKENDS).map_err(|e| {
+                CliError(format!(
+                    "{}: no endpoints to simulate (or give -e ENDPOINT)",
+                    e.0
+                ))
+            })?;
+            for i in 1..=backends {
                 let addr = format!("10.0.{}.{}:80", i / 256, i % 256);
                 // Generated addresses are valid endpoint names.
                 endpoints.push(Endpoint::new(addr).expect("a generated address"));
@@ -299,7 +355,7 @@ impl Args {
             let (endpoint, at) = split_event("--add", text, duration)?;
             let endpoint = endpoint
                 .parse::<Endpoint>()
-                .map_err(|e| CliError(format!("--add {text}: {e}")))?;
+                .map_err(|e| CliError(format!("--add {}: {e}", echo(text))))?;
             events.push(Event {
                 at,
                 change: Change::Add(endpoint),
@@ -356,15 +412,20 @@ fn seeded(text: &str, seed: u64) -> Option<PolicySpec> {
 fn split_event<'a>(flag: &str, text: &'a str, duration: f64) -> Result<(&'a str, u64), CliError> {
     let (what, time) = text.rsplit_once('@').ok_or_else(|| {
         CliError(format!(
-            "{flag} {text}: expected WHAT@T, e.g. 10.0.0.3:80@50% or 10.0.0.3:80@12.5s"
+            "{flag} {}: expected WHAT@T, e.g. 10.0.0.3:80@50% or 10.0.0.3:80@12.5s",
+            echo(text)
         ))
     })?;
     if what.trim().is_empty() {
-        return Err(CliError(format!("{flag} {text}: no endpoint before `@`")));
+        return Err(CliError(format!(
+            "{flag} {}: no endpoint before `@`",
+            echo(text)
+        )));
     }
     let seconds = parse_time(time, duration).map_err(|why| {
         CliError(format!(
-            "{flag} {text}: {why} (accepted: seconds 0..={duration} as `12.5` or `12.5s`, `800ms`, or a share of the run `0%`..=`100%`)"
+            "{flag} {}: {why} (accepted: seconds 0..={duration} as `12.5` or `12.5s`, `800ms`, or a share of the run `0%`..=`100%`)",
+            echo(text)
         ))
     })?;
     Ok((what, (seconds * 1e9).round() as u64))
@@ -383,27 +444,119 @@ fn parse_time(text: &str, duration: f64) -> Result<f64, String> {
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}` is not a time"))?;
+        .map_err(|_| format!("`{}` is not a time", echo(text)))?;
     let seconds = value * scale;
     if !(seconds.is_finite() && seconds >= 0.0 && seconds <= duration * (1.0 + 1e-12)) {
-        return Err(format!("`{text}` is outside the run"));
+        return Err(format!("`{}` is outside the run", echo(text)));
     }
     Ok(seconds.min(duration))
 }
 
-fn plot_format(path: &std::path::Path) -> Result<(PathBuf, PlotFormat), CliError> {
+/// The plot's file and format, checked before the run: a known extension
+/// and a place the file can be written.
+fn plot_target(path: &Path) -> Result<(PathBuf, PlotFormat), CliError> {
+    let shown = echo(&path.display().to_string());
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("svg") => Ok((path.to_path_buf(), PlotFormat::Svg)),
-        Some("png") => Ok((path.to_path_buf(), PlotFormat::Png)),
+    let format = match ext.as_deref() {
+        Some("svg") => PlotFormat::Svg,
+        Some("png") => PlotFormat::Png,
+        _ => {
+            return Err(CliError(format!(
+                "--plot {shown}: the file name must end in .svg or .png"
+            )))
+        }
+    };
+    if path.is_dir() {
+        return Err(CliError(format!(
+            "--plot {shown}: is a directory; give a file name ending in .svg or .png"
+        )));
+    }
+    // Open for writing without truncating, and remove the file again if the
+    // check created it: the run has not produced anything yet.
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| CliError(format!("--plot {shown}: cannot write the plot there: {e}")))?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok((path.to_path_buf(), format))
+}
+
+/// A whole number of `flag` in `min..=max`, as one line if it is not.
+fn whole<T>(flag: &str, text: &str, min: T, max: T) -> Result<T, CliError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    match text.trim().parse::<T>() {
+        Ok(n) if min <= n && n <= max => Ok(n),
         _ => Err(CliError(format!(
-            "--plot {}: the file name must end in .svg or .png",
-            path.display()
+            "{flag} {}: accepted {}{min}..={max}",
+            echo(text),
+            if flag == "--seed" {
+                "a whole number "
+            } else {
+                ""
+            }
         ))),
     }
+}
+
+/// Refuses runs that the virtual clock (u64 nanoseconds) might not hold,
+/// instead of clamping their times: arrivals closer than its resolution, or
+/// a run that could end past 2^64 ns even in its worst case.
+fn check_clock(text: &str, rate: f64, requests: u64, service: Service) -> Result<(), CliError> {
+    if rate > MAX_RATE {
+        return Err(CliError(format!(
+            "--rate {}: arrivals less than 1 ns apart: accepted a rate up to {MAX_RATE} per second \
+             (virtual time counts nanoseconds)",
+            echo(text)
+        )));
+    }
+    let clock = u64::MAX as f64;
+    let longest_service = match service {
+        Service::Exp { .. } => MAX_EXP_DRAW * service.mean_ns(),
+        Service::Fixed { .. } => service.mean_ns(),
+    };
+    let longest_run = MAX_EXP_DRAW * requests as f64 * 1e9 / rate + longest_service;
+    if longest_run > clock {
+        let least = MAX_EXP_DRAW * requests as f64 * 1e9 / (clock - longest_service);
+        return Err(CliError(format!(
+            "--rate {}: {requests} requests at this rate may not fit the virtual clock \
+             (2^64 ns, about 584 years, for the longest run the draws allow): \
+             accepted a rate of at least {least:.3e} per second",
+            echo(text)
+        )));
+    }
+    Ok(())
+}
+
+/// Gives the endpoints without a zone (the initial ones, then those `--add`
+/// brings) the zones round robin, in the order given.
+fn spread_over_zones(
+    endpoints: &mut [Endpoint],
+    events: &mut [Event],
+    zones: &[String],
+) -> Result<(), CliError> {
+    let added = events.iter_mut().filter_map(|e| match &mut e.change {
+        Change::Add(endpoint) => Some(endpoint),
+        Change::Remove(_) => None,
+    });
+    for (i, endpoint) in endpoints.iter_mut().chain(added).enumerate() {
+        if endpoint.zone().is_none() {
+            *endpoint = endpoint
+                .clone()
+                .with_zone(zones[i % zones.len()].clone())
+                .map_err(|e| CliError(format!("--zones: {e}")))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

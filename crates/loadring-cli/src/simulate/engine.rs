@@ -282,8 +282,11 @@ impl<'a, 's> Run<'a, 's> {
     fn new(policy: &'a Policy, setup: &'s Setup<'s>) -> Result<Self, CliError> {
         let (name, spec) = (policy.name.as_str(), &policy.spec);
         let balancer = Balancer::new(spec.clone(), setup.initial.to_vec())
-            .map_err(|e| CliError(format!("{name}: {e}")))?;
-        let hashing = spec.is_hashing();
+            .map_err(|e| CliError(format!("--policy {name}: {e}")))?;
+        // A locality policy's natural owner and cap depend on the request's
+        // zone: its locality, churn and cap violations are not measured.
+        let locality = spec.inner().is_some();
+        let hashing = spec.is_hashing() && !locality;
         let natural = if hashing {
             natural_owners(&balancer, setup).map_err(|e| CliError(format!("{name}: {e}")))?
         } else {
@@ -303,7 +306,7 @@ impl<'a, 's> Run<'a, 's> {
             setup,
             balancer,
             hashing,
-            bound: spec.load_factor(),
+            bound: spec.load_factor().filter(|_| !locality),
             members,
             natural,
             // Room for the steady state; the heap grows on its own if needed.
@@ -387,7 +390,10 @@ impl<'a, 's> Run<'a, 's> {
     #[inline]
     fn place(&mut self, seq: usize, arrival: &Arrival) -> Result<(), CliError> {
         let key = arrival.key as usize;
-        let request = Request::key(self.setup.trace.keys.get(key));
+        let mut request = Request::key(self.setup.trace.keys.get(key));
+        if let Some(zone) = self.setup.trace.zone(seq) {
+            request = request.in_zone(zone);
+        }
         let total_before = self.balancer.total_in_flight();
         let started = Instant::now();
         let pick = self.balancer.pick(&request);
@@ -476,12 +482,13 @@ fn natural_owners(balancer: &Balancer, setup: &Setup<'_>) -> Result<Vec<u32>, St
     (0..keys.len())
         .map(|k| {
             let owner = balancer
-                .natural_owner(&Request::key(keys.get(k)))
+                .route(&Request::key(keys.get(k)))
                 .map_err(|e| format!("natural owner of key-{k}: {e}"))?
                 .ok_or_else(|| format!("no natural owner for key-{k}"))?;
+            let owner = owner.addr();
             setup
                 .index
-                .get(&owner)
+                .get(owner)
                 .map(|&i| i as u32)
                 .ok_or_else(|| format!("natural owner {owner} is not an endpoint"))
         })

@@ -16,6 +16,8 @@ struct Report<'a> {
     workload: String,
     rate: f64,
     service: String,
+    /// The zones requests come from (`--zones`), `[]` without.
+    zones: &'a [String],
     endpoints: Vec<String>,
     events: Vec<EventJson>,
     virtual_seconds: f64,
@@ -69,6 +71,7 @@ pub fn render(config: &Config, setup: &Setup<'_>, outcomes: &[Outcome], wall: f6
         workload: config.workload.to_string(),
         rate: config.rate,
         service: config.service.to_string(),
+        zones: &config.zones,
         endpoints: config.endpoints.iter().map(|e| e.to_string()).collect(),
         events: config
             .events

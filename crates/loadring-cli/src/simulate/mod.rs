@@ -39,7 +39,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
         config.rate,
         config.service,
         config.seed,
-    );
+    )
+    .with_zones(&config.zones, config.seed);
     let setup = Setup::new(&trace, &config.endpoints, &config.events);
     let outcomes = run_all(&config, &setup)?;
     let wall = started.elapsed().as_secs_f64();
@@ -56,8 +57,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     }
     if let Some((path, format)) = &config.plot {
-        plot::draw(path, *format, &config, &setup, &outcomes)
-            .map_err(|e| CliError(format!("--plot {}: {e}", path.display())))?;
+        plot::draw(path, *format, &config, &setup, &outcomes).map_err(|e| {
+            CliError(format!(
+                "--plot {}: could not draw the plot: {e}",
+                path.display()
+            ))
+        })?;
         eprintln!("plot written to {}", path.display());
     }
     Ok(())

@@ -54,6 +54,14 @@ fn header(out: &mut String, config: &Config, setup: &Setup<'_>) {
         thousands(config.rate.round() as u64),
         config.service,
     );
+    if !config.zones.is_empty() {
+        let _ = writeln!(
+            out,
+            "  zones       requests from {} zones equally, zone-1 .. zone-{}",
+            config.zones.len(),
+            config.zones.len()
+        );
+    }
     if config.events.is_empty() {
         let _ = writeln!(out, "  membership  fixed");
     }
@@ -112,16 +120,22 @@ fn verdicts(out: &mut String, outcomes: &[Outcome]) {
 
 /// One line a person can act on, from the numbers alone.
 pub fn verdict(o: &Outcome) -> String {
+    let zoned = o.spec.inner().is_some() && o.spec.is_hashing();
     let owner = |locality: Option<f64>| match locality {
         Some(l) if l >= 1.0 => "every request on its key's owner".to_string(),
         Some(l) => format!("{} of requests on their key's owner", percent(l)),
+        None if zoned => {
+            "key affinity not measured (the owner depends on the request's zone)".to_string()
+        }
         None => "no key affinity: a key's requests go anywhere".to_string(),
     };
     let peak = match o.max_over_mean {
         Some(m) => format!("peak {m:.2}x the mean"),
         None => format!("peak not measured (under {MIN_MEAN} in flight per endpoint)"),
     };
-    let mut line = match (o.spec.load_factor(), o.max_over_mean) {
+    // Caps are checked only where they are measured (not per zone).
+    let bound = o.spec.load_factor().filter(|_| o.cap_violations.is_some());
+    let mut line = match (bound, o.max_over_mean) {
         (Some(factor), _) => match o.cap_violations.unwrap_or(0) {
             0 => format!(
                 "bounded: never over its cap ({factor}x the mean, rounded up), {peak}; {}",
@@ -139,6 +153,7 @@ pub fn verdict(o: &Outcome) -> String {
         (None, Some(_)) if o.locality.is_some() => {
             format!("balanced here ({peak}); {}", owner(o.locality))
         }
+        (None, Some(_)) if zoned => format!("{peak}; {}", owner(None)),
         (None, Some(_)) => format!("even load ({peak}), but {}", owner(None)),
         (None, None) => format!("{peak}; {}", owner(o.locality)),
     };

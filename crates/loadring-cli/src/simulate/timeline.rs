@@ -42,13 +42,15 @@ impl Timeline {
     /// Closes every window that ends at or before `t`.
     #[inline]
     pub fn advance(&mut self, t: u64) {
-        while self.closed < self.windows && t >= (self.closed as u64 + 1) * self.window_ns {
+        while self.closed < self.windows
+            && t >= (self.closed as u64 + 1).saturating_mul(self.window_ns)
+        {
             self.close_window();
         }
     }
 
     fn close_window(&mut self) {
-        let end = (self.closed as u64 + 1) * self.window_ns;
+        let end = (self.closed as u64 + 1).saturating_mul(self.window_ns);
         let (mut sum, mut members) = (0.0, 0usize);
         for e in 0..self.endpoints {
             self.area[e] += u128::from(self.load[e]) * u128::from(end - self.last[e]);

@@ -13,6 +13,8 @@ use std::str::FromStr;
 use rand_pcg::rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
+use crate::echo::echo;
+
 /// Which key each request asks for.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Workload {
@@ -34,7 +36,7 @@ impl FromStr for Workload {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("--workload {text}: {why} (accepted: {WORKLOADS})");
+        let bad = |why: &str| format!("--workload {}: {why} (accepted: {WORKLOADS})", echo(text));
         let mut parts = text.split(':');
         let name = parts.next().unwrap_or_default().to_ascii_lowercase();
         let args: Vec<&str> = parts.collect();
@@ -92,6 +94,10 @@ impl Workload {
     }
 }
 
+/// The longest mean service time, in milliseconds: about 5.8 years, so that
+/// the longest exponential draw (36.8 means) stays below 2^64 ns.
+const MAX_SERVICE_MS: f64 = 1.8e11;
+
 /// How long a request holds its slot.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Service {
@@ -106,12 +112,21 @@ impl FromStr for Service {
 
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = |why: &str| {
-            format!("--service {text}: {why} (accepted: exp:MS or fixed:MS, MS a number of milliseconds > 0)")
+            format!(
+                "--service {}: {why} (accepted: exp:MS or fixed:MS, MS a number of milliseconds \
+                 from 0.000001 (1 ns, the virtual clock's tick) to {MAX_SERVICE_MS})",
+                echo(text)
+            )
         };
         let (kind, ms) = text.split_once(':').ok_or_else(|| bad("missing `:MS`"))?;
         let ms = match ms.parse::<f64>() {
-            Ok(v) if v.is_finite() && v > 0.0 && v * 1e6 < u64::MAX as f64 / 1e3 => v,
-            _ => return Err(bad(&format!("`{ms}` is not a duration > 0"))),
+            Ok(v) if v.is_finite() && v * 1e6 >= 1.0 && v <= MAX_SERVICE_MS => v,
+            _ => {
+                return Err(bad(&format!(
+                    "`{}` is not a duration of at least 1 ns",
+                    echo(ms)
+                )))
+            }
         };
         match kind.to_ascii_lowercase().as_str() {
             "exp" => Ok(Service::Exp { ms }),
@@ -187,6 +202,10 @@ pub struct Trace {
     pub keys: Keys,
     /// In arrival order (non-decreasing `at`).
     pub arrivals: Vec<Arrival>,
+    /// The zones requests come from (`--zones`), none without it.
+    zone_names: Vec<String>,
+    /// Request `i` comes from `zone_names[zone_of[i]]` (empty without zones).
+    zone_of: Vec<u16>,
 }
 
 impl Trace {
@@ -217,7 +236,34 @@ impl Trace {
         Trace {
             keys: Keys::new(keys),
             arrivals,
+            zone_names: Vec::new(),
+            zone_of: Vec::new(),
         }
+    }
+
+    /// Gives each request a zone drawn uniformly from `zones` (at most
+    /// 65536 of them). The draws come from a stream of their own, so the
+    /// keys, arrivals and service times stay those of the seed without zones.
+    pub fn with_zones(mut self, zones: &[String], seed: u64) -> Trace {
+        if zones.is_empty() {
+            return self;
+        }
+        // A second stream of the same seed: PCG streams are independent.
+        let mut rng = Pcg64::new(u128::from(seed), ZONE_STREAM);
+        let n = zones.len();
+        self.zone_of = (0..self.arrivals.len())
+            .map(|_| ((uniform(&mut rng) * n as f64) as usize).min(n - 1) as u16)
+            .collect();
+        self.zone_names = zones.to_vec();
+        self
+    }
+
+    /// The zone request `i` comes from, if requests have zones.
+    #[inline]
+    pub fn zone(&self, i: usize) -> Option<&str> {
+        self.zone_of
+            .get(i)
+            .map(|&z| self.zone_names[usize::from(z)].as_str())
     }
 
     /// The arrival time of the last request (the run's virtual length).
@@ -225,6 +271,9 @@ impl Trace {
         self.arrivals.last().map_or(0, |a| a.at)
     }
 }
+
+/// The PCG stream of the zone draws (not the one `seed_from_u64` picks).
+const ZONE_STREAM: u128 = 0x7a6f_6e65_7a6f_6e65_7a6f_6e65_7a6f_6e65;
 
 /// A uniform draw in [0, 1) with 53 random bits.
 #[inline]

@@ -32,13 +32,12 @@
 use std::sync::Arc;
 
 use crate::describe::Layout;
-use crate::error::{Error, Result};
-use crate::load::Member;
-use crate::policy::Policy;
+use crate::error::{BuildError, ParseError, PickError};
+use crate::params::Params;
+use crate::policy::{Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::rng::{Rng, Seed};
-use crate::spec::{Params, PolicySpec};
 
 /// This policy's generator stream (see [`Rng::new`]).
 const STREAM: u64 = 4;
@@ -61,57 +60,125 @@ pub(crate) enum LocalityRule {
 }
 
 impl LocalityRule {
-    pub(crate) fn parse_zone_first(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse_zone_first(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let min_endpoints = params.take_u64("min_endpoints", 1, u64::from(u32::MAX), 1)? as u32;
         Ok(LocalityRule::ZoneFirst { min_endpoints })
     }
 
-    pub(crate) fn parse_local_first(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse_local_first(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let local_share = params.take_u64("local_share", 0, 100, 50)? as u8;
         let seed = Seed::parse(params)?;
         Ok(LocalityRule::LocalFirst { local_share, seed })
     }
 }
 
+/// A locality rule around the policy it wraps.
+#[derive(Debug)]
+pub(crate) struct LocalityPolicy {
+    pub(crate) name: &'static str,
+    pub(crate) rule: LocalityRule,
+    pub(crate) inner: Arc<dyn Policy>,
+}
+
+impl Policy for LocalityPolicy {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
+        let size = self.build_size(&pool);
+        if size > MAX_BUILD_SIZE {
+            return Err(BuildError::too_large(format!(
+                "{} over {}: {} instances (one per zone, one over all) make {size} entries, \
+                 more than the limit of {MAX_BUILD_SIZE}",
+                self.name,
+                self.inner.name(),
+                zones(&pool).len() + 1
+            )));
+        }
+        Ok(Arc::new(Locality::new(self.rule, &*self.inner, pool)?))
+    }
+
+    /// The inner policy's size over every zone and over all endpoints.
+    fn build_size(&self, pool: &Pool) -> u64 {
+        zones(pool)
+            .iter()
+            .map(|(_, members)| self.inner.build_size(&pool.subset(members)))
+            .fold(self.inner.build_size(pool), u64::saturating_add)
+    }
+
+    fn needs_key(&self) -> bool {
+        self.inner.needs_key()
+    }
+
+    fn load_factor(&self) -> Option<crate::LoadFactor> {
+        self.inner.load_factor()
+    }
+
+    fn observer(&self, endpoint: &crate::Endpoint) -> Option<Arc<dyn crate::policy::Observer>> {
+        self.inner.observer(endpoint)
+    }
+}
+
+/// The most entries (ring points, table slots) all the instances of one
+/// locality policy may hold together: twice the largest single ring.
+pub(crate) const MAX_BUILD_SIZE: u64 = 16_777_216;
+
+/// Each zone with its endpoints' indices (in pool order), sorted by name;
+/// zones whose endpoints all have weight 0 are left out.
+fn zones(pool: &Pool) -> Vec<(&str, Vec<usize>)> {
+    let mut zoned: Vec<(&str, usize)> = (0..pool.len())
+        .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
+        .collect();
+    zoned.sort_unstable();
+    zoned
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|group| {
+            (
+                group[0].0,
+                group.iter().map(|&(_, i)| i).collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, members)| members.iter().any(|&i| pool.weight(i) > 0))
+        .collect()
+}
+
 /// One zone's endpoints and the inner policy over them.
 #[derive(Debug)]
 struct Zone {
     name: Box<str>,
-    pool: Pool,
-    policy: Box<dyn Policy>,
+    /// The zone's endpoints' indices in the whole pool.
+    members: Vec<usize>,
+    picker: Arc<dyn Picker>,
 }
 
 /// A locality policy over its inner instances.
 #[derive(Debug)]
 pub(crate) struct Locality {
     rule: LocalityRule,
+    pool: Pool,
     /// Sorted by name.
     zones: Vec<Zone>,
-    all: Box<dyn Policy>,
+    all: Arc<dyn Picker>,
     /// `local_first`'s coin.
     rng: Rng,
 }
 
 impl Locality {
-    pub(crate) fn new(rule: LocalityRule, inner: &PolicySpec, pool: Pool) -> Result<Self> {
-        // Zone by zone, each zone's endpoints in pool order.
-        let mut zoned: Vec<(&str, usize)> = (0..pool.len())
-            .filter_map(|i| pool.endpoint(i).zone().map(|z| (z, i)))
-            .collect();
-        zoned.sort_unstable();
-        let mut zones = Vec::new();
-        for group in zoned.chunk_by(|a, b| a.0 == b.0) {
-            let members: Vec<usize> = group.iter().map(|&(_, i)| i).collect();
-            if members.iter().all(|&i| pool.weight(i) == 0) {
-                continue;
-            }
-            let zone_pool = pool.subset(&members);
-            zones.push(Zone {
-                name: group[0].0.into(),
-                policy: inner.build(zone_pool.clone())?,
-                pool: zone_pool,
+    pub(crate) fn new(
+        rule: LocalityRule,
+        inner: &dyn Policy,
+        pool: Pool,
+    ) -> Result<Self, BuildError> {
+        let mut built = Vec::new();
+        for (name, members) in zones(&pool) {
+            built.push(Zone {
+                name: name.into(),
+                picker: inner.build(pool.subset(&members))?,
+                members,
             });
         }
+        let zones = built;
         let seed = match rule {
             LocalityRule::LocalFirst { seed, .. } => seed,
             // zone_first never draws: a fixed seed spares the entropy.
@@ -120,7 +187,8 @@ impl Locality {
         Ok(Locality {
             rule,
             zones,
-            all: inner.build(pool)?,
+            all: inner.build(pool.clone())?,
+            pool,
             rng: Rng::new(seed, STREAM),
         })
     }
@@ -128,7 +196,10 @@ impl Locality {
     /// The request's own zone, if it is one of ours.
     #[inline]
     fn zone_of(&self, req: &Request<'_>) -> Option<&Zone> {
-        let name = req.zone?;
+        self.zone_named(req.zone?)
+    }
+
+    fn zone_named(&self, name: &str) -> Option<&Zone> {
         self.zones
             .binary_search_by(|z| (*z.name).cmp(name))
             .ok()
@@ -138,12 +209,13 @@ impl Locality {
     /// Whether at least `min` of the zone's endpoints are eligible for `req`.
     fn has_eligible(zone: &Zone, req: &Request<'_>, min: u32) -> bool {
         let min = min as usize;
-        if zone.pool.len() < min {
+        let pool = zone.picker.pool();
+        if pool.len() < min {
             return false;
         }
         let mut found = 0;
-        for i in 0..zone.pool.len() {
-            if zone.pool.eligible(i, req) {
+        for i in 0..pool.len() {
+            if pool.eligible(i, req) {
                 found += 1;
                 if found == min {
                     return true;
@@ -178,46 +250,82 @@ impl Locality {
     }
 }
 
-impl Policy for Locality {
+impl Picker for Locality {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         match self.local(req, |share| self.flip(share)) {
             // The zone can empty between the count and the pick: then all
             // endpoints serve, as if it had been empty from the start.
-            Some(zone) => match zone.policy.pick(req) {
-                Err(Error::NoEligibleEndpoint { .. }) => self.all.pick(req),
-                found => found,
+            Some(zone) => match zone.picker.pick(req) {
+                Ok(i) => Ok(zone.members[i]),
+                Err(PickError::NoEligibleEndpoint { .. }) => self.all.pick(req),
+                Err(e) => Err(e),
             },
             None => self.all.pick(req),
+        }
+    }
+
+    /// The order of the instance that would serve the request, then the
+    /// order of the instance over all endpoints.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        let all = self.all.clone().candidates(req)?;
+        match self.local(req, |share| self.flip(share)) {
+            Some(zone) => {
+                let members = zone.members.clone();
+                let local = zone
+                    .picker
+                    .clone()
+                    .candidates(req)?
+                    .map(move |i| members[i]);
+                Ok(Box::new(local.chain(all)))
+            }
+            None => Ok(all),
+        }
+    }
+
+    fn try_reserve(&self, i: usize) -> bool {
+        match self.own_zone(i) {
+            Some((zone, j)) => zone.picker.try_reserve(j),
+            None => self.all.try_reserve(i),
         }
     }
 
     /// The owner in the instance that would serve the request; for
     /// `local_first`, which serves a zone's requests by chance, the instance
     /// over all endpoints unless `local_share=100`.
-    fn natural(&self, req: &Request<'_>) -> Option<Result<&Arc<Member>>> {
+    fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
         match self.local(req, |share| share == 100) {
-            Some(zone) => zone.policy.natural(req),
-            None => self.all.natural(req),
+            Some(zone) => Some(zone.picker.route(req)?.map(|i| zone.members[i])),
+            None => self.all.route(req),
         }
     }
 
-    /// The cap of the instance serving the member's own zone (the requests
-    /// of that zone, the ones that reach it in normal operation); for a
-    /// member without a zone, the cap of the instance over all endpoints.
-    fn cap(&self, member: &Member) -> Option<u64> {
-        let own = self
-            .zones
-            .iter()
-            .find(|z| (0..z.pool.len()).any(|i| std::ptr::eq(&**z.pool.member(i), member)));
-        match own {
-            Some(zone) => zone.policy.cap(member),
-            None => self.all.cap(member),
+    /// The cap of the instance serving the endpoint's own zone (the requests
+    /// of that zone, the ones that reach it in normal operation); for an
+    /// endpoint without a zone, the cap of the instance over all endpoints.
+    fn cap(&self, i: usize) -> Option<u64> {
+        match self.own_zone(i) {
+            Some((zone, j)) => zone.picker.cap(j),
+            None => self.all.cap(i),
         }
     }
 
     /// The inner policy's layout over all endpoints.
     fn layout(&self) -> Option<Layout> {
         self.all.layout()
+    }
+}
+
+impl Locality {
+    /// The zone of endpoint `i` and its index there.
+    fn own_zone(&self, i: usize) -> Option<(&Zone, usize)> {
+        let name = self.pool.endpoint(i).zone()?;
+        let zone = self.zone_named(name)?;
+        let j = zone.members.binary_search(&i).ok()?;
+        Some((zone, j))
     }
 }

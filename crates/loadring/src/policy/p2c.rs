@@ -23,16 +23,18 @@
 //! Cost: one atomic operation on the shared generator per pick (the samples
 //! are drawn from a local stream it seeds), `choices` eligibility checks and
 //! load reads; `O(choices)` whatever the number of endpoints.
+//!
+//! Slow path: when the sampling budget runs out, the `O(n)` comparison of
+//! every eligible endpoint above.
 
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, Policy};
+use crate::error::{BuildError, ParseError, PickError};
+use crate::params::Params;
+use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::rng::{Rng, Seed};
-use crate::spec::Params;
 
 /// The largest `choices=`.
 const MAX_CHOICES: usize = 8;
@@ -47,7 +49,7 @@ pub(crate) struct P2cParams {
 }
 
 impl P2cParams {
-    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self> {
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let choices = params.take_u64("choices", 2, MAX_CHOICES as u64, 2)? as u8;
         let seed = Seed::parse(params)?;
         Ok(P2cParams { choices, seed })
@@ -63,7 +65,7 @@ pub(crate) struct P2c {
 }
 
 impl P2c {
-    pub(crate) fn new(pool: Pool, params: P2cParams) -> Result<Self> {
+    pub(crate) fn new(pool: Pool, params: P2cParams) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         Ok(P2c {
             pool,
@@ -83,7 +85,7 @@ impl P2c {
     }
 
     #[cold]
-    fn lightest_of_all(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn lightest_of_all(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let mut best: Option<usize> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
             if best.is_none_or(|b| self.lighter(i, b)) {
@@ -97,9 +99,18 @@ impl P2c {
     }
 }
 
-impl Policy for P2c {
+impl Picker for P2c {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         if self.pool.len() <= self.choices {
             // Distinct sampling would sample them all.
             return self.lightest_of_all(req);

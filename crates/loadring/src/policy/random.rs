@@ -7,12 +7,14 @@
 //! eligible endpoints and draws among them directly: still uniform, `O(n)`.
 //! Weights are ignored except that weight 0 is never picked (use `wr` for
 //! weights). `seed=N` makes the sequence reproducible on a single thread.
+//!
+//! **Cost.** One draw and one eligibility check per pick; the slow path
+//! (most endpoints ineligible) is the `O(n)` pass above.
 
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::rng::{Rng, Seed};
@@ -30,7 +32,7 @@ pub(crate) struct Random {
 }
 
 impl Random {
-    pub(crate) fn new(pool: Pool, seed: Seed) -> Result<Self> {
+    pub(crate) fn new(pool: Pool, seed: Seed) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         Ok(Random {
             pool,
@@ -39,7 +41,7 @@ impl Random {
     }
 
     #[cold]
-    fn count_and_draw(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn count_and_draw(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let eligible = self.pool.eligible_count(req);
         if eligible == 0 {
             return Err(none_eligible(&self.pool));
@@ -61,9 +63,18 @@ impl Random {
     }
 }
 
-impl Policy for Random {
+impl Picker for Random {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let n = self.pool.len() as u64;
         for _ in 0..DRAWS {
             let i = self.rng.below(n) as usize;

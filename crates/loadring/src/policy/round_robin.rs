@@ -23,9 +23,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
 use crate::pool::Pool;
 use crate::request::Request;
 
@@ -38,7 +37,7 @@ pub(crate) struct RoundRobin {
 }
 
 impl RoundRobin {
-    pub(crate) fn new(pool: Pool) -> Result<Self> {
+    pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         Ok(RoundRobin {
             pool,
@@ -47,7 +46,7 @@ impl RoundRobin {
     }
 
     #[cold]
-    fn skip(&self, i: usize, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn skip(&self, i: usize, req: &Request<'_>) -> Result<usize, PickError> {
         let n = self.pool.len();
         let mut j = i;
         for step in 1..n {
@@ -64,9 +63,18 @@ impl RoundRobin {
     }
 }
 
-impl Policy for RoundRobin {
+impl Picker for RoundRobin {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let c = self.next.fetch_add(1, Relaxed);
         let i = (c % self.pool.len() as u64) as usize;
         if self.pool.eligible(i, req) {

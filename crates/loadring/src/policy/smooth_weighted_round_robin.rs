@@ -11,6 +11,11 @@
 //! the pick number), so it cannot be computed directly like `wrr`'s. Its
 //! period is the sum of the weights divided by their gcd:
 //!
+//! * equal weights (weight 0 aside) make nginx's sequence plain round robin:
+//!   every endpoint of weight >= 1 once, in pool order, again and again
+//!   (ties go to the first endpoint, and each pick puts the winner last).
+//!   Those pools run `rr`'s rule, one `fetch_add` a pick whatever their size,
+//!   without building or storing a period;
 //! * up to [`TABLE_LIMIT`] picks (and `period * n` at most
 //!   [`TABLE_WORK_LIMIT`], the cost of computing it) one period is computed at
 //!   build and a pick is one `fetch_add` on a counter plus a table read,
@@ -18,7 +23,8 @@
 //! * beyond that (weights too large or too varied) nginx's algorithm runs
 //!   as is, `O(n)` per pick, on state behind a mutex: the only lock taken by
 //!   any pick in this crate, and unavoidable here because each pick needs the
-//!   complete result of the previous one.
+//!   complete result of the previous one. At 100,000 endpoints that is
+//!   about 2 ms a pick, and every pick waits for the one before.
 //!
 //! **Ineligible endpoints** (unhealthy, excluded, weight 0). With a table,
 //! the pick is the next eligible element of the sequence and the counter is
@@ -28,14 +34,23 @@
 //! over each endpoint's positions. Without a table, nginx's own rule: an
 //! ineligible endpoint sits the pick out (neither gains weight nor counts in
 //! the total). Both keep the eligible endpoints' shares proportional to their
-//! weights.
+//! weights. Round robin (equal weights) skips the same way: an ineligible
+//! endpoint's turn goes to the next eligible one in pool order, `O(n)` in
+//! the worst case (one eligible endpoint among many).
+//!
+//! **Cost.** Build: `O(n)` for equal weights, `O(period * n)` (at most
+//! [`TABLE_WORK_LIMIT`] steps) with a table. Pick: `O(1)` without a lock
+//! for equal weights and with a table, plus the skip above when endpoints
+//! are ineligible; otherwise (the slow path) `O(n)` under a mutex, so picks
+//! of all threads are serialized.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, weight_units, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{
+    check_pool, first_choice_then_rotation, none_eligible, weight_units, Order, Picker,
+};
 use crate::pool::Pool;
 use crate::request::Request;
 
@@ -55,6 +70,9 @@ pub(crate) struct SmoothWeightedRoundRobin {
 
 #[derive(Debug)]
 enum State {
+    /// Equal weights: round robin, this many picks made so far plus the
+    /// positions skipped.
+    Cycle(AtomicU64),
     Table(Table),
     /// nginx's current weights.
     Live(Mutex<Vec<i128>>),
@@ -73,18 +91,21 @@ struct Table {
 }
 
 impl SmoothWeightedRoundRobin {
-    pub(crate) fn new(pool: Pool) -> Result<Self> {
+    pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
         Self::with_table_limit(pool, TABLE_LIMIT)
     }
 
     /// As `new`, precomputing the period only up to `limit` positions (tests
     /// compare the table with nginx's algorithm).
-    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self> {
+    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         let units = weight_units(&pool);
         let period: u64 = units.iter().sum();
         let n = pool.len() as u64;
-        let state = if period <= limit.min(TABLE_LIMIT)
+        let equal = units.iter().all(|&u| u <= 1);
+        let state = if equal {
+            State::Cycle(AtomicU64::new(0))
+        } else if period <= limit.min(TABLE_LIMIT)
             && period.saturating_mul(n) <= TABLE_WORK_LIMIT
             && n <= 1 << 16
         {
@@ -95,12 +116,25 @@ impl SmoothWeightedRoundRobin {
         Ok(SmoothWeightedRoundRobin { pool, state })
     }
 
+    /// Round robin, skipping ineligible endpoints as `rr` does: the
+    /// counter moves past the endpoint chosen.
+    fn pick_cycle(&self, next: &AtomicU64, req: &Request<'_>) -> Result<usize, PickError> {
+        let n = self.pool.len();
+        let first = (next.fetch_add(1, Relaxed) % n as u64) as usize;
+        for step in 0..n {
+            let i = (first + step) % n;
+            if self.pool.eligible(i, req) {
+                if step > 0 {
+                    next.fetch_add(step as u64, Relaxed);
+                }
+                return Ok(self.pool.take(i));
+            }
+        }
+        Err(none_eligible(&self.pool))
+    }
+
     /// nginx's step over the eligible endpoints, under the lock.
-    fn pick_live<'a>(
-        &'a self,
-        current: &Mutex<Vec<i128>>,
-        req: &Request<'_>,
-    ) -> Result<&'a Arc<Member>> {
+    fn pick_live(&self, current: &Mutex<Vec<i128>>, req: &Request<'_>) -> Result<usize, PickError> {
         // Poisoning cannot leave the weights half-updated: nothing in the
         // step panics, and any state is a valid starting point anyway.
         let mut current = current.lock().unwrap_or_else(|e| e.into_inner());
@@ -167,7 +201,7 @@ impl Table {
 
     /// The element at `pos`, else the next eligible one (see the module docs).
     #[inline]
-    fn pick<'a>(&self, pool: &'a Pool, req: &Request<'_>) -> Result<&'a Arc<Member>> {
+    fn pick(&self, pool: &Pool, req: &Request<'_>) -> Result<usize, PickError> {
         let period = self.sequence.len() as u64;
         let pos = self.next.fetch_add(1, Relaxed) % period;
         let i = usize::from(self.sequence[pos as usize]);
@@ -179,7 +213,7 @@ impl Table {
     }
 
     #[cold]
-    fn skip<'a>(&self, pool: &'a Pool, pos: u64, req: &Request<'_>) -> Result<&'a Arc<Member>> {
+    fn skip(&self, pool: &Pool, pos: u64, req: &Request<'_>) -> Result<usize, PickError> {
         let period = self.sequence.len() as u64;
         for step in 1..=SCAN.min(period - 1) {
             let i = usize::from(self.sequence[((pos + step) % period) as usize]);
@@ -211,10 +245,20 @@ impl Table {
     }
 }
 
-impl Policy for SmoothWeightedRoundRobin {
+impl Picker for SmoothWeightedRoundRobin {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         match &self.state {
+            State::Cycle(next) => self.pick_cycle(next, req),
             State::Table(table) => table.pick(&self.pool, req),
             State::Live(current) => self.pick_live(current, req),
         }
@@ -235,10 +279,16 @@ mod tests {
 
     fn both(weights: &[u32]) -> [SmoothWeightedRoundRobin; 2] {
         let table = SmoothWeightedRoundRobin::new(test_pool(weights)).unwrap();
-        let live = SmoothWeightedRoundRobin::with_table_limit(test_pool(weights), 0).unwrap();
-        assert!(matches!(table.state, State::Table(_)));
-        assert!(matches!(live.state, State::Live(_)));
+        let live = live(weights);
+        assert!(matches!(table.state, State::Table(_) | State::Cycle(_)));
         [table, live]
+    }
+
+    /// nginx's algorithm as is, whatever the weights.
+    fn live(weights: &[u32]) -> SmoothWeightedRoundRobin {
+        let mut live = SmoothWeightedRoundRobin::new(test_pool(weights)).unwrap();
+        live.state = State::Live(Mutex::new(vec![0; weights.len()]));
+        live
     }
 
     #[test]
@@ -258,8 +308,8 @@ mod tests {
         assert_eq!(test_picks(&swrr, &swrr.pool.clone(), 6), [0, 1, 0, 1, 0, 1]);
         let equal = SmoothWeightedRoundRobin::new(test_pool(&[u32::MAX; 3])).unwrap();
         assert!(
-            matches!(equal.state, State::Table(_)),
-            "gcd reduces to 1,1,1"
+            matches!(equal.state, State::Cycle(_)),
+            "equal weights are round robin"
         );
         assert_eq!(
             test_picks(&equal, &equal.pool.clone(), 6),
@@ -277,6 +327,52 @@ mod tests {
         let far = SmoothWeightedRoundRobin::new(test_pool(&[200, 1, 1])).unwrap();
         far.pool.member(0).set_healthy(false);
         assert_eq!(test_picks(&far, &far.pool.clone(), 4), [1, 2, 1, 2]);
+    }
+
+    /// 100,000 endpoints of equal weight: nginx's algorithm would take
+    /// `O(n)` under a lock per pick (about 2 ms); round robin gives the same
+    /// sequence, 0, 1, ..., n - 1 and again, in `O(1)`.
+    #[test]
+    fn equal_weights_are_round_robin_at_any_size() {
+        let n = 100_000;
+        let swrr = SmoothWeightedRoundRobin::new(test_pool(&vec![7; n])).unwrap();
+        assert!(
+            !matches!(swrr.state, State::Live(_)),
+            "not nginx's slow path"
+        );
+        for k in 0..n + 3 {
+            let i = swrr.pick(&Request::new()).unwrap();
+            assert_eq!(i, k % n, "pick {k}");
+            swrr.pool.release(i);
+        }
+    }
+
+    proptest! {
+        /// Equal weights, nginx's algorithm against round robin, over whole
+        /// periods and with endpoints of weight 0 or unavailable.
+        #[test]
+        fn equal_weights_match_nginx(weight in 1u32..=u32::MAX,
+                                     present in proptest::collection::vec(any::<bool>(), 1..40),
+                                     up in proptest::collection::vec(any::<bool>(), 40)) {
+            prop_assume!(present.iter().any(|&p| p));
+            let weights: Vec<u32> = present.iter().map(|&p| if p { weight } else { 0 }).collect();
+            let fast = SmoothWeightedRoundRobin::new(test_pool(&weights)).unwrap();
+            prop_assert!(matches!(fast.state, State::Cycle(_)));
+            let slow = live(&weights);
+            let count = 2 * weights.len() + 1;
+            let want = test_picks(&slow, &slow.pool.clone(), count);
+            prop_assert_eq!(test_picks(&fast, &fast.pool.clone(), count), want.clone());
+            // Unavailable endpoints: the same sequence without them, as the table gives.
+            let available: Vec<bool> = (0..weights.len()).map(|i| up[i] && present[i]).collect();
+            if available.iter().any(|&a| a) {
+                let fresh = SmoothWeightedRoundRobin::new(test_pool(&weights)).unwrap();
+                for (i, &a) in available.iter().enumerate() {
+                    fresh.pool.member(i).set_healthy(a);
+                }
+                let kept: Vec<usize> = want.iter().copied().filter(|&i| available[i]).collect();
+                prop_assert_eq!(test_picks(&fresh, &fresh.pool.clone(), kept.len()), kept);
+            }
+        }
     }
 
     proptest! {

@@ -11,12 +11,14 @@
 //! endpoints; when most of the weight is ineligible, one pass sums the
 //! eligible weights and draws among them directly (`O(n)`). `seed=N` makes
 //! the sequence reproducible on a single thread.
+//!
+//! **Cost.** One draw and a binary search (`O(log n)`) per pick; the slow
+//! path (most of the weight ineligible) is the `O(n)` pass above.
 
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::rng::{Rng, Seed};
@@ -36,7 +38,7 @@ pub(crate) struct WeightedRandom {
 }
 
 impl WeightedRandom {
-    pub(crate) fn new(pool: Pool, seed: Seed) -> Result<Self> {
+    pub(crate) fn new(pool: Pool, seed: Seed) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         let ends = pool
             .endpoints()
@@ -54,7 +56,7 @@ impl WeightedRandom {
     }
 
     #[cold]
-    fn sum_and_draw(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn sum_and_draw(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let n = self.pool.len();
         let eligible: u64 = (0..n)
             .filter(|&i| self.pool.eligible(i, req))
@@ -81,9 +83,18 @@ impl WeightedRandom {
     }
 }
 
-impl Policy for WeightedRandom {
+impl Picker for WeightedRandom {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let total = self.pool.weight_sum();
         for _ in 0..DRAWS {
             let r = self.rng.below(total);

@@ -33,14 +33,21 @@
 //! highest level not above the largest eligible weight. Under concurrent
 //! picks the advance is approximate, never the choice of an ineligible
 //! endpoint.
+//!
+//! **Cost.** Build: `O(period * n)` up to the table limit, else `O(n log n)`
+//! for the wavelet matrix. Pick: `O(1)` with a table, `O(log n)` without;
+//! the slow path (the pick's endpoint ineligible) is the `O(n)` search for
+//! the next eligible element above.
 
 use std::cmp::Reverse;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::error::Result;
-use crate::load::Member;
-use crate::policy::{check_pool, none_eligible, weight_units, Policy};
+use crate::error::{BuildError, PickError};
+use crate::policy::{
+    check_pool, first_choice_then_rotation, none_eligible, weight_units, Order as Preference,
+    Picker,
+};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::wavelet::Wavelet;
@@ -83,13 +90,13 @@ enum Order {
 }
 
 impl WeightedRoundRobin {
-    pub(crate) fn new(pool: Pool) -> Result<Self> {
+    pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
         Self::with_table_limit(pool, TABLE_LIMIT)
     }
 
     /// As `new`, precomputing the period only up to `limit` positions (tests
     /// compare both ways of finding an element).
-    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self> {
+    pub(crate) fn with_table_limit(pool: Pool, limit: u64) -> Result<Self, BuildError> {
         check_pool(&pool)?;
         let units = weight_units(&pool);
         let mut by_weight: Vec<u32> = (0..pool.len() as u32)
@@ -178,7 +185,7 @@ impl WeightedRoundRobin {
 
     /// The next eligible element after `pos` (holding ineligible `i`).
     #[cold]
-    fn skip(&self, pos: u64, i: usize, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn skip(&self, pos: u64, i: usize, req: &Request<'_>) -> Result<usize, PickError> {
         let (_, level, _) = self.locate(pos);
         let n = self.pool.len();
         let mut max_eligible = 0;
@@ -232,9 +239,18 @@ impl WeightedRoundRobin {
     }
 }
 
-impl Policy for WeightedRoundRobin {
+impl Picker for WeightedRoundRobin {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The endpoint `pick` would choose, then the others in pool order after it.
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Preference, PickError> {
+        first_choice_then_rotation(&*self, req)
+    }
+
     #[inline]
-    fn pick(&self, req: &Request<'_>) -> Result<&Arc<Member>> {
+    fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let pos = self.next.fetch_add(1, Relaxed) % self.period;
         let i = self.index_at(pos);
         if self.pool.eligible(i, req) {

@@ -1,0 +1,68 @@
+//! Input echoed in error messages, shortened so that one absurd value (a
+//! 64 KiB key, a number of a thousand digits) still gives one readable line.
+
+/// The most characters of an input an error message repeats.
+pub const MAX_ECHO: usize = 40;
+
+/// `text` as it is, or its first [`MAX_ECHO`] characters followed by `...`
+/// and how long it was; control characters are escaped so the message stays
+/// on one line.
+pub fn echo(text: &str) -> String {
+    let count = text.chars().count();
+    let shown = escaped(text);
+    if count > MAX_ECHO {
+        format!("{shown}... ({count} characters)")
+    } else {
+        shown
+    }
+}
+
+/// [`echo`] for bytes: invalid UTF-8 shows as U+FFFD, and the length of a
+/// cut input is given in bytes.
+pub fn echo_bytes(bytes: &[u8]) -> String {
+    // A character is at most 4 bytes: this head holds the characters shown.
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX_ECHO)]);
+    let shown = escaped(&head);
+    if head.chars().count() > MAX_ECHO || bytes.len() > 4 * MAX_ECHO {
+        format!("{shown}... ({} bytes)", bytes.len())
+    } else {
+        shown
+    }
+}
+
+/// The first [`MAX_ECHO`] characters of `text`, control characters escaped.
+fn escaped(text: &str) -> String {
+    text.chars()
+        .take(MAX_ECHO)
+        .flat_map(char::escape_debug)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_text_is_echoed_whole() {
+        assert_eq!(echo("abc"), "abc");
+        assert_eq!(echo("a\nb"), "a\\nb");
+        assert_eq!(echo_bytes(b"ab\xffc"), "ab\u{fffd}c");
+    }
+
+    #[test]
+    fn long_text_is_cut_at_forty_characters() {
+        let long = "9".repeat(1000);
+        assert_eq!(
+            echo(&long),
+            format!("{}... (1000 characters)", "9".repeat(40))
+        );
+        assert_eq!(
+            echo_bytes(long.as_bytes()),
+            format!("{}... (1000 bytes)", "9".repeat(40))
+        );
+        assert_eq!(
+            echo_bytes(&long.as_bytes()[..50]),
+            format!("{}... (50 bytes)", "9".repeat(40))
+        );
+    }
+}

@@ -1,0 +1,66 @@
+//! The `loadring` command line as a library: `src/main.rs` parses the
+//! arguments and calls [`run`]; the fuzz targets (`fuzz/` at the top of the
+//! repository) drive `place`'s and `shell`'s line handling directly
+//! ([`place::place_lines`], [`shell::session`]).
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod describe;
+mod echo;
+mod endpoints;
+mod lines;
+pub mod place;
+pub mod shell;
+mod simulate;
+
+/// Which backend gets each request: placement-compatible consistent hashing,
+/// bounded loads and the classic load-balancing policies.
+#[derive(Parser)]
+#[command(name = "loadring", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read keys (or request codes) on stdin, print `<input>\t<endpoint>` per line.
+    Place(place::Args),
+    /// Show each endpoint's share of the hash space and the deviation.
+    Describe(describe::Args),
+    /// A line protocol on stdin/stdout for playing with bounded load.
+    Shell(shell::Args),
+    /// Replay one seeded workload against several policies in virtual time:
+    /// load, locality and churn side by side.
+    #[command(long_about = simulate::LONG_ABOUT)]
+    Simulate(Box<simulate::Args>),
+}
+
+/// An error the command reports as one `error: ...` line and exit code 2.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl<E: std::fmt::Display> From<E> for CliError {
+    fn from(e: E) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// Runs the command; a failure is one `error: ...` line and exit code 2.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Place(args) => place::run(args),
+        Command::Describe(args) => describe::run(args),
+        Command::Shell(args) => shell::run(args),
+        Command::Simulate(args) => simulate::run(*args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The `key=value` reader every policy family parses its parameters with.
+//!
+//! `name[:key=value[ key=value]*]`: the pairs are taken one by one by the
+//! family's parser; whatever is left at the end is an unknown key. Each error
+//! names the policy, the key, the value and what is accepted.
+
+use crate::bounded::LoadFactor;
+use crate::error::ParseError;
+
+type Result<T> = std::result::Result<T, ParseError>;
+
+/// The `key=value` pairs of a specification, taken one by one by the
+/// policy's parser; whatever is left at the end is an unknown key.
+#[derive(Debug)]
+pub(crate) struct Params<'a> {
+    policy: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+    accepted: Vec<&'static str>,
+}
+
+impl<'a> Params<'a> {
+    pub(crate) fn tokenize(text: &'a str) -> Result<Self> {
+        let mut words = text.split_whitespace();
+        let Some(first) = words.next() else {
+            return Err(ParseError::new("empty policy"));
+        };
+        let (policy, rest) = match first.split_once(':') {
+            Some((policy, rest)) => (policy, (!rest.is_empty()).then_some(rest)),
+            None => (first, None),
+        };
+        if policy.is_empty() {
+            return Err(ParseError::new(format!(
+                "`{}`: the policy name is missing before `:`",
+                text.escape_debug()
+            )));
+        }
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        for word in rest.into_iter().chain(words) {
+            let Some((key, value)) = word.split_once('=') else {
+                return Err(
+                    ParseError::new(format!("{policy}: `{word}` is not key=value"))
+                        .with_policy(policy)
+                        .with_value(word)
+                        .with_accepted("key=value"),
+                );
+            };
+            if key.is_empty() {
+                return Err(
+                    ParseError::new(format!("{policy}: `{word}` has no key before `=`"))
+                        .with_policy(policy)
+                        .with_value(word),
+                );
+            }
+            if value.is_empty() {
+                return Err(
+                    ParseError::new(format!("{policy}: `{key}` has an empty value"))
+                        .with_policy(policy)
+                        .with_key(key),
+                );
+            }
+            if pairs.iter().any(|(k, _)| *k == key) {
+                return Err(ParseError::new(format!("{policy}: `{key}` is given twice"))
+                    .with_policy(policy)
+                    .with_key(key));
+            }
+            pairs.push((key, value));
+        }
+        Ok(Params {
+            policy,
+            pairs,
+            accepted: Vec::new(),
+        })
+    }
+
+    /// The raw value of `key`, if given; records `key` as accepted.
+    pub(crate) fn take(&mut self, key: &'static str) -> Option<&'a str> {
+        self.accepted.push(key);
+        let i = self.pairs.iter().position(|(k, _)| *k == key)?;
+        Some(self.pairs.remove(i).1)
+    }
+
+    /// An integer in `min..=max`, `default` when absent.
+    pub(crate) fn take_u64(
+        &mut self,
+        key: &'static str,
+        min: u64,
+        max: u64,
+        default: u64,
+    ) -> Result<u64> {
+        let Some(value) = self.take(key) else {
+            return Ok(default);
+        };
+        let bad = |why: &str| {
+            self.error(key, value, format!("{min}..={max}"), |accepted| {
+                format!("{key}={value} {why}: accepted {accepted}")
+            })
+        };
+        if !value.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(if value.starts_with('-') {
+                bad("is negative")
+            } else {
+                bad("is not a whole number")
+            });
+        }
+        match value.parse::<u64>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(v),
+            Ok(_) | Err(_) => Err(bad("is out of range")),
+        }
+    }
+
+    /// An integer in `min..=max`, `None` when absent.
+    pub(crate) fn take_opt_u64(
+        &mut self,
+        key: &'static str,
+        min: u64,
+        max: u64,
+    ) -> Result<Option<u64>> {
+        let given = self.has(key);
+        let value = self.take_u64(key, min, max, min)?;
+        Ok(given.then_some(value))
+    }
+
+    /// `true` or `false`, `default` when absent.
+    pub(crate) fn take_bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
+        match self.take(key) {
+            None => Ok(default),
+            Some("true") => Ok(true),
+            Some("false") => Ok(false),
+            Some(v) => Err(self.error(key, v, "true or false", |accepted| {
+                format!("{key}={v}: accepted {accepted}")
+            })),
+        }
+    }
+
+    /// One of `choices` (returned as the matching `&'static str`), `default` when absent.
+    pub(crate) fn take_choice(
+        &mut self,
+        key: &'static str,
+        choices: &[&'static str],
+        default: &'static str,
+    ) -> Result<&'static str> {
+        let Some(value) = self.take(key) else {
+            return Ok(default);
+        };
+        choices
+            .iter()
+            .copied()
+            .find(|c| c.eq_ignore_ascii_case(value))
+            .ok_or_else(|| {
+                self.error(key, value, choices.join(", "), |accepted| {
+                    format!("{key}={value}: accepted {accepted}")
+                })
+            })
+    }
+
+    /// An error about `key=value` of this policy: `message` gets the
+    /// accepted text and is prefixed with the policy name.
+    pub(crate) fn error(
+        &self,
+        key: &str,
+        value: &str,
+        accepted: impl Into<String>,
+        message: impl FnOnce(&str) -> String,
+    ) -> ParseError {
+        let accepted = accepted.into();
+        ParseError::new(format!("{}: {}", self.policy, message(&accepted)))
+            .with_policy(self.policy)
+            .with_key(key)
+            .with_value(value)
+            .with_accepted(accepted)
+    }
+
+    /// Whether `key` was given (without taking it).
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.pairs.iter().any(|(k, _)| *k == key)
+    }
+
+    /// The pairs not taken yet, as written.
+    pub(crate) fn pairs(&self) -> Vec<(String, String)> {
+        self.pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The policy name as written.
+    pub(crate) fn policy(&self) -> &'a str {
+        self.policy
+    }
+
+    /// `load_factor=F` or `balance=P`, at most one of them.
+    pub(crate) fn take_bound(&mut self) -> Result<Option<LoadFactor>> {
+        let factor = self
+            .take("load_factor")
+            .map(|v| LoadFactor::parse_decimal("load_factor", v))
+            .transpose()?;
+        let percent = self
+            .take("balance")
+            .map(|v| LoadFactor::parse_percent("balance", v))
+            .transpose()?;
+        match (factor, percent) {
+            (Some(_), Some(_)) => Err(ParseError::new(format!(
+                "{}: give load_factor or balance, not both (balance=125 is load_factor=1.25)",
+                self.policy
+            ))
+            .with_policy(self.policy)
+            .with_key("balance")),
+            (f, p) => Ok(f.or(p)),
+        }
+    }
+
+    pub(crate) fn finish(self) -> Result<()> {
+        match self.pairs.first() {
+            None => Ok(()),
+            Some((key, _)) => {
+                let accepted = if self.accepted.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.accepted.join(", ")
+                };
+                Err(ParseError::new(format!(
+                    "{}: unknown key `{key}` (accepted: {accepted})",
+                    self.policy.to_ascii_lowercase()
+                ))
+                .with_policy(self.policy)
+                .with_key(key)
+                .with_accepted(accepted))
+            }
+        }
+    }
+}
