@@ -195,7 +195,8 @@ impl Scheme for ConsistentScheme {
     }
 
     fn size(&self, pool: &Pool) -> u64 {
-        pool.weight_sum() * u64::from(NODES_PER_WEIGHT)
+        pool.weight_sum()
+            .saturating_mul(u64::from(NODES_PER_WEIGHT))
     }
 
     fn place(&self, pool: &Pool) -> Result<ConsistentTree> {

@@ -111,7 +111,7 @@ impl Scheme for ConsistentRing {
     }
 
     fn size(&self, pool: &Pool) -> u64 {
-        pool.weight_sum() * POINTS_PER_WEIGHT
+        pool.weight_sum().saturating_mul(POINTS_PER_WEIGHT)
     }
 
     fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>> {
@@ -183,7 +183,7 @@ pub(crate) fn host_and_port(name: &str) -> (&str, &str) {
 /// The consistent ring: `160 * weight` chained CRC-32 points per server,
 /// sorted, equal points after the first dropped.
 fn consistent_ring(pool: &Pool) -> Result<RingPlacement<u32>> {
-    let points: u64 = pool.weight_sum() * POINTS_PER_WEIGHT;
+    let points: u64 = pool.weight_sum().saturating_mul(POINTS_PER_WEIGHT);
     if points > MAX_POINTS {
         return Err(BuildError::too_large(format!(
             "{NAME}: weights summing to {} make {points} points, more than the limit of {MAX_POINTS}",
