@@ -1,6 +1,8 @@
 //! `loadring describe`: how evenly a hashing policy divides the hash space.
 
 use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::Write as _;
 
 use crate::endpoints::Target;
 use crate::CliError;
@@ -81,12 +83,18 @@ pub fn run(args: Args) -> Result<(), CliError> {
         deviation: layout.deviation(),
         max_over_mean: layout.max_over_mean(),
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        serde_json::to_string_pretty(&report)? + "\n"
     } else {
-        print_table(&report);
+        table(&report)?
+    };
+    // A reader that goes away early (`| head`) is not an error.
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError(format!("stdout: {e}")))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The endpoint's address, and its tag when another endpoint has the same
@@ -100,10 +108,12 @@ fn label(e: &Share, all: &[Share]) -> String {
     }
 }
 
-fn print_table(r: &Report) {
-    println!("policy     {}", r.policy);
-    println!("{:<10} {}", r.entry_label, r.entries);
-    println!();
+/// The report as the table a person reads.
+fn table(r: &Report) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    writeln!(out, "policy     {}", r.policy);
+    writeln!(out, "{:<10} {}", r.entry_label, r.entries);
+    writeln!(out)?;
     let labels: Vec<String> = r.endpoints.iter().map(|e| label(e, &r.endpoints)).collect();
     let width = labels
         .iter()
@@ -111,7 +121,8 @@ fn print_table(r: &Report) {
         .max()
         .unwrap_or(0)
         .max("endpoint".len());
-    println!(
+    writeln!(
+        out,
         "{:<width$}  {:>6}  {:>8}  {:>8}  {:>10}",
         "endpoint", "weight", "share", "fair", "share/fair"
     );
@@ -120,24 +131,28 @@ fn print_table(r: &Report) {
             .share_over_fair
             .map_or_else(|| "-".to_string(), |x| format!("{x:.4}"));
         let flag = if e.unreached { "  NO SHARE" } else { "" };
-        println!(
+        writeln!(
+            out,
             "{label:<width$}  {:>6}  {:>7.3}%  {:>7.3}%  {ratio:>10}{flag}",
             e.weight,
             e.share * 100.0,
             e.fair_share * 100.0,
         );
     }
-    println!();
-    println!(
+    writeln!(out)?;
+    writeln!(
+        out,
         "deviation      {:.4}  (population std dev of share/fair over endpoints of weight >= 1; 0 is a perfect split)",
         r.deviation
     );
-    println!("max share/fair {:.4}", r.max_over_mean);
+    writeln!(out, "max share/fair {:.4}", r.max_over_mean);
     if r.unreached > 0 {
-        println!(
+        writeln!(
+        out,
             "NO SHARE       {} endpoint(s) of weight >= 1 own no part of the hash space: the policy's \
              arithmetic gives them no {}, so no key reaches them",
             r.unreached, r.entry_label
         );
     }
+    Ok(out)
 }

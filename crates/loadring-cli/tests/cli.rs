@@ -734,3 +734,26 @@ fn describe_shows_the_tags_of_shared_addresses() {
         "{text}"
     );
 }
+
+/// `loadring describe ... | head` must not panic when the reader leaves.
+#[test]
+fn describe_ends_quietly_when_its_reader_goes_away() {
+    use std::io::Read;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_loadring"));
+    cmd.args(["describe", "--policy", "c_md5"]);
+    for i in 0..3000 {
+        cmd.args(["-e", &format!("host{i}")]);
+    }
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // The pipe is closed here, long before the table is written.
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(&first[..6], b"policy");
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no panic, no message");
+}
