@@ -111,8 +111,8 @@ fn label(e: &Share, all: &[Share]) -> String {
 /// The report as the table a person reads.
 fn table(r: &Report) -> Result<String, std::fmt::Error> {
     let mut out = String::new();
-    writeln!(out, "policy     {}", r.policy);
-    writeln!(out, "{:<10} {}", r.entry_label, r.entries);
+    writeln!(out, "policy     {}", r.policy)?;
+    writeln!(out, "{:<10} {}", r.entry_label, r.entries)?;
     writeln!(out)?;
     let labels: Vec<String> = r.endpoints.iter().map(|e| label(e, &r.endpoints)).collect();
     let width = labels
@@ -125,7 +125,7 @@ fn table(r: &Report) -> Result<String, std::fmt::Error> {
         out,
         "{:<width$}  {:>6}  {:>8}  {:>8}  {:>10}",
         "endpoint", "weight", "share", "fair", "share/fair"
-    );
+    )?;
     for (e, label) in r.endpoints.iter().zip(&labels) {
         let ratio = e
             .share_over_fair
@@ -137,22 +137,22 @@ fn table(r: &Report) -> Result<String, std::fmt::Error> {
             e.weight,
             e.share * 100.0,
             e.fair_share * 100.0,
-        );
+        )?;
     }
     writeln!(out)?;
     writeln!(
         out,
         "deviation      {:.4}  (population std dev of share/fair over endpoints of weight >= 1; 0 is a perfect split)",
         r.deviation
-    );
-    writeln!(out, "max share/fair {:.4}", r.max_over_mean);
+    )?;
+    writeln!(out, "max share/fair {:.4}", r.max_over_mean)?;
     if r.unreached > 0 {
         writeln!(
         out,
             "NO SHARE       {} endpoint(s) of weight >= 1 own no part of the hash space: the policy's \
              arithmetic gives them no {}, so no key reaches them",
             r.unreached, r.entry_label
-        );
+        )?;
     }
     Ok(out)
 }

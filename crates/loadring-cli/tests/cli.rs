@@ -755,5 +755,9 @@ fn describe_ends_quietly_when_its_reader_goes_away() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(&first[..6], b"policy");
     assert!(out.status.success(), "{:?}", out.status);
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no panic, no message");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "",
+        "no panic, no message"
+    );
 }
