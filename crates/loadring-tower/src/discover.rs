@@ -1,0 +1,125 @@
+//! Membership from a `tower::discover::Discover` stream.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use loadring::{Balancer, BuildError, Endpoint, PolicySpec};
+use pin_project_lite::pin_project;
+use tower::discover::{Change, Discover};
+
+use crate::error::BoxError;
+use crate::service::{LoadRing, Shared};
+
+impl<S, F> LoadRing<S, F> {
+    /// A balancing service whose membership follows a `Discover` stream,
+    /// and the driver that applies the stream's changes: spawn it
+    /// (`tokio::spawn(driver)`); it ends with the stream.
+    ///
+    /// `to_endpoint` maps each discovery key to the endpoint it stands for
+    /// (address, and optionally tag, weight, zone, hash key); it must give the
+    /// same identity (address and tag) for the same key, since removals are
+    /// found by identity. [`Change::Insert`] becomes [`Balancer::insert`]:
+    /// a new endpoint joins (brpc rings merge its points, no rebuild), and a
+    /// key already present gets its new service (and weight) while keeping
+    /// its in-flight counter. [`Change::Remove`] becomes [`Balancer::remove`]:
+    /// the endpoint stops receiving picks at once; requests already sent to
+    /// it finish there and release harmlessly. Removing a key that is not a
+    /// member is ignored.
+    ///
+    /// Until the first endpoint arrives the service's `poll_ready` is
+    /// pending; once the driver has ended (or was dropped), an empty
+    /// membership makes `poll_ready` fail.
+    ///
+    /// # Errors
+    /// As [`Balancer::with_backends`].
+    pub fn discover<D, M>(
+        spec: PolicySpec,
+        discover: D,
+        to_endpoint: M,
+        key: F,
+    ) -> Result<(Self, Driver<D, M>), BuildError>
+    where
+        D: Discover<Service = S>,
+        M: FnMut(&D::Key) -> Result<Endpoint, loadring::Error>,
+    {
+        let balancer = Balancer::with_backends(spec, std::iter::empty())?;
+        let shared = Arc::new(Shared::new(balancer, true));
+        let driver = Driver {
+            discover,
+            to_endpoint,
+            live: Live(shared.clone()),
+        };
+        Ok((LoadRing::from_shared(shared, key), driver))
+    }
+}
+
+/// Marks discovery ended when the driver goes away (completed or dropped).
+struct Live<S>(Arc<Shared<S>>);
+
+impl<S> Drop for Live<S> {
+    fn drop(&mut self) {
+        self.0.discovery_ended();
+    }
+}
+
+pin_project! {
+    /// Applies a `Discover` stream's changes to a [`LoadRing`]'s membership
+    /// (see [`LoadRing::discover`]). A future: spawn it. It completes with
+    /// `Ok(())` when the stream ends, and with the error of the stream, of
+    /// `to_endpoint` or of the membership change that failed.
+    #[must_use = "the membership changes only while the driver is polled: spawn it"]
+    pub struct Driver<D: Discover, M> {
+        #[pin]
+        discover: D,
+        to_endpoint: M,
+        live: Live<D::Service>,
+    }
+}
+
+impl<D: Discover, M> fmt::Debug for Driver<D, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+impl<D, M> Future for Driver<D, M>
+where
+    D: Discover,
+    D::Error: Into<BoxError>,
+    M: FnMut(&D::Key) -> Result<Endpoint, loadring::Error>,
+{
+    type Output = Result<(), BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let shared = &this.live.0;
+        loop {
+            let change = match ready!(this.discover.as_mut().poll_discover(cx)) {
+                None => {
+                    shared.discovery_ended();
+                    return Poll::Ready(Ok(()));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(e.into())),
+                Some(Ok(change)) => change,
+            };
+            let applied = match change {
+                Change::Insert(key, service) => (this.to_endpoint)(&key)
+                    .and_then(|e| Ok(shared.balancer.insert(e, service)?))
+                    .map(drop),
+                Change::Remove(key) => {
+                    (this.to_endpoint)(&key).and_then(|e| match shared.balancer.remove(&e) {
+                        Err(loadring::Error::UnknownEndpoint(_)) => Ok(()),
+                        other => other,
+                    })
+                }
+            };
+            shared.changed();
+            if let Err(e) = applied {
+                return Poll::Ready(Err(e.into()));
+            }
+        }
+    }
+}
