@@ -35,7 +35,7 @@ impl<S, F> LoadRing<S, F> {
     ///
     /// # Errors
     /// As [`Balancer::with_backends`].
-    pub fn discover<D, M>(
+    pub fn discover<D, M, E>(
         spec: PolicySpec,
         discover: D,
         to_endpoint: M,
@@ -43,7 +43,7 @@ impl<S, F> LoadRing<S, F> {
     ) -> Result<(Self, Driver<D, M>), BuildError>
     where
         D: Discover<Service = S>,
-        M: FnMut(&D::Key) -> Result<Endpoint, loadring::Error>,
+        M: FnMut(&D::Key) -> Result<Endpoint, E>,
     {
         let balancer = Balancer::with_backends(spec, std::iter::empty())?;
         let shared = Arc::new(Shared::new(balancer, true));
@@ -85,11 +85,12 @@ impl<D: Discover, M> fmt::Debug for Driver<D, M> {
     }
 }
 
-impl<D, M> Future for Driver<D, M>
+impl<D, M, E> Future for Driver<D, M>
 where
     D: Discover,
     D::Error: Into<BoxError>,
-    M: FnMut(&D::Key) -> Result<Endpoint, loadring::Error>,
+    M: FnMut(&D::Key) -> Result<Endpoint, E>,
+    E: Into<BoxError>,
 {
     type Output = Result<(), BoxError>;
 
@@ -105,20 +106,26 @@ where
                 Some(Err(e)) => return Poll::Ready(Err(e.into())),
                 Some(Ok(change)) => change,
             };
-            let applied = match change {
-                Change::Insert(key, service) => (this.to_endpoint)(&key)
-                    .and_then(|e| Ok(shared.balancer.insert(e, service)?))
-                    .map(drop),
-                Change::Remove(key) => {
-                    (this.to_endpoint)(&key).and_then(|e| match shared.balancer.remove(&e) {
-                        Err(loadring::Error::UnknownEndpoint(_)) => Ok(()),
-                        other => other,
-                    })
-                }
+            let applied: Result<(), BoxError> = match change {
+                Change::Insert(key, service) => match (this.to_endpoint)(&key) {
+                    Ok(e) => shared
+                        .balancer
+                        .insert(e, service)
+                        .map(drop)
+                        .map_err(Into::into),
+                    Err(e) => Err(e.into()),
+                },
+                Change::Remove(key) => match (this.to_endpoint)(&key) {
+                    Ok(e) => match shared.balancer.remove(&e) {
+                        Ok(()) | Err(loadring::Error::UnknownEndpoint(_)) => Ok(()),
+                        Err(other) => Err(other.into()),
+                    },
+                    Err(e) => Err(e.into()),
+                },
             };
             shared.changed();
             if let Err(e) = applied {
-                return Poll::Ready(Err(e.into()));
+                return Poll::Ready(Err(e));
             }
         }
     }
