@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use http_body_util::BodyExt;
 use loadring::{Balancer, Endpoint, PickError, Request};
 use loadring_tower::{Error, GuardedBody, Keyless, LoadRing, RetryNext, Served};
 use tokio::time::timeout;
@@ -225,9 +226,14 @@ async fn guard_held_until_body_end() {
         assert_eq!(svc.balancer().total_in_flight(), 2);
         drop(second);
         assert_eq!(svc.balancer().total_in_flight(), 1, "dropped body released");
+        // The first frame (the backend's name) is read; the body goes on.
+        let mut body: GuardedBody<_, _> = reply.into_body();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, owner.as_bytes());
+        assert!(body.is_holding(), "held after the first frame");
+        assert_eq!(svc.balancer().total_in_flight(), 1);
         gate.open();
-        let body: GuardedBody<_, _> = reply.into_body();
-        assert_eq!(text(body).await, format!("{owner} done"));
+        assert_eq!(text(body).await, " done");
         assert_eq!(
             svc.balancer().total_in_flight(),
             0,
@@ -625,4 +631,55 @@ async fn keyless_requests_spread_or_are_rejected() {
     })
     .await
     .unwrap();
+}
+
+/// An endpoint service that never gets ready.
+#[derive(Clone)]
+struct NeverReady;
+
+impl Service<String> for NeverReady {
+    type Response = String;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<String, Infallible>>;
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        std::task::Poll::Pending
+    }
+    fn call(&mut self, req: String) -> Self::Future {
+        std::future::ready(Ok(req))
+    }
+}
+
+/// The endpoint's readiness is awaited inside the response future with the
+/// slot already held: waiting requests count in the endpoint's load (a
+/// bounded policy sends the next ones elsewhere), and cancelling a request
+/// that is still waiting releases its slot.
+#[tokio::test]
+async fn endpoint_readiness_is_awaited_with_the_guard_held() {
+    let backends = ["a:80", "b:80", "c:80"].map(|a| (Endpoint::new(a).unwrap(), NeverReady));
+    let mut svc = LoadRing::new(
+        "c_murmurhash_bl:load_factor=1.25".parse().unwrap(),
+        backends,
+        |k: &String| Some(k.clone()),
+    )
+    .unwrap();
+    let first = svc.ready().await.unwrap().call("viral".to_string());
+    let second = svc.ready().await.unwrap().call("viral".to_string());
+    let loads: Vec<u64> = svc.balancer().loads().iter().map(|(_, l)| *l).collect();
+    // cap = ceil(1.25 * 2 / 3) = 1: the second waiting request spilled.
+    assert_eq!(loads.iter().sum::<u64>(), 2);
+    assert!(loads.iter().all(|&l| l <= 1), "{loads:?}");
+    assert!(
+        timeout(Duration::from_millis(50), first).await.is_err(),
+        "still waiting"
+    );
+    assert_eq!(
+        svc.balancer().total_in_flight(),
+        1,
+        "the cancelled request's slot is back"
+    );
+    drop(second);
+    assert_eq!(svc.balancer().total_in_flight(), 0);
 }
