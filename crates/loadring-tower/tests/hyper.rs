@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::*;
-use http_body_util::BodyExt;
+use http_body_util::{BodyExt, Full};
 use loadring::{Balancer, Endpoint, PickError, Request};
 use loadring_tower::{Error, GuardedBody, Keyless, LoadRing, RetryNext, Served};
 use tokio::time::timeout;
@@ -18,6 +19,9 @@ use tower::{Service, ServiceBuilder, ServiceExt};
 
 const SHARDS: [&str; 3] = ["shard-a:80", "shard-b:80", "shard-c:80"];
 
+/// The tests' service: the shared client, keyed by the `x-user` header.
+type ShardRing = LoadRing<Upstream, fn(&hyper::Request<Full<Bytes>>) -> Option<Bytes>>;
+
 fn shard_endpoints() -> Vec<Endpoint> {
     SHARDS.iter().map(|a| Endpoint::new(*a).unwrap()).collect()
 }
@@ -25,13 +29,7 @@ fn shard_endpoints() -> Vec<Endpoint> {
 /// A service over `backends` whose endpoint identities are `SHARDS` (names,
 /// not addresses: placement depends on them only); each endpoint service
 /// connects to its backend on 127.0.0.1.
-fn ring(
-    spec: &str,
-    backends: &[Arc<Backend>],
-) -> LoadRing<
-    Upstream,
-    fn(&hyper::Request<http_body_util::Full<bytes::Bytes>>) -> Option<bytes::Bytes>,
-> {
+fn ring(spec: &str, backends: &[Arc<Backend>]) -> ShardRing {
     let client = client();
     let pairs = shard_endpoints()
         .into_iter()
