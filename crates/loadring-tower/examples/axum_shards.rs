@@ -177,3 +177,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     println!("600 requests, every slot released");
     Ok(())
 }
+
+/// `cargo test` runs the example (the `[[example]]` has `test = true`).
+#[test]
+fn example_runs() {
+    main().unwrap();
+}
