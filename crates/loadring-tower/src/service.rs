@@ -51,7 +51,7 @@ pub(crate) struct Shared<S> {
 
 impl<S> Shared<S> {
     pub(crate) fn new(balancer: Balancer<S>, discovering: bool) -> Self {
-        let hashing = balancer.spec().is_some_and(PolicySpec::is_hashing);
+        let hashing = balancer.policy().needs_key();
         let observed = Endpoint::new("observed.probe")
             .map(|e| balancer.policy().observer(&e).is_some())
             .unwrap_or(false);
@@ -220,6 +220,13 @@ impl<S, F> LoadRing<S, F> {
             Arc::new(Shared::new(balancer, false)),
             key,
         ))
+    }
+
+    /// A balancing service over a balancer built elsewhere: a policy of
+    /// your own ([`Balancer::with_policy`]), endpoints already marked
+    /// unhealthy, ...
+    pub fn with_balancer(balancer: Balancer<S>, key: F) -> Self {
+        Self::from_shared(Arc::new(Shared::new(balancer, false)), key)
     }
 
     pub(crate) fn from_shared(shared: Arc<Shared<S>>, key: F) -> Self {
