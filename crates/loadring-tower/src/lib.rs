@@ -1,6 +1,6 @@
 //! # loadring-tower
 //!
-//! Every [loadring](loadring) policy as a tower [`Service`](tower_service::Service)
+//! Every [loadring] policy as a tower [`Service`](tower_service::Service)
 //! and [`Layer`](tower_layer::Layer): key-affine routing (consistent hashing
 //! that places keys like brpc, Envoy and memcached clients) with bounded
 //! loads, for hyper-util clients, tonic channels and axum.
