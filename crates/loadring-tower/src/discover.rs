@@ -33,6 +33,34 @@ impl<S, F> LoadRing<S, F> {
     /// pending; once the driver has ended (or was dropped), an empty
     /// membership makes `poll_ready` fail.
     ///
+    /// ```
+    /// use std::convert::Infallible;
+    /// use loadring::Endpoint;
+    /// use loadring_tower::LoadRing;
+    /// use tower::discover::ServiceList;
+    /// use tower::{service_fn, ServiceExt};
+    ///
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # rt.block_on(async {
+    /// let shard = |n: usize| service_fn(move |user: String| async move {
+    ///     Ok::<_, Infallible>(format!("{user} on shard {n}"))
+    /// });
+    /// // Any Discover stream; this one inserts keys 0, 1, 2 and ends.
+    /// let discover = ServiceList::new([shard(0), shard(1), shard(2)]);
+    /// let (ring, driver) = LoadRing::discover(
+    ///     "c_murmurhash_bl".parse()?,
+    ///     discover,
+    ///     |i: &usize| Endpoint::new(format!("shard-{i}:80")), // a key's endpoint
+    ///     |user: &String| Some(user.clone()),                  // a request's key
+    /// )?;
+    /// tokio::spawn(driver);
+    /// let reply = ring.clone().oneshot("user:42".to_string()).await?; // ready once shards arrive
+    /// let owner = ring.balancer().route(&loadring::Request::key("user:42"))?.unwrap();
+    /// assert_eq!(reply, format!("user:42 on shard {}", &owner.addr()[6..7]));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`Balancer::with_backends`].
     pub fn discover<D, M, E>(
