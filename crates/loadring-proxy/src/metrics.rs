@@ -1,0 +1,135 @@
+//! Prometheus metrics, as text on the admin listener's `/metrics`.
+//!
+//! Counters are kept as requests go; gauges (`loadring_in_flight`,
+//! `loadring_endpoint_healthy`) are read from the balancers at scrape time,
+//! so they are never out of step with the guards. With a single cluster the
+//! series carry only their own labels (`endpoint`, `code`); with several,
+//! a `cluster` label is added.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::cluster::Cluster;
+
+type Labels = Vec<(String, String)>;
+
+/// Every series the proxy exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    labelled_by_cluster: bool,
+    in_flight: Family<Labels, Gauge>,
+    healthy: Family<Labels, Gauge>,
+    requests: Family<Labels, Counter>,
+    retries: Family<Labels, Counter>,
+    spilled: Family<Labels, Counter>,
+}
+
+impl Metrics {
+    /// Registers the series; `labelled_by_cluster` adds a `cluster` label
+    /// (for configs with several clusters).
+    pub fn new(labelled_by_cluster: bool) -> Self {
+        let mut registry = Registry::default();
+        let in_flight = Family::<Labels, Gauge>::default();
+        let healthy = Family::<Labels, Gauge>::default();
+        let requests = Family::<Labels, Counter>::default();
+        let retries = Family::<Labels, Counter>::default();
+        let spilled = Family::<Labels, Counter>::default();
+        registry.register(
+            "loadring_in_flight",
+            "Requests in flight per endpoint, held until the response body is sent or the client leaves",
+            in_flight.clone(),
+        );
+        registry.register(
+            "loadring_endpoint_healthy",
+            "1 if the endpoint is marked healthy (active checks and passive ejection), else 0",
+            healthy.clone(),
+        );
+        registry.register(
+            "loadring_requests",
+            "Attempts per endpoint and status code (502: no response, 504: timed out)",
+            requests.clone(),
+        );
+        registry.register(
+            "loadring_retries",
+            "Attempts made after a failed one",
+            retries.clone(),
+        );
+        registry.register(
+            "loadring_spilled",
+            "Bounded picks that left the key's owner because it was at its cap",
+            spilled.clone(),
+        );
+        Metrics {
+            registry,
+            labelled_by_cluster,
+            in_flight,
+            healthy,
+            requests,
+            retries,
+            spilled,
+        }
+    }
+
+    fn labels(&self, cluster: &str, rest: &[(&str, &str)]) -> Labels {
+        let mut labels = Vec::with_capacity(rest.len() + 1);
+        if self.labelled_by_cluster {
+            labels.push(("cluster".to_string(), cluster.to_string()));
+        }
+        labels.extend(rest.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        labels
+    }
+
+    /// Counts an attempt on `endpoint` that ended with `code`.
+    pub fn request(&self, cluster: &str, endpoint: &str, code: u16) {
+        let labels = self.labels(
+            cluster,
+            &[("endpoint", endpoint), ("code", &code.to_string())],
+        );
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    /// Counts a retry.
+    pub fn retry(&self, cluster: &str) {
+        self.retries.get_or_create(&self.labels(cluster, &[])).inc();
+    }
+
+    /// Counts a bounded pick that left the key's owner.
+    pub fn spill(&self, cluster: &str) {
+        self.spilled.get_or_create(&self.labels(cluster, &[])).inc();
+    }
+
+    /// Makes the counters without endpoint labels appear at 0 from the start.
+    pub fn declare(&self, cluster: &str) {
+        let _ = self.retries.get_or_create(&self.labels(cluster, &[]));
+        let _ = self.spilled.get_or_create(&self.labels(cluster, &[]));
+    }
+
+    /// The Prometheus text exposition, gauges read from `clusters` now.
+    pub fn render(&self, clusters: &[std::sync::Arc<Cluster>]) -> String {
+        self.in_flight.clear();
+        self.healthy.clear();
+        for cluster in clusters {
+            let balancer = cluster.balancer();
+            for (endpoint, load) in balancer.loads() {
+                let mut rest = vec![("endpoint", endpoint.addr())];
+                if let Some(tag) = endpoint.tag() {
+                    rest.push(("tag", tag));
+                }
+                let labels = self.labels(cluster.name(), &rest);
+                self.in_flight
+                    .get_or_create(&labels)
+                    .set(i64::try_from(load).unwrap_or(i64::MAX));
+                let healthy = balancer.is_healthy(endpoint.id()).unwrap_or(false);
+                self.healthy.get_or_create(&labels).set(i64::from(healthy));
+            }
+        }
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}
