@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod describe;
 mod endpoints;
 mod place;
+mod proxy;
 mod shell;
 mod simulate;
 
@@ -31,6 +32,9 @@ enum Command {
     /// load, locality and churn side by side.
     #[command(long_about = simulate::LONG_ABOUT)]
     Simulate(simulate::Args),
+    /// An HTTP gateway: each request's key picks its backend with the policy
+    /// (bounded load, retries, health checks, metrics).
+    Proxy(proxy::Args),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => describe::run(args),
         Command::Shell(args) => shell::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Proxy(args) => proxy::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

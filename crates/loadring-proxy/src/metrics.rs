@@ -24,8 +24,42 @@ pub struct Metrics {
     in_flight: Family<Labels, Gauge>,
     healthy: Family<Labels, Gauge>,
     requests: Family<Labels, Counter>,
-    retries: Family<Labels, Counter>,
-    spilled: Family<Labels, Counter>,
+    retries: PerCluster,
+    spilled: PerCluster,
+}
+
+/// A counter per cluster: a family labelled `cluster` when there are
+/// several, a single series otherwise (no empty `{}`).
+#[derive(Debug, Clone)]
+enum PerCluster {
+    One(Counter),
+    Labelled(Family<Labels, Counter>),
+}
+
+impl PerCluster {
+    fn new(labelled: bool) -> Self {
+        if labelled {
+            PerCluster::Labelled(Family::default())
+        } else {
+            PerCluster::One(Counter::default())
+        }
+    }
+
+    fn register(&self, registry: &mut Registry, name: &str, help: &str) {
+        match self {
+            PerCluster::One(c) => registry.register(name, help, c.clone()),
+            PerCluster::Labelled(f) => registry.register(name, help, f.clone()),
+        }
+    }
+
+    fn counter(&self, cluster: &str) -> Counter {
+        match self {
+            PerCluster::One(c) => c.clone(),
+            PerCluster::Labelled(f) => {
+                f.get_or_create_owned(&vec![("cluster".to_string(), cluster.to_string())])
+            }
+        }
+    }
 }
 
 impl Metrics {
@@ -36,8 +70,8 @@ impl Metrics {
         let in_flight = Family::<Labels, Gauge>::default();
         let healthy = Family::<Labels, Gauge>::default();
         let requests = Family::<Labels, Counter>::default();
-        let retries = Family::<Labels, Counter>::default();
-        let spilled = Family::<Labels, Counter>::default();
+        let retries = PerCluster::new(labelled_by_cluster);
+        let spilled = PerCluster::new(labelled_by_cluster);
         registry.register(
             "loadring_in_flight",
             "Requests in flight per endpoint, held until the response body is sent or the client leaves",
@@ -53,15 +87,15 @@ impl Metrics {
             "Attempts per endpoint and status code (502: no response, 504: timed out)",
             requests.clone(),
         );
-        registry.register(
+        retries.register(
+            &mut registry,
             "loadring_retries",
             "Attempts made after a failed one",
-            retries.clone(),
         );
-        registry.register(
+        spilled.register(
+            &mut registry,
             "loadring_spilled",
             "Bounded picks that left the key's owner because it was at its cap",
-            spilled.clone(),
         );
         Metrics {
             registry,
@@ -94,18 +128,18 @@ impl Metrics {
 
     /// Counts a retry.
     pub fn retry(&self, cluster: &str) {
-        self.retries.get_or_create(&self.labels(cluster, &[])).inc();
+        self.retries.counter(cluster).inc();
     }
 
     /// Counts a bounded pick that left the key's owner.
     pub fn spill(&self, cluster: &str) {
-        self.spilled.get_or_create(&self.labels(cluster, &[])).inc();
+        self.spilled.counter(cluster).inc();
     }
 
     /// Makes the counters without endpoint labels appear at 0 from the start.
     pub fn declare(&self, cluster: &str) {
-        let _ = self.retries.get_or_create(&self.labels(cluster, &[]));
-        let _ = self.spilled.get_or_create(&self.labels(cluster, &[]));
+        self.retries.counter(cluster);
+        self.spilled.counter(cluster);
     }
 
     /// The Prometheus text exposition, gauges read from `clusters` now.
