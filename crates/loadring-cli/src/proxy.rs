@@ -5,9 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loadring_proxy::{
-    parse_duration, ClusterConfig, KeySpec, Proxy, ProxyConfig,
-};
+use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Proxy, ProxyConfig};
 
 use crate::CliError;
 
@@ -131,9 +129,10 @@ impl Args {
             }
             return Ok(ProxyConfig::from_file(path)?);
         }
-        let listen = self.listen.clone().ok_or_else(|| {
-            CliError("--listen HOST:PORT is required (or --config FILE)".into())
-        })?;
+        let listen = self
+            .listen
+            .clone()
+            .ok_or_else(|| CliError("--listen HOST:PORT is required (or --config FILE)".into()))?;
         let policy = self
             .policy
             .as_deref()
@@ -233,4 +232,3 @@ fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
         }
     })
 }
-

@@ -4,8 +4,9 @@
 //!
 //! - `GET /health...`: 200, or 503 after [`DemoBackend::set_healthy`]`(false)`.
 //! - any other request: `?delay=MS` waits first, `?status=CODE` answers with
-//!   that status; the body is the request's body when it has one, else the
-//!   backend's address and a newline. Headers `x-backend` (its address),
+//!   that status, `?drip=N` sends the body as N lines 100 ms apart after
+//!   the headers; the body is otherwise the request's body when it has one,
+//!   else the backend's address and a newline. Headers `x-backend` (its address),
 //!   `x-echo-method`, `x-echo-uri`, `x-echo-host`, `x-echo-forwarded-for`
 //!   and `x-echo-hop` (the hop-by-hop headers it received) tell what came.
 
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Channel, Either, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -133,14 +134,14 @@ async fn answer(
     request: Request<Incoming>,
     addr: SocketAddr,
     counters: Arc<Counters>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+) -> Result<Response<Either<Full<Bytes>, Channel<Bytes>>>, Infallible> {
     if request.uri().path().starts_with("/health") {
         let status = if counters.unhealthy.load(SeqCst) {
             StatusCode::SERVICE_UNAVAILABLE
         } else {
             StatusCode::OK
         };
-        let mut response = Response::new(Full::new(Bytes::from_static(b"health\n")));
+        let mut response = Response::new(Either::Left(Full::new(Bytes::from_static(b"health\n"))));
         *response.status_mut() = status;
         return Ok(response);
     }
@@ -182,6 +183,7 @@ async fn answer(
         ("x-echo-forwarded-for", header("x-forwarded-for")),
         ("x-echo-hop", hop.join(",")),
     ];
+    let drip = query_param(query, "drip").and_then(|v| v.parse::<u32>().ok());
     let body = match request.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
@@ -191,7 +193,26 @@ async fn answer(
     } else {
         body
     };
-    let mut response = Response::new(Full::new(body));
+    let body = match drip {
+        None => Either::Left(Full::new(body)),
+        Some(lines) => {
+            let (mut tx, channel) = Channel::new(1);
+            tokio::spawn(async move {
+                for i in 0..lines {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if tx
+                        .send_data(Bytes::from(format!("line {i}\n")))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+            Either::Right(channel)
+        }
+    };
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     for (name, value) in echo {
         if let Ok(value) = value.parse() {
