@@ -33,34 +33,34 @@ pub struct Args {
     #[arg(long, value_name = "HOST:PORT")]
     admin: Option<String>,
     /// Further candidates tried after a connect failure (default 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     retries: Option<String>,
     /// How long connecting to a backend may take (default 1s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
     /// How long a backend may take to send its response headers (default 30s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     timeout: Option<String>,
     /// Active health checks: the path to GET on each backend.
     #[arg(long, value_name = "PATH")]
     health_path: Option<String>,
     /// How often active checks run (default 5s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     health_interval: Option<String>,
     /// Passing checks in a row that bring an endpoint back (default 2).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     health_rise: Option<String>,
     /// Failing checks in a row that take an endpoint out (default 3).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     health_fall: Option<String>,
     /// Failed requests in a row that eject an endpoint; 0: never (default 5).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
     eject_after: Option<String>,
     /// How long an ejected endpoint stays out (default 30s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     eject_for: Option<String>,
     /// How long SIGTERM/SIGINT wait for requests in flight (default 30s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     drain_timeout: Option<String>,
     /// A TOML file with all of the above and more (several clusters, routes).
     #[arg(long, value_name = "FILE")]
