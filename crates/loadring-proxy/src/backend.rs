@@ -30,6 +30,7 @@ struct Counters {
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
     requests: AtomicU64,
+    connections: AtomicU64,
     unhealthy: AtomicBool,
 }
 
@@ -60,6 +61,7 @@ impl DemoBackend {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
+                shared.connections.fetch_add(1, SeqCst);
                 let counters = shared.clone();
                 let service = service_fn(move |request| answer(request, addr, counters.clone()));
                 connections.spawn(async move {
@@ -95,6 +97,11 @@ impl DemoBackend {
     /// Requests received (health checks excluded).
     pub fn requests(&self) -> u64 {
         self.counters.requests.load(SeqCst)
+    }
+
+    /// Connections accepted.
+    pub fn connections(&self) -> u64 {
+        self.counters.connections.load(SeqCst)
     }
 
     /// Makes `/health...` answer 200 (true) or 503 (false).

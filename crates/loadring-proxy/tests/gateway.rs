@@ -121,6 +121,15 @@ async fn forwards_method_target_headers_body_and_forwarded_for() {
         reply.header("x-echo-host"),
         Some(proxy.addr.to_string().as_str())
     );
+    // Upstream connections are kept alive: ten more requests, one connection.
+    for _ in 0..10 {
+        assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
+    }
+    assert_eq!(
+        (b[0].requests(), b[0].connections()),
+        (11, 1),
+        "one pooled connection"
+    );
     let status = get(b[0].addr(), "/?status=418", &[]).await;
     assert_eq!(status.status, 418, "the backend itself");
     assert_eq!(
@@ -431,4 +440,71 @@ async fn the_guard_is_held_until_the_body_is_sent_or_the_client_leaves() {
             );
         }
     }
+}
+
+/// A TOML config with two clusters: routes by host and path prefix, a 404
+/// when none matches, series labelled by cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_send_requests_to_their_clusters() {
+    let b = backends(3).await;
+    let text = format!(
+        r#"
+listen = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+
+[[cluster]]
+name = "users"
+policy = "c_murmurhash"
+endpoints = ["{}", "{}"]
+key = "header:x-user"
+
+[[cluster]]
+name = "assets"
+policy = "rr"
+endpoints = ["{}"]
+
+[[route]]
+host = "assets.example"
+cluster = "assets"
+
+[[route]]
+path_prefix = "/static/"
+cluster = "assets"
+
+[[route]]
+path_prefix = "/api/"
+cluster = "users"
+"#,
+        b[0].addr(),
+        b[1].addr(),
+        b[2].addr()
+    );
+    let config = ProxyConfig::from_toml(&text, std::path::Path::new(".")).unwrap();
+    let proxy = Proxy::bind(config).await.unwrap();
+    let (addr, admin) = (proxy.local_addr().unwrap(), proxy.admin_addr().unwrap());
+    let task = tokio::spawn(proxy.serve(std::future::pending()));
+    let assets = b[2].addr().to_string();
+    assert_eq!(get(addr, "/static/app.js", &[]).await.backend(), assets);
+    assert_eq!(
+        get(addr, "/api/x", &[("host", "Assets.Example:8080")])
+            .await
+            .backend(),
+        assets
+    );
+    let user = get(addr, "/api/x", &[("x-user", "u1")]).await.backend();
+    assert!(user == b[0].addr().to_string() || user == b[1].addr().to_string());
+    assert_eq!(get(addr, "/other", &[]).await.status, 404);
+    let metrics = get(admin, "/metrics", &[]).await.body;
+    let series =
+        format!("loadring_requests_total{{cluster=\"assets\",endpoint=\"{assets}\",code=\"200\"}}");
+    assert_eq!(metric(&metrics, &series), Some(2.0), "{metrics}");
+    assert_eq!(
+        metric(&metrics, "loadring_retries_total{cluster=\"users\"}"),
+        Some(0.0)
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&get(admin, "/status", &[]).await.body).unwrap();
+    assert_eq!(status["clusters"][1]["name"], "assets");
+    assert_eq!(status["clusters"][0]["policy"], "c_murmurhash");
+    task.abort();
 }

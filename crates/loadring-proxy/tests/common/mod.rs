@@ -46,8 +46,10 @@ pub async fn request(
 ) -> std::io::Result<Reply> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await?;
-        let mut text =
-            format!("{method} {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        let mut text = format!("{method} {target} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            text.push_str(&format!("Host: {addr}\r\n"));
+        }
         for (k, v) in headers {
             text.push_str(&format!("{k}: {v}\r\n"));
         }
