@@ -229,7 +229,8 @@ impl Forwarder {
             let selected = match selected {
                 Ok(s) => s,
                 Err(SelectError::NoEligibleEndpoint) if tried.is_empty() => {
-                    tracing::warn!(cluster = name, "no eligible endpoint: 503");
+                    // Logged where endpoints are marked unhealthy, not per request.
+                    tracing::debug!(cluster = name, "no eligible endpoint: 503");
                     return local_response(StatusCode::SERVICE_UNAVAILABLE, "no eligible endpoint");
                 }
                 Err(SelectError::NoEligibleEndpoint) => {

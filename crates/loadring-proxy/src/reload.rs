@@ -18,7 +18,9 @@ use crate::endpoints::parse_endpoints;
 /// How often the file is read even without events.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
-/// Starts watching the cluster's endpoints file, if it has one.
+/// Starts watching the cluster's endpoints file, if it has one. This
+/// installs a SIGHUP handler for the process (tokio's): from then on SIGHUP
+/// re-reads the file instead of ending the process.
 pub fn spawn_endpoint_reloads(cluster: Arc<Cluster>) -> Option<JoinHandle<()>> {
     let path = cluster.config().endpoints_file.clone()?;
     let (tx, mut events) = mpsc::unbounded_channel::<()>();

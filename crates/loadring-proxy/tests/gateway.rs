@@ -159,12 +159,12 @@ async fn a_hot_key_is_capped_under_bounded_load_and_piles_up_on_a_plain_ring() {
         let clients: Vec<_> = (0..40)
             .map(|_| {
                 let addr = proxy.addr;
-                tokio::spawn(async move { get(addr, "/?delay=800", &[("x-user", "hot")]).await })
+                tokio::spawn(async move { get(addr, "/?delay=1500", &[("x-user", "hot")]).await })
             })
             .collect();
         // While they are all in flight, the proxy counts all 40.
         assert!(
-            eventually(Duration::from_millis(700), || async {
+            eventually(Duration::from_millis(1200), || async {
                 proxy.in_flight_total().await == 40.0
             })
             .await,
