@@ -13,7 +13,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use loadring::Outcome;
 
 use crate::body::GuardedBody;
@@ -46,6 +46,8 @@ pub fn client(connect_timeout: Duration) -> Client {
     connector.set_nodelay(true);
     hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
+        // Without a timer idle connections are never reaped.
+        .pool_timer(TokioTimer::new())
         .build(connector)
 }
 

@@ -20,6 +20,8 @@ type Labels = Vec<(String, String)>;
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    /// Scrapes rebuild the gauges: one at a time.
+    scrape: std::sync::Mutex<()>,
     labelled_by_cluster: bool,
     in_flight: Family<Labels, Gauge>,
     healthy: Family<Labels, Gauge>,
@@ -99,6 +101,7 @@ impl Metrics {
         );
         Metrics {
             registry,
+            scrape: std::sync::Mutex::new(()),
             labelled_by_cluster,
             in_flight,
             healthy,
@@ -144,6 +147,7 @@ impl Metrics {
 
     /// The Prometheus text exposition, gauges read from `clusters` now.
     pub fn render(&self, clusters: &[std::sync::Arc<Cluster>]) -> String {
+        let _one_at_a_time = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         self.in_flight.clear();
         self.healthy.clear();
         for cluster in clusters {

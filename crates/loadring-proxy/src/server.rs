@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -205,7 +205,10 @@ impl Proxy {
             background.push(tokio::spawn(serve_admin(admin, gateway.clone())));
         }
         let graceful = GracefulShutdown::new();
-        let http = hyper::server::conn::http1::Builder::new();
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // hyper's 30 s limit on reading a request's headers (slow clients
+        // holding connections) only applies with a timer.
+        http.timer(TokioTimer::new());
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -253,7 +256,8 @@ impl Proxy {
 }
 
 async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
-    let http = hyper::server::conn::http1::Builder::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new());
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
