@@ -217,6 +217,47 @@ async fn envoy_combined_keys_land_where_their_literal_codes_do() {
     }
 }
 
+/// `--retries 1`: after a backend is killed (listener and pooled
+/// connections gone), no request fails; its keys move to their ring
+/// successors, the others stay put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_backend_costs_no_failed_request_with_retries_1() {
+    let mut b = backends(3).await;
+    let addrs: Vec<String> = b.iter().map(|b| b.addr().to_string()).collect();
+    let mut args = vec![
+        "--policy",
+        "c_murmurhash",
+        "--key",
+        "query:u",
+        "--retries",
+        "1",
+    ];
+    for a in &addrs {
+        args.extend(["-e", a.as_str()]);
+    }
+    let proxy = ProxyProcess::start(&args).await;
+    let mut owners = Vec::new();
+    for i in 0..100 {
+        let reply = get(proxy.addr, &format!("/?u={i}"), &[]).await;
+        assert_eq!(reply.status, 200);
+        owners.push(reply.backend());
+    }
+    let killed = b.remove(0);
+    assert!(owners.contains(&addrs[0]));
+    killed.kill();
+    for (i, owner) in owners.iter().enumerate() {
+        let reply = get(proxy.addr, &format!("/?u={i}"), &[]).await;
+        assert_eq!(reply.status, 200, "u={i}: {}", reply.body);
+        if *owner != addrs[0] {
+            assert_eq!(&reply.backend(), owner, "u={i} stays");
+        } else {
+            assert_ne!(reply.backend(), addrs[0]);
+        }
+    }
+    let out = proxy.terminate().await;
+    assert!(out.status.success());
+}
+
 /// SIGTERM: the request in flight completes, new connections are refused,
 /// exit 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
