@@ -12,6 +12,7 @@ mod echo;
 mod endpoints;
 mod lines;
 pub mod place;
+mod proxy;
 pub mod shell;
 mod simulate;
 
@@ -36,6 +37,9 @@ enum Command {
     /// load, locality and churn side by side.
     #[command(long_about = simulate::LONG_ABOUT)]
     Simulate(Box<simulate::Args>),
+    /// An HTTP gateway: each request's key picks its backend with the policy
+    /// (bounded load, retries, health checks, metrics).
+    Proxy(Box<proxy::Args>),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -55,6 +59,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Describe(args) => describe::run(args),
         Command::Shell(args) => shell::run(args),
         Command::Simulate(args) => simulate::run(*args),
+        Command::Proxy(args) => proxy::run(*args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

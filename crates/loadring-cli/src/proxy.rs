@@ -1,0 +1,234 @@
+//! `loadring proxy`: the HTTP gateway of `loadring-proxy`, from flags or a
+//! TOML config file. Everything is checked before anything listens; a bad
+//! value is one `error: ...` line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Proxy, ProxyConfig};
+
+use crate::CliError;
+
+/// Serve HTTP/1.1 on `--listen`, sending each request to the backend the
+/// policy picks for its key; see docs/proxy.md.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The address to serve on, `HOST:PORT`.
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// The policy, e.g. `c_murmurhash_bl:load_factor=1.25`, `ring_hash`, `rr`.
+    #[arg(long, short = 'p', value_name = "SPEC")]
+    policy: Option<String>,
+    /// A backend: `HOST:PORT[ weight=W][ tag=T][ zone=Z][ hash_key=K]` (repeatable).
+    #[arg(long = "endpoint", short = 'e', value_name = "ENDPOINT")]
+    endpoint: Vec<String>,
+    /// A file of endpoints, one per line (`#` comments); re-read on change and on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    endpoints: Option<PathBuf>,
+    /// Where the hash key comes from: header:NAME, cookie:NAME, query:NAME,
+    /// path, uri, source-ip (repeatable or comma-separated: combined).
+    #[arg(long, value_name = "SOURCE")]
+    key: Vec<String>,
+    /// The admin listener (`GET /metrics`, `GET /status`), `HOST:PORT`.
+    #[arg(long, value_name = "HOST:PORT")]
+    admin: Option<String>,
+    /// Further candidates tried after a connect failure (default 1).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    retries: Option<String>,
+    /// How long connecting to a backend may take (default 1s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    connect_timeout: Option<String>,
+    /// How long a backend may take to send its response headers (default 30s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    timeout: Option<String>,
+    /// Active health checks: the path to GET on each backend.
+    #[arg(long, value_name = "PATH")]
+    health_path: Option<String>,
+    /// How often active checks run (default 5s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    health_interval: Option<String>,
+    /// Passing checks in a row that bring an endpoint back (default 2).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    health_rise: Option<String>,
+    /// Failing checks in a row that take an endpoint out (default 3).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    health_fall: Option<String>,
+    /// Failed requests in a row that eject an endpoint; 0: never (default 5).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    eject_after: Option<String>,
+    /// How long an ejected endpoint stays out (default 30s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    eject_for: Option<String>,
+    /// How long SIGTERM/SIGINT wait for requests in flight (default 30s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    drain_timeout: Option<String>,
+    /// A TOML file with all of the above and more (several clusters, routes).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+fn duration(flag: &str, value: &Option<String>) -> Result<Option<Duration>, CliError> {
+    value
+        .as_deref()
+        .map(|v| parse_duration(v).map_err(|e| CliError(format!("{flag}: {e}"))))
+        .transpose()
+}
+
+fn count(flag: &str, value: &Option<String>) -> Result<Option<u32>, CliError> {
+    value
+        .as_deref()
+        .map(|v| {
+            v.parse::<u32>().map_err(|_| {
+                CliError(format!(
+                    "{flag}: `{v}` is not a count: accepted 0..=4294967295"
+                ))
+            })
+        })
+        .transpose()
+}
+
+impl Args {
+    /// Flags given besides `--config` (which takes no others).
+    fn other_flags(&self) -> Vec<&'static str> {
+        let mut given = Vec::new();
+        let options = [
+            ("--listen", self.listen.is_some()),
+            ("--policy", self.policy.is_some()),
+            ("-e", !self.endpoint.is_empty()),
+            ("--endpoints", self.endpoints.is_some()),
+            ("--key", !self.key.is_empty()),
+            ("--admin", self.admin.is_some()),
+            ("--retries", self.retries.is_some()),
+            ("--connect-timeout", self.connect_timeout.is_some()),
+            ("--timeout", self.timeout.is_some()),
+            ("--health-path", self.health_path.is_some()),
+            ("--health-interval", self.health_interval.is_some()),
+            ("--health-rise", self.health_rise.is_some()),
+            ("--health-fall", self.health_fall.is_some()),
+            ("--eject-after", self.eject_after.is_some()),
+            ("--eject-for", self.eject_for.is_some()),
+            ("--drain-timeout", self.drain_timeout.is_some()),
+        ];
+        for (flag, present) in options {
+            if present {
+                given.push(flag);
+            }
+        }
+        given
+    }
+
+    /// The configuration the flags (or the config file) describe, checked.
+    fn config(&self) -> Result<ProxyConfig, CliError> {
+        if let Some(path) = &self.config {
+            let others = self.other_flags();
+            if !others.is_empty() {
+                return Err(CliError(format!(
+                    "--config takes no other flags (put {} in the file)",
+                    others.join(", ")
+                )));
+            }
+            return Ok(ProxyConfig::from_file(path)?);
+        }
+        let listen = self
+            .listen
+            .clone()
+            .ok_or_else(|| CliError("--listen HOST:PORT is required (or --config FILE)".into()))?;
+        let policy = self
+            .policy
+            .as_deref()
+            .ok_or_else(|| CliError("--policy SPEC is required (or --config FILE)".into()))?
+            .parse()
+            .map_err(|e| CliError(format!("--policy: {e}")))?;
+        let mut cluster = ClusterConfig::new("default", policy);
+        for text in &self.endpoint {
+            cluster
+                .endpoints
+                .push(text.parse().map_err(|e| CliError(format!("-e: {e}")))?);
+        }
+        cluster.endpoints_file = self.endpoints.clone();
+        cluster.key = KeySpec::parse(&self.key).map_err(|e| CliError(format!("--key: {e}")))?;
+        if let Some(n) = count("--retries", &self.retries)? {
+            cluster.retries = n;
+        }
+        if let Some(d) = duration("--connect-timeout", &self.connect_timeout)? {
+            cluster.connect_timeout = d;
+        }
+        if let Some(d) = duration("--timeout", &self.timeout)? {
+            cluster.timeout = d;
+        }
+        cluster.health.path = self.health_path.clone();
+        if let Some(d) = duration("--health-interval", &self.health_interval)? {
+            cluster.health.interval = d;
+        }
+        if let Some(n) = count("--health-rise", &self.health_rise)? {
+            cluster.health.rise = n;
+        }
+        if let Some(n) = count("--health-fall", &self.health_fall)? {
+            cluster.health.fall = n;
+        }
+        if let Some(n) = count("--eject-after", &self.eject_after)? {
+            cluster.health.eject_after = n;
+        }
+        if let Some(d) = duration("--eject-for", &self.eject_for)? {
+            cluster.health.eject_for = d;
+        }
+        let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
+            .unwrap_or(loadring_proxy::config::DEFAULT_DRAIN_TIMEOUT);
+        let config = ProxyConfig {
+            listen,
+            admin: self.admin.clone(),
+            drain_timeout,
+            clusters: vec![cluster],
+            routes: Vec::new(),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Logs go to stderr, one line each; `LOADRING_LOG` (error, warn, info,
+/// debug, trace) sets the level, `warn` by default: quiet unless something
+/// is wrong.
+fn init_logging() {
+    let level = std::env::var("LOADRING_LOG")
+        .ok()
+        .and_then(|l| l.parse::<tracing::Level>().ok())
+        .unwrap_or(tracing::Level::WARN);
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(false)
+        .try_init();
+}
+
+pub fn run(args: Args) -> Result<(), CliError> {
+    let config = args.config()?;
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError(format!("runtime: {e}")))?;
+    runtime.block_on(async move {
+        // Installed before binding: from then on SIGTERM and SIGINT drain
+        // instead of killing.
+        let stop = stop_signal().map_err(|e| CliError(format!("signals: {e}")))?;
+        let proxy = Proxy::bind(config).await?;
+        tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
+        proxy.serve(stop).await?;
+        Ok(())
+    })
+}
+
+/// Completes on the first SIGTERM or SIGINT.
+fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    })
+}

@@ -1,0 +1,292 @@
+//! A cluster: one balancer over one set of upstreams, and how a request's
+//! key (or its absence) becomes a reserved endpoint.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use loadring::{Balancer, Candidate, Endpoint, Pick, PickError, PolicySpec, Request};
+
+use crate::config::{ClusterConfig, ConfigError};
+use crate::key::{KeySpec, KeyStyle, RequestKey};
+use crate::upstream::Upstream;
+
+/// The balancer's value for each endpoint.
+pub type Backend = Arc<Upstream>;
+
+/// A reserved endpoint for one attempt.
+#[derive(Debug)]
+pub struct Selected {
+    /// The guard: one in-flight slot until dropped.
+    pub pick: Pick<Backend>,
+    /// A bounded pick that left the key's owner (the owner was at its cap).
+    pub spilled: bool,
+}
+
+/// Why no endpoint was reserved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    /// Every endpoint is unhealthy or already tried, or there are none.
+    #[error("no eligible endpoint")]
+    NoEligibleEndpoint,
+    /// The balancer refused the request (a code out of range...).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl From<PickError> for SelectError {
+    fn from(e: PickError) -> Self {
+        match e {
+            PickError::NoEndpoints | PickError::NoEligibleEndpoint { .. } => {
+                SelectError::NoEligibleEndpoint
+            }
+            other => SelectError::Refused(other.to_string()),
+        }
+    }
+}
+
+/// One policy over one set of endpoints, and the request settings that go
+/// with it.
+#[derive(Debug)]
+pub struct Cluster {
+    config: ClusterConfig,
+    balancer: Balancer<Backend>,
+    style: KeyStyle,
+    hashing: bool,
+    bounded: bool,
+    /// Round-robin position for keyless requests under a hashing policy.
+    keyless_turn: AtomicU64,
+    /// Upstreams by identity, reused across reloads so their health
+    /// evidence survives (the balancer keeps in-flight counts by identity).
+    upstreams: Mutex<HashMap<(String, Option<String>), Backend>>,
+}
+
+impl Cluster {
+    /// Builds the cluster over the configured endpoints (the file read now).
+    ///
+    /// # Errors
+    /// A bad endpoint or file, or a policy that cannot be built over them.
+    pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
+        let endpoints = config.read_endpoints()?;
+        let spec = config.policy.clone();
+        let cluster = Cluster {
+            style: KeyStyle::for_policy(&spec),
+            hashing: spec.is_hashing(),
+            bounded: spec.load_factor().is_some(),
+            balancer: Balancer::with_backends(spec, std::iter::empty())
+                .map_err(|e| ConfigError(format!("--policy: {e}")))?,
+            config,
+            keyless_turn: AtomicU64::new(0),
+            upstreams: Mutex::new(HashMap::new()),
+        };
+        cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+        Ok(cluster)
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &ClusterConfig {
+        &self.config
+    }
+
+    /// The balancer (for loads, health marks and status).
+    pub fn balancer(&self) -> &Balancer<Backend> {
+        &self.balancer
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &PolicySpec {
+        &self.config.policy
+    }
+
+    /// The key sources.
+    pub fn key(&self) -> &KeySpec {
+        &self.config.key
+    }
+
+    /// How the key is computed for this policy.
+    pub fn key_style(&self) -> KeyStyle {
+        self.style
+    }
+
+    /// Whether the policy places requests by key.
+    pub fn is_hashing(&self) -> bool {
+        self.hashing
+    }
+
+    /// Replaces the membership (the inline endpoints stay first). Endpoints
+    /// that stay keep their in-flight counts, health marks and evidence;
+    /// nothing is rebuilt when nothing changed. Returns whether it changed.
+    ///
+    /// # Errors
+    /// A bad address, or a membership the policy cannot be built over; the
+    /// current one is then kept.
+    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, String> {
+        if endpoints.is_empty() {
+            return Err("no endpoints".into());
+        }
+        let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = HashMap::new();
+        let mut backends = Vec::with_capacity(endpoints.len());
+        for endpoint in endpoints {
+            let id = (
+                endpoint.addr().to_string(),
+                endpoint.tag().map(str::to_string),
+            );
+            let upstream = match upstreams.get(&id) {
+                Some(u) => u.clone(),
+                None => Arc::new(Upstream::new(&endpoint)?),
+            };
+            next.insert(id, upstream.clone());
+            backends.push((endpoint, upstream));
+        }
+        let marks: Vec<(Backend, bool)> = backends
+            .iter()
+            .map(|(_, u)| (u.clone(), u.healthy(Instant::now())))
+            .collect();
+        let changed = self
+            .balancer
+            .update_backends(backends)
+            .map_err(|e| e.to_string())?;
+        *upstreams = next;
+        drop(upstreams);
+        // A new member starts healthy in the balancer; one that stayed keeps
+        // its mark. Either way the mark follows the evidence.
+        for (u, healthy) in marks {
+            let _ = self.balancer.set_healthy(u.id(), healthy);
+        }
+        Ok(changed)
+    }
+
+    /// Brings the balancer's mark for `upstream` in line with its evidence
+    /// (a health mark, never a rebuild).
+    pub fn apply_health(&self, upstream: &Upstream) {
+        let healthy = upstream.healthy(Instant::now());
+        if self.balancer.is_healthy(upstream.id()) != Ok(healthy) {
+            // Gone in a reload meanwhile: nothing to mark.
+            let _ = self.balancer.set_healthy(upstream.id(), healthy);
+            if healthy {
+                tracing::info!(
+                    cluster = self.name(),
+                    endpoint = upstream.addr(),
+                    "endpoint healthy again"
+                );
+            } else {
+                tracing::warn!(
+                    cluster = self.name(),
+                    endpoint = upstream.addr(),
+                    "endpoint marked unhealthy"
+                );
+            }
+        }
+    }
+
+    /// Reserves an endpoint for one attempt, excluding the addresses already
+    /// tried: the policy's pick for a key (for hashing policies, the owner,
+    /// or its ring successors once tried or at their cap), round robin for a
+    /// keyless request under a hashing policy, the policy's own choice for
+    /// the others.
+    ///
+    /// # Errors
+    /// No eligible endpoint left; or the balancer refused the request.
+    pub fn select(
+        &self,
+        key: Option<&RequestKey>,
+        tried: &[&str],
+    ) -> Result<Selected, SelectError> {
+        if !self.hashing {
+            let pick = self.balancer.pick(&Request::new().excluding(tried))?;
+            return Ok(Selected {
+                pick,
+                spilled: false,
+            });
+        }
+        let Some(key) = key else {
+            return self.select_keyless(tried);
+        };
+        let request = key.request().excluding(tried);
+        let pick = self.balancer.pick(&request)?;
+        // Spills are counted on first attempts: a retry leaves the owner on
+        // purpose.
+        let spilled = self.bounded
+            && tried.is_empty()
+            && self
+                .balancer
+                .route(&key.request())
+                .ok()
+                .flatten()
+                .is_some_and(|owner| !owner.same_backend(pick.endpoint()));
+        Ok(Selected { pick, spilled })
+    }
+
+    /// Weighted round robin over the eligible endpoints for a request with no
+    /// key, as nginx and HAProxy serve them under a hash policy. It reserves
+    /// through the hashing balancer's own candidates, so these requests
+    /// count in the loads that bounded picks see, and respect the caps: an
+    /// endpoint at its cap passes its turn to the next; when all are at
+    /// their cap the least loaded takes it.
+    fn select_keyless(&self, tried: &[&str]) -> Result<Selected, SelectError> {
+        // Code 0 is in every policy's range; its walk visits every eligible
+        // endpoint once, whatever its order.
+        let probe = Request::code(0).excluding(tried);
+        let mut candidates: Vec<Candidate<Backend>> = self.balancer.candidates(&probe)?.collect();
+        if candidates.is_empty() {
+            return Err(SelectError::NoEligibleEndpoint);
+        }
+        // A stable order: the walk's order depends on the ring.
+        candidates
+            .sort_by(|a, b| (a.addr(), a.endpoint().tag()).cmp(&(b.addr(), b.endpoint().tag())));
+        let weights: Vec<u64> = candidates
+            .iter()
+            .map(|c| u64::from(c.endpoint().weight()))
+            .collect();
+        let total: u64 = weights.iter().sum();
+        let turn = self.keyless_turn.fetch_add(1, Relaxed);
+        let start = if total == 0 {
+            (turn % candidates.len() as u64) as usize
+        } else {
+            let mut slot = turn % total;
+            weights
+                .iter()
+                .position(|&w| {
+                    if slot < w {
+                        true
+                    } else {
+                        slot -= w;
+                        false
+                    }
+                })
+                .unwrap_or(0)
+        };
+        let n = candidates.len();
+        for i in 0..n {
+            if let Some(pick) = candidates[(start + i) % n].try_reserve() {
+                return Ok(Selected {
+                    pick,
+                    spilled: false,
+                });
+            }
+        }
+        let least = candidates
+            .iter()
+            .min_by_key(|c| c.in_flight())
+            .ok_or(SelectError::NoEligibleEndpoint)?;
+        Ok(Selected {
+            pick: least.reserve(),
+            spilled: false,
+        })
+    }
+}
+
+impl Cluster {
+    /// The current upstreams (for health checks).
+    pub fn upstreams(&self) -> Vec<Backend> {
+        let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        upstreams.values().cloned().collect()
+    }
+}

@@ -1,0 +1,552 @@
+//! What the proxy runs: listeners, clusters (a policy over endpoints, a key,
+//! retries, timeouts, health) and routes, from flags or a TOML file.
+//!
+//! Everything is validated here, before anything listens: a bad value is
+//! one [`ConfigError`] naming its place (`cluster `api`: policy: ...`).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loadring::{Endpoint, PolicySpec};
+use serde::Deserialize;
+
+use crate::duration::parse_duration;
+use crate::endpoints::parse_endpoints;
+use crate::key::KeySpec;
+
+/// A configuration problem, as one line naming the culprit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// Retries by default: one more candidate after a connect failure.
+pub const DEFAULT_RETRIES: u32 = 1;
+/// How long a connection to a backend may take.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a backend may take to send its response headers.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often active health checks run.
+pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+/// Consecutive passing checks that bring an endpoint back (HAProxy's default).
+pub const DEFAULT_HEALTH_RISE: u32 = 2;
+/// Consecutive failing checks that take an endpoint out (HAProxy's default).
+pub const DEFAULT_HEALTH_FALL: u32 = 3;
+/// Consecutive failed requests that eject an endpoint (Envoy's `consecutive_5xx`).
+pub const DEFAULT_EJECT_AFTER: u32 = 5;
+/// How long an ejected endpoint stays out (Envoy's `base_ejection_time`).
+pub const DEFAULT_EJECT_FOR: Duration = Duration::from_secs(30);
+/// How long a stopping proxy waits for requests in flight.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The whole proxy.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// `HOST:PORT` the proxy serves on.
+    pub listen: String,
+    /// `HOST:PORT` of the admin listener (`/metrics`, `/status`), if any.
+    pub admin: Option<String>,
+    /// How long a stopping proxy waits for requests in flight.
+    pub drain_timeout: Duration,
+    /// The clusters, in order.
+    pub clusters: Vec<ClusterConfig>,
+    /// The routes, tried in order; without routes the single cluster takes
+    /// every request.
+    pub routes: Vec<RouteConfig>,
+}
+
+/// One policy over one set of endpoints.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// The cluster's name (`default` from flags).
+    pub name: String,
+    /// The policy.
+    pub policy: PolicySpec,
+    /// Endpoints given inline (`-e`, `endpoints = [...]`): fixed.
+    pub endpoints: Vec<Endpoint>,
+    /// A file of endpoints, watched and re-read on change and on SIGHUP.
+    pub endpoints_file: Option<PathBuf>,
+    /// Where the hash key comes from.
+    pub key: KeySpec,
+    /// Further candidates tried after a connect failure or a connection
+    /// closed before a response.
+    pub retries: u32,
+    /// How long a connection to a backend may take.
+    pub connect_timeout: Duration,
+    /// How long a backend may take to send its response headers.
+    pub timeout: Duration,
+    /// Active and passive health checking.
+    pub health: HealthConfig,
+}
+
+/// Active checks and passive ejection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthConfig {
+    /// The path active checks GET; `None`: no active checks.
+    pub path: Option<String>,
+    /// How often active checks run.
+    pub interval: Duration,
+    /// Consecutive passing checks that mark an endpoint healthy.
+    pub rise: u32,
+    /// Consecutive failing checks that mark an endpoint unhealthy.
+    pub fall: u32,
+    /// Consecutive failed requests (no response, or a 5xx) that eject an
+    /// endpoint; 0 disables passive ejection.
+    pub eject_after: u32,
+    /// How long an ejected endpoint stays out.
+    pub eject_for: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            path: None,
+            interval: DEFAULT_HEALTH_INTERVAL,
+            rise: DEFAULT_HEALTH_RISE,
+            fall: DEFAULT_HEALTH_FALL,
+            eject_after: DEFAULT_EJECT_AFTER,
+            eject_for: DEFAULT_EJECT_FOR,
+        }
+    }
+}
+
+/// Which requests go to which cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConfig {
+    /// The `Host` the request must name (port ignored), if any.
+    pub host: Option<String>,
+    /// The path prefix the request must start with (`/` matches all).
+    pub path_prefix: String,
+    /// The cluster's name.
+    pub cluster: String,
+}
+
+impl ClusterConfig {
+    /// A cluster with the defaults, before its endpoints and key are set.
+    pub fn new(name: impl Into<String>, policy: PolicySpec) -> Self {
+        ClusterConfig {
+            name: name.into(),
+            policy,
+            endpoints: Vec::new(),
+            endpoints_file: None,
+            key: KeySpec::default(),
+            retries: DEFAULT_RETRIES,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            timeout: DEFAULT_TIMEOUT,
+            health: HealthConfig::default(),
+        }
+    }
+
+    /// The inline endpoints followed by those of the file, read now.
+    ///
+    /// # Errors
+    /// An unreadable file or a bad line, naming the file.
+    pub fn read_endpoints(&self) -> Result<Vec<Endpoint>, ConfigError> {
+        let mut all = self.endpoints.clone();
+        if let Some(path) = &self.endpoints_file {
+            all.extend(read_endpoints_file(path)?);
+        }
+        Ok(all)
+    }
+
+    /// Checks what a cluster needs: host:port addresses, a key for a
+    /// hashing policy, no key for the others, at least one endpoint.
+    ///
+    /// # Errors
+    /// The first problem, naming the flag or key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let is_hashing = self.policy.is_hashing();
+        if is_hashing && self.key.is_empty() {
+            return Err(ConfigError(format!(
+                "--key: policy `{}` hashes a key: give --key SOURCE ({})",
+                self.policy,
+                crate::key::KEY_SOURCES
+            )));
+        }
+        if !is_hashing && !self.key.is_empty() {
+            return Err(ConfigError(format!(
+                "--key: policy `{}` does not hash keys: drop --key or pick a hashing policy",
+                self.policy
+            )));
+        }
+        let endpoints = self.read_endpoints()?;
+        if endpoints.is_empty() {
+            return Err(ConfigError(
+                "no endpoints: give -e ENDPOINT (repeatable) or --endpoints FILE".into(),
+            ));
+        }
+        for e in &endpoints {
+            check_backend_addr(e.addr()).map_err(ConfigError)?;
+        }
+        if let Some(path) = &self.health.path {
+            if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+                return Err(ConfigError(format!(
+                    "--health-path `{path}`: expected a path starting with `/`"
+                )));
+            }
+        }
+        for (flag, value) in [
+            ("--health-rise", self.health.rise),
+            ("--health-fall", self.health.fall),
+        ] {
+            if value == 0 {
+                return Err(ConfigError(format!("{flag}: must be at least 1")));
+            }
+        }
+        if self.health.interval.is_zero() {
+            return Err(ConfigError(
+                "--health-interval: must be more than 0ms".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An endpoint address the proxy can connect to: `host:port`.
+///
+/// # Errors
+/// Why not.
+pub fn check_backend_addr(addr: &str) -> Result<(), String> {
+    match addr.parse::<http::uri::Authority>() {
+        Ok(a) if a.port_u16().is_some() && !a.host().is_empty() && !addr.contains('@') => Ok(()),
+        _ => Err(format!(
+            "endpoint `{addr}`: the address must be host:port of an HTTP/1.1 backend"
+        )),
+    }
+}
+
+/// Reads an endpoints file.
+///
+/// # Errors
+/// An unreadable file or a bad line, naming the file.
+pub fn read_endpoints_file(path: &Path) -> Result<Vec<Endpoint>, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("--endpoints {}: {e}", path.display())))?;
+    parse_endpoints(&text).map_err(|e| ConfigError(format!("--endpoints {}: {e}", path.display())))
+}
+
+impl ProxyConfig {
+    /// Checks every cluster and route.
+    ///
+    /// # Errors
+    /// The first problem.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.clusters.is_empty() {
+            return Err(ConfigError(
+                "no clusters: a config needs at least one [[cluster]]".into(),
+            ));
+        }
+        for (i, c) in self.clusters.iter().enumerate() {
+            if self.clusters[..i].iter().any(|o| o.name == c.name) {
+                return Err(ConfigError(format!(
+                    "cluster `{}` is defined twice",
+                    c.name
+                )));
+            }
+        }
+        let multi = self.clusters.len() > 1;
+        for c in &self.clusters {
+            c.validate().map_err(|e| {
+                if multi {
+                    ConfigError(format!("cluster `{}`: {}", c.name, e.0))
+                } else {
+                    e
+                }
+            })?;
+        }
+        for r in &self.routes {
+            if !self.clusters.iter().any(|c| c.name == r.cluster) {
+                return Err(ConfigError(format!(
+                    "route `{}`: no cluster named `{}`",
+                    r.path_prefix, r.cluster
+                )));
+            }
+            if !r.path_prefix.starts_with('/') {
+                return Err(ConfigError(format!(
+                    "route `{}`: path_prefix must start with `/`",
+                    r.path_prefix
+                )));
+            }
+        }
+        if multi && self.routes.is_empty() {
+            return Err(ConfigError(
+                "several clusters but no [[route]]: say which requests go where".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads and validates a TOML config file.
+    ///
+    /// # Errors
+    /// An unreadable file, a TOML error or a bad value, naming the file.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::from_toml(&text, base)
+            .map_err(|e| ConfigError(format!("--config {}: {}", path.display(), e.0)))
+    }
+
+    /// Parses and validates TOML text; relative `endpoints_file` paths are
+    /// taken from `base`.
+    ///
+    /// # Errors
+    /// A TOML error or a bad value, on one line.
+    pub fn from_toml(text: &str, base: &Path) -> Result<Self, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            ConfigError(
+                e.message().replace('\n', " ").trim().to_string() + &span_hint(text, e.span()),
+            )
+        })?;
+        let config = raw.into_config(base)?;
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        }
+        None => String::new(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: String,
+    admin: Option<String>,
+    drain_timeout: Option<String>,
+    #[serde(default)]
+    cluster: Vec<RawCluster>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    name: Option<String>,
+    policy: String,
+    #[serde(default)]
+    endpoints: Vec<String>,
+    endpoints_file: Option<PathBuf>,
+    #[serde(default)]
+    key: OneOrMany,
+    retries: Option<u32>,
+    connect_timeout: Option<String>,
+    timeout: Option<String>,
+    health_path: Option<String>,
+    health_interval: Option<String>,
+    health_rise: Option<u32>,
+    health_fall: Option<u32>,
+    eject_after: Option<u32>,
+    eject_for: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    host: Option<String>,
+    path_prefix: Option<String>,
+    cluster: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => parse_duration(v).map_err(|e| ConfigError(format!("{key}: {e}"))),
+    }
+}
+
+impl RawConfig {
+    fn into_config(self, base: &Path) -> Result<ProxyConfig, ConfigError> {
+        let drain_timeout = duration(
+            "drain_timeout",
+            self.drain_timeout.as_deref(),
+            DEFAULT_DRAIN_TIMEOUT,
+        )?;
+        let clusters = self
+            .cluster
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let name = c.name.clone().unwrap_or_else(|| {
+                    if i == 0 {
+                        "default".to_string()
+                    } else {
+                        format!("cluster{}", i + 1)
+                    }
+                });
+                c.into_config(name.clone(), base)
+                    .map_err(|e| ConfigError(format!("cluster `{name}`: {}", e.0)))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let routes = self
+            .route
+            .into_iter()
+            .map(|r| RouteConfig {
+                host: r.host,
+                path_prefix: r.path_prefix.unwrap_or_else(|| "/".into()),
+                cluster: r.cluster,
+            })
+            .collect();
+        Ok(ProxyConfig {
+            listen: self.listen,
+            admin: self.admin,
+            drain_timeout,
+            clusters,
+            routes,
+        })
+    }
+}
+
+impl RawCluster {
+    fn into_config(self, name: String, base: &Path) -> Result<ClusterConfig, ConfigError> {
+        let policy: PolicySpec = self
+            .policy
+            .parse()
+            .map_err(|e| ConfigError(format!("policy: {e}")))?;
+        let mut c = ClusterConfig::new(name, policy);
+        c.endpoints = self
+            .endpoints
+            .iter()
+            .map(|t| t.parse::<Endpoint>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| ConfigError(format!("endpoints: {e}")))?;
+        c.endpoints_file = self.endpoints_file.map(|p| base.join(p));
+        let keys = match self.key {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(k) => vec![k],
+            OneOrMany::Many(k) => k,
+        };
+        c.key = KeySpec::parse(&keys).map_err(|e| ConfigError(format!("key: {e}")))?;
+        c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
+        c.connect_timeout = duration(
+            "connect_timeout",
+            self.connect_timeout.as_deref(),
+            DEFAULT_CONNECT_TIMEOUT,
+        )?;
+        c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
+        c.health = HealthConfig {
+            path: self.health_path,
+            interval: duration(
+                "health_interval",
+                self.health_interval.as_deref(),
+                DEFAULT_HEALTH_INTERVAL,
+            )?,
+            rise: self.health_rise.unwrap_or(DEFAULT_HEALTH_RISE),
+            fall: self.health_fall.unwrap_or(DEFAULT_HEALTH_FALL),
+            eject_after: self.eject_after.unwrap_or(DEFAULT_EJECT_AFTER),
+            eject_for: duration("eject_for", self.eject_for.as_deref(), DEFAULT_EJECT_FOR)?,
+        };
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_CLUSTERS: &str = r#"
+listen = "127.0.0.1:8080"
+admin = "127.0.0.1:9900"
+drain_timeout = "5s"
+
+[[cluster]]
+name = "users"
+policy = "c_murmurhash_bl:load_factor=1.25"
+endpoints = ["127.0.0.1:9001", "127.0.0.1:9002 weight=2"]
+key = ["header:x-user", "cookie:sid"]
+retries = 2
+timeout = "2s"
+health_path = "/healthz"
+health_interval = "500ms"
+eject_after = 0
+
+[[cluster]]
+name = "static"
+policy = "rr"
+endpoints = ["127.0.0.1:9003"]
+
+[[route]]
+path_prefix = "/static/"
+cluster = "static"
+
+[[route]]
+cluster = "users"
+"#;
+
+    #[test]
+    fn a_full_config_reads() {
+        let c = ProxyConfig::from_toml(TWO_CLUSTERS, Path::new(".")).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:8080");
+        assert_eq!(c.drain_timeout, Duration::from_secs(5));
+        assert_eq!(c.clusters.len(), 2);
+        let users = &c.clusters[0];
+        assert_eq!(users.policy.name(), "c_murmurhash_bl");
+        assert_eq!(users.key.sources().len(), 2);
+        assert_eq!(users.retries, 2);
+        assert_eq!(users.timeout, Duration::from_secs(2));
+        assert_eq!(users.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+        assert_eq!(users.health.path.as_deref(), Some("/healthz"));
+        assert_eq!(users.health.interval, Duration::from_millis(500));
+        assert_eq!(users.health.eject_after, 0);
+        assert_eq!(c.routes[1].path_prefix, "/");
+    }
+
+    fn error_of(text: &str) -> String {
+        ProxyConfig::from_toml(text, Path::new(".")).unwrap_err().0
+    }
+
+    #[test]
+    fn bad_configs_name_the_culprit() {
+        let cases = [
+            (
+                TWO_CLUSTERS.replace("c_murmurhash_bl:", "nope:"),
+                "cluster `users`: policy",
+            ),
+            (
+                TWO_CLUSTERS.replace("\"500ms\"", "\"fast\""),
+                "health_interval: `fast`",
+            ),
+            (
+                TWO_CLUSTERS.replace("header:x-user", "head:x"),
+                "key: key source `head:x`",
+            ),
+            (
+                TWO_CLUSTERS.replace("cluster = \"static\"", "cluster = \"nope\""),
+                "no cluster named `nope`",
+            ),
+            (
+                TWO_CLUSTERS.replace("retries = 2", "retries = 2\nretry = 1"),
+                "unknown field `retry`",
+            ),
+            (
+                TWO_CLUSTERS.replace("127.0.0.1:9003", "localhost"),
+                "endpoint `localhost`",
+            ),
+            (
+                TWO_CLUSTERS.replace("key = [\"header:x-user\", \"cookie:sid\"]", ""),
+                "--key",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = error_of(&text);
+            assert!(err.contains(expected), "{expected:?} not in {err:?}");
+            assert!(!err.contains('\n'), "{err:?}");
+        }
+    }
+}

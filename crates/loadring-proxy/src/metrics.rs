@@ -1,0 +1,173 @@
+//! Prometheus metrics, as text on the admin listener's `/metrics`.
+//!
+//! Counters are kept as requests go; gauges (`loadring_in_flight`,
+//! `loadring_endpoint_healthy`) are read from the balancers at scrape time,
+//! so they are never out of step with the guards. With a single cluster the
+//! series carry only their own labels (`endpoint`, `code`); with several,
+//! a `cluster` label is added.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::cluster::Cluster;
+
+type Labels = Vec<(String, String)>;
+
+/// Every series the proxy exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Scrapes rebuild the gauges: one at a time.
+    scrape: std::sync::Mutex<()>,
+    labelled_by_cluster: bool,
+    in_flight: Family<Labels, Gauge>,
+    healthy: Family<Labels, Gauge>,
+    requests: Family<Labels, Counter>,
+    retries: PerCluster,
+    spilled: PerCluster,
+}
+
+/// A counter per cluster: a family labelled `cluster` when there are
+/// several, a single series otherwise (no empty `{}`).
+#[derive(Debug, Clone)]
+enum PerCluster {
+    One(Counter),
+    Labelled(Family<Labels, Counter>),
+}
+
+impl PerCluster {
+    fn new(labelled: bool) -> Self {
+        if labelled {
+            PerCluster::Labelled(Family::default())
+        } else {
+            PerCluster::One(Counter::default())
+        }
+    }
+
+    fn register(&self, registry: &mut Registry, name: &str, help: &str) {
+        match self {
+            PerCluster::One(c) => registry.register(name, help, c.clone()),
+            PerCluster::Labelled(f) => registry.register(name, help, f.clone()),
+        }
+    }
+
+    fn counter(&self, cluster: &str) -> Counter {
+        match self {
+            PerCluster::One(c) => c.clone(),
+            PerCluster::Labelled(f) => {
+                f.get_or_create_owned(&vec![("cluster".to_string(), cluster.to_string())])
+            }
+        }
+    }
+}
+
+impl Metrics {
+    /// Registers the series; `labelled_by_cluster` adds a `cluster` label
+    /// (for configs with several clusters).
+    pub fn new(labelled_by_cluster: bool) -> Self {
+        let mut registry = Registry::default();
+        let in_flight = Family::<Labels, Gauge>::default();
+        let healthy = Family::<Labels, Gauge>::default();
+        let requests = Family::<Labels, Counter>::default();
+        let retries = PerCluster::new(labelled_by_cluster);
+        let spilled = PerCluster::new(labelled_by_cluster);
+        registry.register(
+            "loadring_in_flight",
+            "Requests in flight per endpoint, held until the response body is sent or the client leaves",
+            in_flight.clone(),
+        );
+        registry.register(
+            "loadring_endpoint_healthy",
+            "1 if the endpoint is marked healthy (active checks and passive ejection), else 0",
+            healthy.clone(),
+        );
+        registry.register(
+            "loadring_requests",
+            "Attempts per endpoint and status code (502: no response, 504: timed out)",
+            requests.clone(),
+        );
+        retries.register(
+            &mut registry,
+            "loadring_retries",
+            "Attempts made after a failed one",
+        );
+        spilled.register(
+            &mut registry,
+            "loadring_spilled",
+            "Bounded picks that left the key's owner because it was at its cap",
+        );
+        Metrics {
+            registry,
+            scrape: std::sync::Mutex::new(()),
+            labelled_by_cluster,
+            in_flight,
+            healthy,
+            requests,
+            retries,
+            spilled,
+        }
+    }
+
+    fn labels(&self, cluster: &str, rest: &[(&str, &str)]) -> Labels {
+        let mut labels = Vec::with_capacity(rest.len() + 1);
+        if self.labelled_by_cluster {
+            labels.push(("cluster".to_string(), cluster.to_string()));
+        }
+        labels.extend(rest.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        labels
+    }
+
+    /// Counts an attempt on `endpoint` that ended with `code`.
+    pub fn request(&self, cluster: &str, endpoint: &str, code: u16) {
+        let labels = self.labels(
+            cluster,
+            &[("endpoint", endpoint), ("code", &code.to_string())],
+        );
+        self.requests.get_or_create(&labels).inc();
+    }
+
+    /// Counts a retry.
+    pub fn retry(&self, cluster: &str) {
+        self.retries.counter(cluster).inc();
+    }
+
+    /// Counts a bounded pick that left the key's owner.
+    pub fn spill(&self, cluster: &str) {
+        self.spilled.counter(cluster).inc();
+    }
+
+    /// Makes the counters without endpoint labels appear at 0 from the start.
+    pub fn declare(&self, cluster: &str) {
+        self.retries.counter(cluster);
+        self.spilled.counter(cluster);
+    }
+
+    /// The Prometheus text exposition, gauges read from `clusters` now.
+    pub fn render(&self, clusters: &[std::sync::Arc<Cluster>]) -> String {
+        let _one_at_a_time = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
+        self.in_flight.clear();
+        self.healthy.clear();
+        for cluster in clusters {
+            let balancer = cluster.balancer();
+            for (endpoint, load) in balancer.loads() {
+                let mut rest = vec![("endpoint", endpoint.addr())];
+                if let Some(tag) = endpoint.tag() {
+                    rest.push(("tag", tag));
+                }
+                let labels = self.labels(cluster.name(), &rest);
+                self.in_flight
+                    .get_or_create(&labels)
+                    .set(i64::try_from(load).unwrap_or(i64::MAX));
+                let healthy = balancer.is_healthy(endpoint.id()).unwrap_or(false);
+                self.healthy.get_or_create(&labels).set(i64::from(healthy));
+            }
+        }
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut text, &self.registry);
+        text
+    }
+}

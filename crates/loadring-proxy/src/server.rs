@@ -1,0 +1,282 @@
+//! The proxy: listeners bound up front (so a busy address is an error before
+//! anything is served), routes to clusters, background tasks (health
+//! checks, endpoint reloads), and a graceful stop.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::cluster::Cluster;
+use crate::config::{ConfigError, ProxyConfig, RouteConfig};
+use crate::forward::{client, local_response, Forwarder, ProxyBody};
+use crate::health::spawn_active_checks;
+use crate::metrics::Metrics;
+use crate::reload::spawn_endpoint_reloads;
+
+/// Routes and forwarders: everything a request needs.
+#[derive(Debug)]
+pub struct Gateway {
+    forwarders: Vec<Forwarder>,
+    clusters: Vec<Arc<Cluster>>,
+    routes: Vec<RouteConfig>,
+    metrics: Arc<Metrics>,
+}
+
+impl Gateway {
+    /// Builds every cluster (reading endpoints files now).
+    ///
+    /// # Errors
+    /// The first bad cluster.
+    pub fn new(config: &ProxyConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let multi = config.clusters.len() > 1;
+        let metrics = Arc::new(Metrics::new(multi));
+        let mut forwarders = Vec::new();
+        let mut clusters = Vec::new();
+        for c in &config.clusters {
+            let cluster = Arc::new(Cluster::new(c.clone()).map_err(|e| {
+                if multi {
+                    ConfigError(format!("cluster `{}`: {}", c.name, e.0))
+                } else {
+                    e
+                }
+            })?);
+            metrics.declare(cluster.name());
+            forwarders.push(Forwarder::new(
+                cluster.clone(),
+                client(c.connect_timeout),
+                metrics.clone(),
+            ));
+            clusters.push(cluster);
+        }
+        Ok(Gateway {
+            forwarders,
+            clusters,
+            routes: config.routes.clone(),
+            metrics,
+        })
+    }
+
+    /// The clusters, in configuration order.
+    pub fn clusters(&self) -> &[Arc<Cluster>] {
+        &self.clusters
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The forwarder for a request: the first matching route's cluster, or
+    /// the only cluster when there are no routes.
+    fn route(&self, request: &Request<Incoming>) -> Option<&Forwarder> {
+        if self.routes.is_empty() {
+            return self.forwarders.first();
+        }
+        let host = request
+            .headers()
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| request.uri().host())
+            .map(|h| {
+                h.rsplit_once(':')
+                    .map_or(h, |(host, _)| host)
+                    .to_ascii_lowercase()
+            });
+        let path = request.uri().path();
+        let route = self.routes.iter().find(|r| {
+            path.starts_with(&r.path_prefix)
+                && r.host
+                    .as_ref()
+                    .is_none_or(|want| host.as_deref() == Some(want.to_ascii_lowercase().as_str()))
+        })?;
+        self.forwarders
+            .iter()
+            .find(|f| f.cluster().name() == route.cluster)
+    }
+
+    /// Handles one request from `peer`.
+    pub async fn handle(
+        &self,
+        request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
+        match self.route(&request) {
+            Some(forwarder) => forwarder.forward(request, peer).await,
+            None => local_response(StatusCode::NOT_FOUND, "no route for this request"),
+        }
+    }
+}
+
+/// A proxy error: one line naming the culprit.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ProxyError(pub String);
+
+impl From<ConfigError> for ProxyError {
+    fn from(e: ConfigError) -> Self {
+        ProxyError(e.0)
+    }
+}
+
+/// A configured proxy with its listeners bound, not serving yet.
+#[derive(Debug)]
+pub struct Proxy {
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    admin: Option<TcpListener>,
+    drain_timeout: Duration,
+}
+
+async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| ProxyError(format!("{flag} {addr}: {e}")))
+}
+
+impl Proxy {
+    /// Validates `config`, builds the clusters and binds the listeners.
+    ///
+    /// # Errors
+    /// A bad configuration, or an address that cannot be bound.
+    pub async fn bind(config: ProxyConfig) -> Result<Self, ProxyError> {
+        let gateway = Arc::new(Gateway::new(&config)?);
+        let listener = bind("--listen", &config.listen).await?;
+        let admin = match &config.admin {
+            Some(addr) => Some(bind("--admin", addr).await?),
+            None => None,
+        };
+        Ok(Proxy {
+            gateway,
+            listener,
+            admin,
+            drain_timeout: config.drain_timeout,
+        })
+    }
+
+    /// The address the proxy serves on.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The admin listener's address, if any.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The gateway (clusters, metrics).
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Serves until `shutdown` completes; then stops accepting, lets the
+    /// requests in flight finish (up to the drain timeout) and returns.
+    ///
+    /// # Errors
+    /// None yet: accept errors are logged and retried.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
+        let Proxy {
+            gateway,
+            listener,
+            admin,
+            drain_timeout,
+        } = self;
+        let mut background: Vec<JoinHandle<()>> = Vec::new();
+        for forwarder in &gateway.forwarders {
+            let cluster = forwarder.cluster().clone();
+            let checks = client(cluster.config().connect_timeout);
+            background.extend(spawn_active_checks(cluster.clone(), checks));
+            background.extend(spawn_endpoint_reloads(cluster));
+        }
+        if let Some(admin) = admin {
+            background.push(tokio::spawn(serve_admin(admin, gateway.clone())));
+        }
+        let graceful = GracefulShutdown::new();
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // hyper's 30 s limit on reading a request's headers (slow clients
+        // holding connections) only applies with a timer.
+        http.timer(TokioTimer::new());
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Out of file descriptors and the like: wait, do not spin.
+                            tracing::warn!("accept: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let gateway = gateway.clone();
+                    let service = service_fn(move |request| {
+                        let gateway = gateway.clone();
+                        async move { Ok::<_, Infallible>(gateway.handle(request, peer).await) }
+                    });
+                    let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                    tokio::spawn(async move {
+                        if let Err(e) = connection.await {
+                            tracing::debug!("client {peer}: {e}");
+                        }
+                    });
+                }
+                () = &mut shutdown => break,
+            }
+        }
+        drop(listener);
+        tracing::info!("stopping: draining requests in flight");
+        if tokio::time::timeout(drain_timeout, graceful.shutdown())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "drain timeout ({drain_timeout:?}) reached: closing the connections left"
+            );
+        }
+        for task in background {
+            task.abort();
+        }
+        Ok(())
+    }
+}
+
+async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new());
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let gateway = gateway.clone();
+        let service = service_fn(move |request| {
+            let gateway = gateway.clone();
+            async move {
+                Ok::<_, Infallible>(crate::admin::answer(
+                    &request,
+                    gateway.clusters(),
+                    gateway.metrics(),
+                ))
+            }
+        });
+        let connection = http.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
+}

@@ -1,0 +1,510 @@
+//! The gateway in-process over real sockets on 127.0.0.1: real hyper
+//! backends (`DemoBackend`), a raw HTTP client, every wait bounded.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, get, metric, metric_sum, request};
+use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+struct Running {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    gateway: Arc<Gateway>,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Running {
+    async fn metrics(&self) -> String {
+        get(self.admin, "/metrics", &[]).await.body
+    }
+
+    async fn in_flight_total(&self) -> f64 {
+        metric_sum(&self.metrics().await, "loadring_in_flight")
+    }
+}
+
+fn cluster(policy: &str, key: &[&str], backends: &[&DemoBackend]) -> ClusterConfig {
+    let mut c = ClusterConfig::new("default", policy.parse().unwrap());
+    c.endpoints = backends
+        .iter()
+        .map(|b| b.addr().to_string().parse().unwrap())
+        .collect();
+    c.key = KeySpec::parse(key).unwrap();
+    c
+}
+
+async fn start(cluster: ClusterConfig) -> Running {
+    let config = ProxyConfig {
+        listen: "127.0.0.1:0".into(),
+        admin: Some("127.0.0.1:0".into()),
+        drain_timeout: Duration::from_secs(5),
+        clusters: vec![cluster],
+        routes: vec![],
+    };
+    let proxy = Proxy::bind(config).await.expect("proxy binds");
+    let addr = proxy.local_addr().unwrap();
+    let admin = proxy.admin_addr().unwrap();
+    let gateway = proxy.gateway().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        proxy
+            .serve(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        addr,
+        admin,
+        gateway,
+        stop: Some(stop),
+        task,
+    }
+}
+
+async fn backends(n: usize) -> Vec<DemoBackend> {
+    let mut all = Vec::new();
+    for _ in 0..n {
+        all.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_method_target_headers_body_and_forwarded_for() {
+    let b = backends(1).await;
+    let proxy = start(cluster("rr", &[], &[&b[0]])).await;
+    let reply = request(
+        proxy.addr,
+        "POST",
+        "/some/path?q=1&r=two",
+        &[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("x-custom", "kept"),
+            ("connection", "close, x-private-hop"),
+            ("x-private-hop", "dropped"),
+            ("te", "trailers"),
+        ],
+        "the request body",
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.backend(), b[0].addr().to_string());
+    assert_eq!(reply.body, "the request body", "body streamed both ways");
+    assert_eq!(reply.header("x-echo-method"), Some("POST"));
+    assert_eq!(reply.header("x-echo-uri"), Some("/some/path?q=1&r=two"));
+    assert_eq!(
+        reply.header("x-echo-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1")
+    );
+    assert_eq!(
+        reply.header("x-echo-hop"),
+        Some(""),
+        "hop-by-hop headers removed"
+    );
+    assert_eq!(
+        reply.header("x-echo-host"),
+        Some(proxy.addr.to_string().as_str())
+    );
+    // Upstream connections are kept alive: ten more requests, one connection.
+    for _ in 0..10 {
+        assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
+    }
+    assert_eq!(
+        (b[0].requests(), b[0].connections()),
+        (11, 1),
+        "one pooled connection"
+    );
+    let status = get(b[0].addr(), "/?status=418", &[]).await;
+    assert_eq!(status.status, 418, "the backend itself");
+    assert_eq!(
+        get(proxy.addr, "/?status=418", &[]).await.status,
+        418,
+        "statuses pass through"
+    );
+}
+
+/// 40 concurrent slow requests for one key over 4 equal backends. The cap
+/// with 40 in flight is ceil(1.25 * 41 / 4) = 13; with 2 worker threads
+/// racing, no backend may see more than 13 + 2 = 15 at once. A plain ring
+/// sends all 40 to the key's owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_key_is_capped_under_bounded_load_and_piles_up_on_a_plain_ring() {
+    for (policy, bounded) in [
+        ("c_murmurhash_bl:load_factor=1.25", true),
+        ("c_murmurhash", false),
+    ] {
+        let b = backends(4).await;
+        let proxy = start(cluster(
+            policy,
+            &["header:x-user"],
+            &[&b[0], &b[1], &b[2], &b[3]],
+        ))
+        .await;
+        let clients: Vec<_> = (0..40)
+            .map(|_| {
+                let addr = proxy.addr;
+                tokio::spawn(async move { get(addr, "/?delay=1500", &[("x-user", "hot")]).await })
+            })
+            .collect();
+        // While they are all in flight, the proxy counts all 40.
+        assert!(
+            eventually(Duration::from_millis(1200), || async {
+                proxy.in_flight_total().await == 40.0
+            })
+            .await,
+            "{policy}: 40 in flight: {}",
+            proxy.metrics().await
+        );
+        for c in clients {
+            assert_eq!(c.await.unwrap().status, 200);
+        }
+        let peaks: Vec<u64> = b.iter().map(|b| b.max_in_flight()).collect();
+        let requests: u64 = b.iter().map(|b| b.requests()).sum();
+        assert_eq!(requests, 40, "{policy}");
+        let metrics = proxy.metrics().await;
+        let spilled = metric(&metrics, "loadring_spilled_total").unwrap();
+        if bounded {
+            assert!(peaks.iter().all(|&p| p <= 15), "{policy}: peaks {peaks:?}");
+            assert!(
+                peaks.iter().filter(|&&p| p > 0).count() >= 3,
+                "{policy}: {peaks:?}"
+            );
+            assert!(
+                spilled >= 25.0,
+                "{policy}: at most 15 stay with the owner: {spilled}"
+            );
+        } else {
+            let mut sorted = peaks.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 0, 0, 40], "{policy}: all on the owner");
+            assert_eq!(spilled, 0.0);
+        }
+        // Every guard released: in flight back to 0 on every endpoint.
+        assert!(
+            eventually(Duration::from_secs(2), || async {
+                proxy.in_flight_total().await == 0.0
+            })
+            .await
+        );
+        for backend in &b {
+            let series = format!("loadring_in_flight{{endpoint=\"{}\"}}", backend.addr());
+            assert_eq!(metric(&metrics, &series).map(|_| ()), Some(()), "{series}");
+        }
+        assert_eq!(proxy.gateway.clusters()[0].balancer().total_in_flight(), 0);
+    }
+}
+
+/// Requests without the key are served round robin over the same balancer:
+/// 30 of them over 3 equal backends, 10 each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_requests_go_round_robin() {
+    let b = backends(3).await;
+    let proxy = start(cluster(
+        "ring_hash",
+        &["header:x-user"],
+        &[&b[0], &b[1], &b[2]],
+    ))
+    .await;
+    for _ in 0..30 {
+        assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
+    }
+    let counts: Vec<u64> = b.iter().map(|b| b.requests()).collect();
+    assert_eq!(counts, [10, 10, 10]);
+}
+
+/// With one retry, a killed backend costs nothing: connections refused (or
+/// pooled ones closed) move each request to the ring successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_backend_costs_no_failed_request_with_one_retry() {
+    let mut b = backends(3).await;
+    let mut c = cluster("c_murmurhash", &["header:x-user"], &[&b[0], &b[1], &b[2]]);
+    c.retries = 1;
+    let proxy = start(c).await;
+    let mut owners = Vec::new();
+    for i in 0..150 {
+        let user = format!("user{i}");
+        let reply = get(proxy.addr, "/", &[("x-user", &user)]).await;
+        assert_eq!(reply.status, 200);
+        owners.push(reply.backend());
+    }
+    let killed = b.remove(1);
+    let killed_addr = killed.addr().to_string();
+    assert!(
+        owners.contains(&killed_addr),
+        "some keys lived on the killed backend"
+    );
+    killed.kill();
+    for (i, owner) in owners.iter().enumerate() {
+        let user = format!("user{i}");
+        let reply = get(proxy.addr, "/", &[("x-user", &user)]).await;
+        assert_eq!(reply.status, 200, "{user}: {}", reply.body);
+        if *owner != killed_addr {
+            assert_eq!(&reply.backend(), owner, "{user}: other keys stay put");
+        }
+    }
+    let metrics = proxy.metrics().await;
+    assert!(
+        metric(&metrics, "loadring_retries_total").unwrap() >= 1.0,
+        "{metrics}"
+    );
+    let series = format!("loadring_endpoint_healthy{{endpoint=\"{killed_addr}\"}}");
+    assert_eq!(
+        metric(&metrics, &series),
+        Some(0.0),
+        "ejected after 5 failures"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_is_502_and_no_eligible_endpoint_is_503() {
+    let b = backends(2).await;
+    let mut c = cluster("c_murmurhash", &["header:x-user"], &[&b[0], &b[1]]);
+    c.retries = 0;
+    c.health.eject_after = 0;
+    let proxy = start(c).await;
+    let owner = get(proxy.addr, "/", &[("x-user", "k")]).await.backend();
+    let (dead, alive): (Vec<_>, Vec<_>) =
+        b.into_iter().partition(|b| b.addr().to_string() == owner);
+    dead.into_iter().for_each(DemoBackend::kill);
+    assert_eq!(
+        get(proxy.addr, "/", &[("x-user", "k")]).await.status,
+        502,
+        "no retry allowed"
+    );
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    for e in balancer.endpoints() {
+        balancer.set_healthy(e.id(), false).unwrap();
+    }
+    assert_eq!(get(proxy.addr, "/", &[("x-user", "k")]).await.status, 503);
+    assert_eq!(get(proxy.addr, "/", &[]).await.status, 503, "keyless too");
+    drop(alive);
+}
+
+/// Active checks (every 100 ms, out after 2 failures, back after 1 pass)
+/// and passive ejection (2 failed requests, out for 600 ms) only move
+/// health marks: keys leave the endpoint and come back to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_and_ejection_move_the_marks_and_keys_come_back() {
+    let b = backends(3).await;
+    let mut c = cluster("c_murmurhash", &["header:x-user"], &[&b[0], &b[1], &b[2]]);
+    c.health.path = Some("/health".into());
+    c.health.interval = Duration::from_millis(100);
+    c.health.fall = 2;
+    c.health.rise = 1;
+    c.health.eject_after = 2;
+    c.health.eject_for = Duration::from_millis(600);
+    let proxy = start(c).await;
+    let owner = get(proxy.addr, "/", &[("x-user", "k")]).await.backend();
+    let sick = b.iter().find(|b| b.addr().to_string() == owner).unwrap();
+    let healthy_series = format!("loadring_endpoint_healthy{{endpoint=\"{owner}\"}}");
+
+    sick.set_healthy(false);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            metric(&proxy.metrics().await, &healthy_series) == Some(0.0)
+        })
+        .await
+    );
+    assert_ne!(
+        get(proxy.addr, "/", &[("x-user", "k")]).await.backend(),
+        owner
+    );
+    sick.set_healthy(true);
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            get(proxy.addr, "/", &[("x-user", "k")]).await.backend() == owner
+        })
+        .await,
+        "the key returns to its owner"
+    );
+
+    for _ in 0..2 {
+        assert_eq!(
+            get(proxy.addr, "/?status=500", &[("x-user", "k")])
+                .await
+                .status,
+            500
+        );
+    }
+    assert_eq!(
+        metric(&proxy.metrics().await, &healthy_series),
+        Some(0.0),
+        "ejected"
+    );
+    assert_ne!(
+        get(proxy.addr, "/", &[("x-user", "k")]).await.backend(),
+        owner
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || async {
+            get(proxy.addr, "/", &[("x-user", "k")]).await.backend() == owner
+        })
+        .await,
+        "back after the ejection"
+    );
+}
+
+/// Stopping drains: a request in flight completes, new connections are
+/// refused, and `serve` returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_finishes_requests_in_flight() {
+    let b = backends(1).await;
+    let mut proxy = start(cluster("rr", &[], &[&b[0]])).await;
+    let addr = proxy.addr;
+    let slow = tokio::spawn(async move { get(addr, "/?delay=600", &[]).await });
+    assert!(eventually(Duration::from_secs(1), || async { b[0].in_flight() == 1 }).await);
+    proxy.stop.take().unwrap().send(()).unwrap();
+    let reply = slow.await.unwrap();
+    assert_eq!(
+        (reply.status, reply.backend()),
+        (200, b[0].addr().to_string())
+    );
+    let task = &mut proxy.task;
+    tokio::time::timeout(Duration::from_secs(2), task)
+        .await
+        .expect("serve returns once drained")
+        .unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "no longer accepting"
+    );
+}
+
+/// The guard lives in the response body: while a slow body streams, the
+/// backend's handler is done but the proxy still counts the request; a
+/// client that leaves mid-body releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_guard_is_held_until_the_body_is_sent_or_the_client_leaves() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = backends(1).await;
+    let proxy = start(cluster("c_murmurhash_bl", &["header:x-user"], &[&b[0]])).await;
+    for leave_early in [false, true] {
+        let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        let lines = if leave_early { 30 } else { 6 };
+        let head = format!(
+            "GET /?drip={lines} HTTP/1.1\r\nHost: x\r\nx-user: k\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut received = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&received).contains("line 0") {
+            let n = tokio::time::timeout(common::STEP, stream.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "closed early");
+            received.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(b[0].in_flight(), 0, "the backend's handler has returned");
+        assert_eq!(
+            proxy.in_flight_total().await,
+            1.0,
+            "the body is still streaming"
+        );
+        if leave_early {
+            drop(stream);
+            assert!(
+                eventually(Duration::from_secs(1), || async {
+                    proxy.in_flight_total().await == 0.0
+                })
+                .await,
+                "released when the client left, long before the body's 3 s"
+            );
+        } else {
+            tokio::time::timeout(common::STEP, stream.read_to_end(&mut received))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(String::from_utf8_lossy(&received).contains("line 5"));
+            assert!(
+                eventually(Duration::from_secs(1), || async {
+                    proxy.in_flight_total().await == 0.0
+                })
+                .await
+            );
+        }
+    }
+}
+
+/// A TOML config with two clusters: routes by host and path prefix, a 404
+/// when none matches, series labelled by cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn routes_send_requests_to_their_clusters() {
+    let b = backends(3).await;
+    let text = format!(
+        r#"
+listen = "127.0.0.1:0"
+admin = "127.0.0.1:0"
+
+[[cluster]]
+name = "users"
+policy = "c_murmurhash"
+endpoints = ["{}", "{}"]
+key = "header:x-user"
+
+[[cluster]]
+name = "assets"
+policy = "rr"
+endpoints = ["{}"]
+
+[[route]]
+host = "assets.example"
+cluster = "assets"
+
+[[route]]
+path_prefix = "/static/"
+cluster = "assets"
+
+[[route]]
+path_prefix = "/api/"
+cluster = "users"
+"#,
+        b[0].addr(),
+        b[1].addr(),
+        b[2].addr()
+    );
+    let config = ProxyConfig::from_toml(&text, std::path::Path::new(".")).unwrap();
+    let proxy = Proxy::bind(config).await.unwrap();
+    let (addr, admin) = (proxy.local_addr().unwrap(), proxy.admin_addr().unwrap());
+    let task = tokio::spawn(proxy.serve(std::future::pending()));
+    let assets = b[2].addr().to_string();
+    assert_eq!(get(addr, "/static/app.js", &[]).await.backend(), assets);
+    assert_eq!(
+        get(addr, "/api/x", &[("host", "Assets.Example:8080")])
+            .await
+            .backend(),
+        assets
+    );
+    let user = get(addr, "/api/x", &[("x-user", "u1")]).await.backend();
+    assert!(user == b[0].addr().to_string() || user == b[1].addr().to_string());
+    assert_eq!(get(addr, "/other", &[]).await.status, 404);
+    let metrics = get(admin, "/metrics", &[]).await.body;
+    let series =
+        format!("loadring_requests_total{{cluster=\"assets\",endpoint=\"{assets}\",code=\"200\"}}");
+    assert_eq!(metric(&metrics, &series), Some(2.0), "{metrics}");
+    assert_eq!(
+        metric(&metrics, "loadring_retries_total{cluster=\"users\"}"),
+        Some(0.0)
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&get(admin, "/status", &[]).await.body).unwrap();
+    assert_eq!(status["clusters"][1]["name"], "assets");
+    assert_eq!(status["clusters"][0]["policy"], "c_murmurhash");
+    task.abort();
+}
