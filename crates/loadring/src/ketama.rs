@@ -3,7 +3,7 @@
 //! A service that shares a memcached pool with PHP, Python or C clients must
 //! put every key on the server they put it on, or it reads misses and writes
 //! duplicates. Each variant here is the continuum of one client library, down
-//! to its float32 arithmetic (compat.md, "memcached ketama"):
+//! to its float32 arithmetic:
 //!
 //! - `libketama` (last.fm's C library): a server of weight `w` among `n`
 //!   servers of total weight `W` gets `floorf(f32(w/W) * 40.0 * n)` MD5
@@ -250,7 +250,7 @@ pub(crate) fn libketama_digests(weight: u32, total: u64, servers: u32) -> u32 {
 /// `floor((float)(pct * 160 / 4 * (float)n + 0.0000000001))`, `pct` as
 /// libketama's. Every step but the last addition is f32; that one is f64 in
 /// C (a double literal), but adding 1e-10 and rounding back to f32 cannot move
-/// a positive f32 across an integer, so it equals compat.md's all-f32 form.
+/// a positive f32 across an integer, so it equals the same expression in f32 throughout.
 pub(crate) fn libmemcached_digests(weight: u32, total: u64, servers: u32) -> u32 {
     let pct = weight as f32 / total as f32;
     let t = pct * 160.0 / 4.0 * servers as f32;

@@ -414,7 +414,7 @@ impl<'a, 's> Run<'a, 's> {
         }
         if let Some(factor) = self.bound {
             // The cap this pick was bound by: the exact formula on the load
-            // before the pick (design.md, "Bounded load").
+            // before the pick (`LoadFactor::cap`).
             let cap = factor.cap(total_before, members.weight[e] as u32, members.weight_sum);
             if load > cap {
                 self.violations += 1;
