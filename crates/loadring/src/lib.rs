@@ -20,9 +20,17 @@
 //! # Ok::<(), loadring::Error>(())
 //! ```
 //!
+//! Embedded in a proxy or a client, each endpoint carries a value of your own
+//! type ([`Balancer::with_backends`]), [`Balancer::candidates`] gives the
+//! order of preference for retries, [`Pick::finish`] reports a request's
+//! [`Outcome`], and [`policy`] holds the traits a policy of your own
+//! implements to run with the same guards, health and exclusions.
+//!
 //! ## Errors
-//! Nothing in this crate panics on bad input: parsing, building and picking
-//! return [`Error`], whose message names the culprit and the accepted range.
+//! Nothing in this crate panics on bad input. Parsing returns [`ParseError`]
+//! (with the key, the value and what is accepted), building a balancer
+//! [`BuildError`], picking [`PickError`]; each message names the culprit and
+//! the accepted range, and [`Error`] is any of them.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
