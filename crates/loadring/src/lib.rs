@@ -29,12 +29,15 @@
 mod balancer;
 mod bounded;
 mod brpc;
+pub mod clock;
 mod describe;
+mod duration;
 mod endpoint;
 mod error;
 pub mod hash;
 mod hashing;
 mod ketama;
+mod lifecycle;
 mod load;
 pub mod maglev;
 mod params;
