@@ -53,9 +53,9 @@ pub(crate) fn take_duration(
 /// A duration in the largest unit that shows it whole.
 pub(crate) fn show(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 60_000 == 0 && ms > 0 {
+    if ms.is_multiple_of(60_000) && ms > 0 {
         format!("{}m", ms / 60_000)
-    } else if ms % 1_000 == 0 && ms > 0 {
+    } else if ms.is_multiple_of(1_000) && ms > 0 {
         format!("{}s", ms / 1_000)
     } else {
         format!("{ms}ms")

@@ -455,7 +455,8 @@ impl LifecycleState {
             self.added_at.store(ESTABLISHED, Relaxed);
             return true;
         }
-        let share = (factor * ONE as f64) as u64;
+        // Rounded up, so that f = 1/k keeps exactly every k-th pick.
+        let share = (factor * ONE as f64).ceil() as u64;
         let before = self
             .credit
             .fetch_update(Relaxed, Relaxed, |c| {
@@ -466,11 +467,6 @@ impl LifecycleState {
         before + share >= ONE
     }
 
-    /// Whether the endpoint is ejected now (for tests and `describe`).
-    #[cfg(test)]
-    pub(crate) fn is_ejected(&self, now: Duration) -> bool {
-        self.ejected_at(nanos(now))
-    }
 }
 
 impl Observer for LifecycleState {
@@ -601,5 +597,39 @@ impl Picker for LifecyclePicker {
 
     fn layout(&self) -> Option<Layout> {
         self.inner.layout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(aggression: f64, min_weight_percent: u8) -> SlowStart {
+        SlowStart {
+            window: Duration::from_secs(10),
+            aggression,
+            min_weight_percent,
+        }
+    }
+
+    #[test]
+    fn the_factor_follows_envoys_formula() {
+        let ms = Duration::from_millis;
+        let linear = curve(1.0, 10);
+        assert_eq!(linear.factor(ms(0)), 0.1, "1 ms / 10 s is under the floor");
+        assert_eq!(linear.factor(ms(5_000)), 0.5);
+        assert_eq!(linear.factor(ms(9_000)), 0.9);
+        assert_eq!(linear.factor(ms(10_000)), 1.0);
+        assert_eq!(linear.factor(ms(60_000)), 1.0);
+        // No floor: max(t, 1 ms) / window.
+        assert_eq!(curve(1.0, 0).factor(ms(0)), 0.0001);
+        // Aggression 2: square root; 0.5: square.
+        assert_eq!(curve(2.0, 10).factor(ms(2_500)), 0.5);
+        assert_eq!(curve(0.5, 10).factor(ms(5_000)), 0.25);
+        assert_eq!(
+            curve(0.5, 10).factor(ms(1_000)),
+            0.1,
+            "0.01 is under the floor"
+        );
     }
 }

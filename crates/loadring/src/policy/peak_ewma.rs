@@ -166,7 +166,7 @@ mod tests {
         e.record(10 * MS, 1000 * MS);
         close(e.estimate(1000 * MS), 43_109_149.8);
         // Right after: d = 1, the estimate does not move.
-        e.record(1 * MS, 1000 * MS);
+        e.record(MS, 1000 * MS);
         close(e.estimate(1000 * MS), 43_109_149.8);
     }
 }
