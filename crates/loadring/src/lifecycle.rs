@@ -466,7 +466,6 @@ impl LifecycleState {
             .unwrap_or_default();
         before + share >= ONE
     }
-
 }
 
 impl Observer for LifecycleState {

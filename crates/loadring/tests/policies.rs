@@ -607,7 +607,10 @@ fn bad_specs_name_their_culprit() {
         ),
         ("rr:seed=1", "rr: unknown key `seed` (accepted: none)"),
         ("wrr:weights=1", "wrr: unknown key `weights` (accepted: none)"),
-        ("p2c:choice=2", "p2c: unknown key `choice` (accepted: choices, seed)"),
+        (
+            "p2c:choice=2",
+            "p2c: unknown key `choice` (accepted: choices, seed, load, decay, default_rtt)",
+        ),
         (
             "zone_first:local_share=5",
             "zone_first: unknown key `local_share` (accepted: min_endpoints)",

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loadring::{Endpoint, PolicySpec};
 
+use super::scenario;
 use super::workload::{Service, Workload};
 use crate::echo::echo;
 use crate::CliError;
@@ -133,6 +134,15 @@ pub struct Args {
     /// Also draw the run: FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Instead of the key workload, a latency scenario: `slow-backend` (one
+    /// endpoint 10x slower for 3 s) or `failing-backend` (one endpoint fails
+    /// half its requests for 3 s). Its model is fixed; --policy, --seed,
+    /// --json and --plot apply. See docs/simulate.md.
+    #[arg(long, value_name = "NAME", conflicts_with_all = [
+        "endpoint", "endpoints", "backends", "requests", "keys", "workload", "rate",
+        "service", "remove", "add", "no_events", "zones",
+    ])]
+    scenario: Option<String>,
 }
 
 /// A membership change at a virtual time.
@@ -218,7 +228,7 @@ impl Args {
                 .collect(),
             None => Vec::new(),
         };
-        let policies = self.policies(seed, !zones.is_empty())?;
+        let policies = self.policies(DEFAULT_POLICIES, seed, !zones.is_empty())?;
         let mut endpoints = self.endpoints()?;
         let requests = whole("--requests", &self.requests, 1, MAX_REQUESTS)?;
         let keys = whole("--keys", &self.keys, 1, MAX_KEYS)?;
@@ -256,10 +266,32 @@ impl Args {
         })
     }
 
-    fn policies(&self, seed: u64, zoned: bool) -> Result<Vec<Policy>, CliError> {
+    /// `--scenario`, validated, or `None` for the key workload.
+    pub fn scenario(&self) -> Result<Option<scenario::Config>, CliError> {
+        let Some(name) = &self.scenario else {
+            return Ok(None);
+        };
+        let kind = scenario::Kind::parse(name.trim()).ok_or_else(|| {
+            CliError(format!(
+                "--scenario {}: unknown scenario (accepted: {})",
+                echo(name),
+                scenario::Kind::NAMES
+            ))
+        })?;
+        let seed: u64 = whole("--seed", &self.seed, 0, u64::MAX)?;
+        Ok(Some(scenario::Config {
+            kind,
+            policies: self.policies(scenario::DEFAULT_POLICIES, seed, false)?,
+            seed,
+            json: self.json,
+            plot: self.plot.as_ref().map(|p| plot_target(p)).transpose()?,
+        }))
+    }
+
+    fn policies(&self, defaults: &[&str], seed: u64, zoned: bool) -> Result<Vec<Policy>, CliError> {
         let texts: Vec<&str> = if self.policy.is_empty() {
             // A library built without some family still runs the others.
-            DEFAULT_POLICIES
+            defaults
                 .iter()
                 .copied()
                 .filter(|p| p.parse::<PolicySpec>().is_ok())
