@@ -44,7 +44,12 @@ Per policy (table, or --json with these field names):
   ideal_churn            the least share any placement must move at those events
   requests_per_endpoint  requests served by each endpoint
   ns_per_pick            wall time inside Balancer::pick per request (varies run to run)
-The same flags and --seed give the same results, wall times aside. See docs/simulate.md.";
+The same flags and --seed give the same results, wall times aside. See docs/simulate.md.
+
+--scenario slow-backend|failing-backend runs a latency model instead: 10 endpoints with 4 workers
+and a queue each, one of them 10x slow (or failing half its requests) from 3 s to 6 s; per policy
+p50/p99/p99.9 latency against the same run without the bad period, requests on the bad endpoint,
+errors, and the time it takes to get its fair share back.";
 
 /// The flags of `loadring simulate`.
 #[derive(clap::Args, Debug)]

@@ -8,7 +8,10 @@
 //!
 //! - the latencies of its last responses: at most 128 (brpc's queue) and none
 //!   older than `window=` (default 1s) before the newest;
-//! - the sum and count of the start times of its requests in flight.
+//! - the sum and count of the start times of its requests in flight, kept
+//!   in step with the guards actually held (a guard dropped without an
+//!   outcome, or a choice of `candidates` nobody reserved, would otherwise
+//!   leave a start time behind that ages for ever).
 //!
 //! Its weight, recomputed on every response and whenever a pick lands on it:
 //!
@@ -320,14 +323,11 @@ impl LaState {
 
     /// A pick landed on this endpoint at `offset` of its range at `now`:
     /// with its punishment recomputed, is it still there? If so, its request
-    /// is counted in flight. `idle`: nothing is in flight on it, so start
-    /// times still counted are of guards dropped without an outcome.
-    fn admit(&self, now: i64, offset: i64, idle: bool) -> bool {
+    /// is counted in flight. `in_flight` is the endpoint's in-flight count
+    /// (the guards): the start times are first brought to that many.
+    fn admit(&self, now: i64, offset: i64, in_flight: u64) -> bool {
         let mut w = self.lock();
-        if idle {
-            w.begin_sum = 0;
-            w.begin_count = 0;
-        }
+        reconcile(&mut w, now, in_flight);
         let weight = self.reset_weight(&w, now);
         if weight <= offset {
             return false;
@@ -338,17 +338,20 @@ impl LaState {
     }
 
     /// Counts a request in flight whatever its weight (the fallback pick).
-    fn start(&self, now: i64) {
+    fn start(&self, now: i64, in_flight: u64) {
         let mut w = self.lock();
+        reconcile(&mut w, now, in_flight);
         w.begin_sum += now;
         w.begin_count += 1;
     }
 
-    fn record(&self, end: i64, latency: i64, success: bool) {
+    /// A response that ended at `end` after `latency` (µs), its request
+    /// having started at `begin` (µs, rounded as the pick's time was).
+    fn record(&self, begin: i64, end: i64, latency: i64, success: bool) {
         let latency = latency.max(1);
         let mut w = self.lock();
         if w.begin_count > 0 {
-            w.begin_sum -= end - latency;
+            w.begin_sum -= begin;
             w.begin_count -= 1;
         }
         if success {
@@ -384,10 +387,34 @@ impl LaState {
     }
 }
 
+/// Brings the start times counted in flight to `in_flight`, the guards
+/// actually held. More are counted when guards were dropped without an
+/// outcome, or when `candidates` made a choice nobody reserved: the extra
+/// ones go, keeping the mean start time. Fewer when requests were reserved
+/// through `candidates` without a pick: they are counted as starting `now`
+/// (their age is underestimated, never invented).
+fn reconcile(w: &mut Window, now: i64, in_flight: u64) {
+    let in_flight = i64::try_from(in_flight).unwrap_or(i64::MAX);
+    if in_flight == 0 {
+        // Also clears what rounding left behind.
+        w.begin_sum = 0;
+        w.begin_count = 0;
+    } else if w.begin_count > in_flight {
+        w.begin_sum =
+            (i128::from(w.begin_sum) * i128::from(in_flight) / i128::from(w.begin_count)) as i64;
+        w.begin_count = in_flight;
+    } else if w.begin_count < in_flight {
+        w.begin_sum += now * (in_flight - w.begin_count);
+        w.begin_count = in_flight;
+    }
+}
+
 impl Observer for LaState {
     fn observe(&self, outcome: &Outcome) {
+        let end = outcome.completed_at();
         self.record(
-            micros(outcome.completed_at()),
+            micros(end.saturating_sub(outcome.latency())),
+            micros(end),
             micros(outcome.latency()),
             outcome.is_success(),
         );
@@ -427,7 +454,7 @@ impl Picker for LocalityAwarePicker {
                 continue;
             }
             let admitted = match self.pool.observer::<LaState>(i) {
-                Some(state) => state.admit(now, offset, self.pool.load(i) == 0),
+                Some(state) => state.admit(now, offset, self.pool.load(i)),
                 None => true,
             };
             if admitted {
@@ -447,7 +474,7 @@ impl LocalityAwarePicker {
             .least_loaded(req)
             .ok_or_else(|| none_eligible(&self.pool))?;
         if let Some(state) = self.pool.observer::<LaState>(i) {
-            state.start(now);
+            state.start(now, self.pool.load(i));
         }
         Ok(self.pool.take(i))
     }
@@ -494,20 +521,51 @@ mod tests {
         assert_eq!(tree.find(0), Some((1, 0)), "node 3 has no range left");
     }
 
+    proptest::proptest! {
+        /// Every dice below the total lands on exactly one node, and each
+        /// node gets as many dice values as its weight, also after updates.
+        #[test]
+        fn each_node_owns_as_many_dice_as_its_weight(
+            weights in proptest::collection::vec(0i64..20, 1..40),
+            updates in proptest::collection::vec((0usize..40, 0i64..20), 0..20),
+        ) {
+            let tree = WeightTree::new(weights.len());
+            let mut expected = weights.clone();
+            for (i, &w) in weights.iter().enumerate() {
+                tree.set(i, w);
+            }
+            for &(i, w) in &updates {
+                let i = i % weights.len();
+                tree.set(i, w);
+                expected[i] = w;
+            }
+            let total: i64 = expected.iter().sum();
+            proptest::prop_assert_eq!(tree.total.load(Relaxed), total);
+            let mut owned = vec![0i64; weights.len()];
+            for dice in 0..total {
+                let (i, offset) = tree.find(dice).expect("a dice below the total lands");
+                proptest::prop_assert!(offset < expected[i]);
+                owned[i] += 1;
+            }
+            proptest::prop_assert_eq!(owned, expected);
+            proptest::prop_assert_eq!(tree.find(total), None);
+        }
+    }
+
     #[test]
     fn the_weight_is_the_inverse_mean_latency() {
         let s = state();
-        s.record(10_000, 10_000, true);
+        s.record(0, 10_000, 10_000, true);
         assert_eq!(s.weight(), SCALE / 10_000);
-        s.record(20_000, 30_000, true);
+        s.record(0, 20_000, 30_000, true);
         assert_eq!(s.weight(), SCALE / 20_000, "mean of 10 ms and 30 ms");
     }
 
     #[test]
     fn an_error_adds_the_timeout_to_the_newest_sample() {
         let s = state();
-        s.record(10_000, 10_000, true);
-        s.record(11_000, 1_000, false);
+        s.record(0, 10_000, 10_000, true);
+        s.record(10_000, 11_000, 1_000, false);
         // One sample of 10 ms + max(1.2 ms, 500 ms).
         assert_eq!(s.weight(), SCALE / 510_000);
     }
@@ -515,27 +573,47 @@ mod tests {
     #[test]
     fn requests_in_flight_too_long_cut_the_weight() {
         let s = state();
-        s.record(10_000, 10_000, true);
+        s.record(0, 10_000, 10_000, true);
         let base = SCALE / 10_000;
-        assert!(s.admit(100_000, 0, false));
+        assert!(s.admit(100_000, 0, 0));
         // Age 14 ms < 1.5 × 10 ms: no punishment.
-        assert!(s.admit(114_000, 0, false));
+        assert!(s.admit(114_000, 0, 1));
         assert_eq!(s.weight(), base);
         // Mean start 107 ms; at 137 ms the age is 30 ms: weight × 10 / 30.
-        assert!(s.admit(137_000, 0, false));
+        assert!(s.admit(137_000, 0, 2));
         assert_eq!(s.weight(), base * 10_000 / 30_000);
         // An offset above the punished weight is refused.
-        assert!(!s.admit(137_000, base, false));
+        assert!(!s.admit(137_000, base, 3));
+        // Nothing in flight any more (guards dropped without an outcome):
+        // the start times are forgotten, the weight is whole again.
+        assert!(s.admit(500_000, 0, 0));
+        assert_eq!(s.weight(), base);
+    }
+
+    #[test]
+    fn start_times_follow_the_guards_actually_held() {
+        let mut w = Window {
+            begin_sum: 300,
+            begin_count: 3,
+            ..Window::default()
+        };
+        // One of three guards was dropped without an outcome: the mean
+        // start (100) stays, the count drops.
+        reconcile(&mut w, 1_000, 2);
+        assert_eq!((w.begin_sum, w.begin_count), (200, 2));
+        // Two reserved through `candidates` without a pick: counted from now.
+        reconcile(&mut w, 1_000, 4);
+        assert_eq!((w.begin_sum, w.begin_count), (2_200, 4));
     }
 
     #[test]
     fn old_samples_leave_the_window() {
         let s = state();
-        s.record(0, 100_000, true);
-        s.record(500_000, 100_000, true);
+        s.record(0, 0, 100_000, true);
+        s.record(400_000, 500_000, 100_000, true);
         assert_eq!(s.weight(), SCALE / 100_000);
         // 1.2 s: the sample ending at 0 is more than 1 s older.
-        s.record(1_200_000, 10_000, true);
+        s.record(1_190_000, 1_200_000, 10_000, true);
         assert_eq!(s.weight(), SCALE / 55_000, "mean of 100 ms and 10 ms");
     }
 }
