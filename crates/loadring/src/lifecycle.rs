@@ -631,4 +631,41 @@ mod tests {
             "0.01 is under the floor"
         );
     }
+
+    fn warming() -> LifecycleState {
+        LifecycleState {
+            inner: None,
+            params: LifecycleParams {
+                slow_start: None,
+                ejection: None,
+                panic_below: None,
+            },
+            registry: Arc::new(Registry::default()),
+            failures: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            history: Mutex::new(History::default()),
+            // Its window started at time 0.
+            added_at: AtomicU64::new(0),
+            credit: AtomicU64::new(0),
+        }
+    }
+
+    proptest::proptest! {
+        /// At a fixed point of the ramp with share f, an endpoint keeps
+        /// k picks out of the first n it is offered, where k is n·f rounded
+        /// down or, by the rounding up of f, one more.
+        #[test]
+        fn slow_start_keeps_its_share_of_the_offers(
+            millis in 0u64..10_000,
+            offers in 1usize..2_000,
+        ) {
+            let ramp = curve(1.0, 10);
+            let state = warming();
+            let now = millis * 1_000_000;
+            let f = ramp.factor(Duration::from_millis(millis));
+            let kept = (0..offers).filter(|_| state.keeps(now, &ramp)).count();
+            let floor = (offers as f64 * f).floor() as usize;
+            proptest::prop_assert!(kept == floor || kept == floor + 1, "{} of {} at {}", kept, offers, f);
+        }
+    }
 }

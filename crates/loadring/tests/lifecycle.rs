@@ -354,3 +354,24 @@ fn good_specs_parse_and_keep_their_family() {
         "the wrapper keeps the bound"
     );
 }
+
+/// The lifecycle wrapper passes incremental membership changes to the
+/// policy it wraps: a ring that merges one endpoint in places every key as
+/// a ring built over the whole membership.
+#[test]
+fn incremental_changes_place_like_a_full_build() {
+    let b = balancer("c_murmurhash:eject_after=3", 6);
+    b.insert(Endpoint::new("e6").unwrap(), ()).unwrap();
+    b.remove("e2").unwrap();
+    let names = ["e0", "e1", "e3", "e4", "e5", "e6"];
+    let full = Balancer::new(
+        "c_murmurhash".parse().unwrap(),
+        names.map(|n| Endpoint::new(n).unwrap()),
+    )
+    .unwrap();
+    for k in 0..500 {
+        let key = format!("key-{k}");
+        let req = Request::key(&key).at(secs(0));
+        assert_eq!(b.route(&req).unwrap(), full.route(&req).unwrap(), "{key}");
+    }
+}
