@@ -91,6 +91,24 @@ impl<'a> Request<'a> {
     /// [`Outcome::at`](crate::Outcome::at). Without it, those policies read
     /// the process clock ([`clock::now`](crate::clock::now)); policies that
     /// keep no time ignore it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use loadring::{Balancer, Endpoint, Outcome, Request};
+    ///
+    /// // e0 is ejected after one failure, for 10 s of the caller's time.
+    /// let endpoints = ["e0", "e1"].map(|a| Endpoint::new(a).unwrap());
+    /// let balancer = Balancer::new("rr:eject_after=1 eject_for=10s".parse()?, endpoints)?;
+    /// let t = Duration::from_secs;
+    /// let pick = balancer.pick(&Request::new().at(t(0)))?;
+    /// assert_eq!(pick.addr(), "e0");
+    /// pick.finish(Outcome::failure(Duration::from_millis(3)).at(t(0)));
+    /// for _ in 0..4 {
+    ///     assert_eq!(balancer.pick(&Request::new().at(t(9)))?.addr(), "e1");
+    /// }
+    /// assert_eq!(balancer.pick(&Request::new().at(t(10)))?.addr(), "e0", "back at 10 s");
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
     #[must_use]
     pub fn at(mut self, at: Duration) -> Self {
         self.at = Some(at);

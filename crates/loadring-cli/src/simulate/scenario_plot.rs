@@ -1,7 +1,8 @@
 //! `--scenario ... --plot FILE.svg|FILE.png`: on top, the bad endpoint's
 //! share of the requests over time, one line per policy, against its fair
-//! share and the bad period; below, each policy's p99 latency in the
-//! scenario next to its p99 without the bad period.
+//! share and the bad period; below, for `slow-backend` each policy's p99
+//! latency in the scenario next to its p99 without the bad period, for
+//! `failing-backend` each policy's errors.
 
 use std::error::Error;
 use std::path::Path;
@@ -11,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::args::PlotFormat;
-use super::scenario::{self, Config, Result, BAD_FROM, BAD_TO, ENDPOINTS, WINDOW};
+use super::scenario::{self, Config, Kind, Result, BAD_FROM, BAD_TO, ENDPOINTS, WINDOW};
 
 const SIZE: (u32, u32) = (1600, 1000);
 const FONT: &str = "sans-serif";
@@ -65,7 +66,10 @@ where
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(620);
     shares(&top, config, results)?;
-    p99s(&bottom, results)?;
+    match config.kind {
+        Kind::SlowBackend => p99s(&bottom, results)?,
+        Kind::FailingBackend => errors(&bottom, results)?,
+    }
     Ok(())
 }
 
@@ -193,6 +197,45 @@ where
             format!("{:.1}", r.scenario.p99_ms),
             (x + 0.18, r.scenario.p99_ms.max(0.5) * 1.15),
             (FONT, 14).into_font(),
+        )))?;
+    }
+    Ok(())
+}
+
+fn errors<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, results: &[Result]) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let n = results.len();
+    let ymax = results
+        .iter()
+        .map(|r| r.scenario.errors as f64)
+        .fold(10.0f64, f64::max)
+        * 1.3;
+    let mut chart = ChartBuilder::on(area)
+        .caption("failed requests", (FONT, 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(55)
+        .build_cartesian_2d(0f64..n as f64, 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .label_style((FONT, 14))
+        .draw()?;
+    for (k, r) in results.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let x = k as f64;
+        let errors = r.scenario.errors as f64;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(x + 0.2, 0.0), (x + 0.8, errors)],
+            color.filled(),
+        )))?;
+        chart.draw_series(std::iter::once(Text::new(
+            format!("{}: {}", r.name, r.scenario.errors),
+            (x + 0.1, errors + ymax * 0.08),
+            (FONT, 14).into_font().color(&color),
         )))?;
     }
     Ok(())
