@@ -28,8 +28,9 @@
 //! complete while their endpoint is ejected are not counted. An ejection is
 //! refused when `max_ejection_percent` of the endpoints are already ejected,
 //! except that one endpoint may always be ejected (as Envoy does). The
-//! endpoints counted are those of the parsed specification: a spec parsed
-//! once and given to two balancers shares one budget between them.
+//! endpoints counted are those of the endpoint's latest build: the
+//! balancer's membership (a zone's, under a locality wrapper, which builds
+//! the policy per zone and over all endpoints: the last of those builds).
 //!
 //! **Panic** (`panic_below=PCT`): before each pick the lifecycle counts the
 //! endpoints in service (weight above zero, healthy, not ejected); when
@@ -269,15 +270,18 @@ pub(crate) fn wrap(policy: Arc<dyn Policy>, params: &mut Params<'_>) -> Result<A
     Ok(Arc::new(Lifecycle {
         inner: policy,
         params: lifecycle,
-        registry: Arc::new(Registry::default()),
     }))
 }
 
-/// The endpoints' lifecycle states of one parsed specification, for the
-/// ejection budget.
-#[derive(Debug, Default)]
-struct Registry {
-    states: Mutex<Vec<Weak<LifecycleState>>>,
+/// The endpoints of one build, for the ejection budget: every endpoint's
+/// state points to the peers of the latest build it is in (weakly: the
+/// picker holds them).
+#[derive(Debug)]
+struct Peers {
+    pool: Pool,
+    /// Serializes ejections, so that two at once cannot both take the last
+    /// place in the budget.
+    ejecting: Mutex<()>,
 }
 
 /// A policy with the endpoint lifecycle around it.
@@ -285,16 +289,34 @@ struct Registry {
 pub(crate) struct Lifecycle {
     inner: Arc<dyn Policy>,
     params: LifecycleParams,
-    registry: Arc<Registry>,
 }
 
 impl Lifecycle {
-    fn wrap_picker(&self, inner: Arc<dyn Picker>, panic: Arc<AtomicBool>) -> Arc<dyn Picker> {
+    /// Wraps the picker built over `pool` (which reads `panic`), and makes
+    /// `pool` its endpoints' peers.
+    fn wrap_picker(
+        &self,
+        inner: Arc<dyn Picker>,
+        pool: Pool,
+        panic: Arc<AtomicBool>,
+    ) -> Arc<dyn Picker> {
+        let peers = Arc::new(Peers {
+            pool: pool.clone(),
+            ejecting: Mutex::new(()),
+        });
+        if self.params.ejection.is_some() {
+            for i in 0..pool.len() {
+                if let Some(state) = pool.observer::<LifecycleState>(i) {
+                    *state.peers.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&peers);
+                }
+            }
+        }
         Arc::new(LifecyclePicker {
-            pool: inner.pool().clone(),
+            pool,
             inner,
             panic,
             params: self.params,
+            _peers: peers,
         })
     }
 }
@@ -317,8 +339,9 @@ impl Policy for Lifecycle {
             }
         }
         let panic = Arc::new(AtomicBool::new(false));
-        let inner = self.inner.build(pool.with_panic(panic.clone()))?;
-        Ok(self.wrap_picker(inner, panic))
+        let pool = pool.with_panic(panic.clone());
+        let inner = self.inner.build(pool.clone())?;
+        Ok(self.wrap_picker(inner, pool, panic))
     }
 
     fn build_size(&self, pool: &Pool) -> u64 {
@@ -343,30 +366,20 @@ impl Policy for Lifecycle {
         let panic = previous.panic.clone();
         let pool = pool.clone().with_panic(panic.clone());
         let rebuilt = self.inner.rebuild(&*previous.inner, &pool, change)?;
-        Some(rebuilt.map(|inner| self.wrap_picker(inner, panic)))
+        Some(rebuilt.map(|inner| self.wrap_picker(inner, pool, panic)))
     }
 
     fn observer(&self, endpoint: &Endpoint) -> Option<Arc<dyn Observer>> {
-        let state = Arc::new(LifecycleState {
+        Some(Arc::new(LifecycleState {
             inner: self.inner.observer(endpoint),
             params: self.params,
-            registry: self.registry.clone(),
+            peers: Mutex::new(Weak::new()),
             failures: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             history: Mutex::new(History::default()),
             added_at: AtomicU64::new(UNSEEN),
             credit: AtomicU64::new(0),
-        });
-        if self.params.ejection.is_some() {
-            let mut states = self
-                .registry
-                .states
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            states.retain(|s| s.strong_count() > 0);
-            states.push(Arc::downgrade(&state));
-        }
-        Some(state)
+        }))
     }
 }
 
@@ -383,7 +396,8 @@ struct History {
 pub(crate) struct LifecycleState {
     inner: Option<Arc<dyn Observer>>,
     params: LifecycleParams,
-    registry: Arc<Registry>,
+    /// The endpoints of the latest build this one is in.
+    peers: Mutex<Weak<Peers>>,
     failures: AtomicU32,
     /// Ejected until this time (ns); 0 when in service.
     ejected_until: AtomicU64,
@@ -403,14 +417,24 @@ impl LifecycleState {
 
     /// Ejects the endpoint at `now` if the budget allows; whether it did.
     fn try_eject(&self, now: u64, ejection: &Ejection) -> bool {
-        let states = self
-            .registry
-            .states
+        let peers = self
+            .peers
             .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let live: Vec<Arc<LifecycleState>> = states.iter().filter_map(Weak::upgrade).collect();
-        let ejected = live.iter().filter(|s| s.ejected_at(now)).count();
-        let allowed = (live.len() * usize::from(ejection.max_percent) / 100).max(1);
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        // No build holds this endpoint any more: it takes no picks anyway.
+        let Some(peers) = peers else {
+            return false;
+        };
+        let serial = peers.ejecting.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = &peers.pool;
+        let ejected = (0..pool.len())
+            .filter(|&i| {
+                pool.observer::<LifecycleState>(i)
+                    .is_some_and(|s| s.ejected_at(now))
+            })
+            .count();
+        let allowed = (pool.len() * usize::from(ejection.max_percent) / 100).max(1);
         if ejected >= allowed {
             return false;
         }
@@ -428,7 +452,7 @@ impl LifecycleState {
         let until = now.saturating_add(nanos(length)).max(1);
         history.returned_at = until;
         self.ejected_until.store(until, Relaxed);
-        drop(states);
+        drop(serial);
         true
     }
 
@@ -509,6 +533,8 @@ struct LifecyclePicker {
     inner: Arc<dyn Picker>,
     panic: Arc<AtomicBool>,
     params: LifecycleParams,
+    /// Kept alive for the endpoints' ejection budget.
+    _peers: Arc<Peers>,
 }
 
 impl LifecyclePicker {
@@ -640,7 +666,7 @@ mod tests {
                 ejection: None,
                 panic_below: None,
             },
-            registry: Arc::new(Registry::default()),
+            peers: Mutex::new(Weak::new()),
             failures: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             history: Mutex::new(History::default()),

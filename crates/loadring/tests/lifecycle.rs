@@ -375,3 +375,19 @@ fn incremental_changes_place_like_a_full_build() {
         assert_eq!(b.route(&req).unwrap(), full.route(&req).unwrap(), "{key}");
     }
 }
+
+/// The ejection budget counts the endpoints of one balancer: two balancers
+/// built from one parsed specification each eject their own endpoint (the
+/// default 10% of 4 endpoints allows one each).
+#[test]
+fn each_balancer_has_its_own_ejection_budget() {
+    let spec: PolicySpec = "rr:eject_after=1".parse().unwrap();
+    let endpoints = || (0..4).map(|i| Endpoint::new(format!("e{i}")).unwrap());
+    let a = Balancer::new(spec.clone(), endpoints()).unwrap();
+    let b = Balancer::new(spec, endpoints()).unwrap();
+    fail(&a, "e0", secs(0), 1);
+    fail(&b, "e1", secs(0), 1);
+    let (on_a, on_b) = (picks(&a, 300, secs(1)), picks(&b, 300, secs(1)));
+    assert_eq!((count(&on_a, "e0"), count(&on_a, "e1")), (0, 100));
+    assert_eq!((count(&on_b, "e0"), count(&on_b, "e1")), (100, 0));
+}

@@ -199,19 +199,10 @@ pub fn run_all(config: &Config) -> std::result::Result<Vec<Result>, CliError> {
         .policies
         .iter()
         .map(|policy| {
-            // A fresh spec per run: the lifecycle's ejection budget belongs
-            // to the parsed spec.
-            let fresh = || -> std::result::Result<PolicySpec, CliError> {
-                policy
-                    .spec
-                    .as_str()
-                    .parse()
-                    .map_err(|e| CliError(format!("--policy {}: {e}", policy.name)))
-            };
             Ok(Result {
                 name: policy.name.clone(),
-                scenario: simulate(fresh()?, &arrivals, Some(config.kind))?,
-                baseline: simulate(fresh()?, &arrivals, None)?,
+                scenario: simulate(policy.spec.clone(), &arrivals, Some(config.kind))?,
+                baseline: simulate(policy.spec.clone(), &arrivals, None)?,
             })
         })
         .collect()
