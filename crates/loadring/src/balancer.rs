@@ -292,7 +292,11 @@ impl<T> Balancer<T> {
         // membership is then a true no-op (the `Balancer<()>` of `update`).
         if std::mem::size_of::<T>() == 0
             && current.endpoints.len() == backends.len()
-            && current.endpoints.iter().zip(&backends).all(|(a, (b, _))| a == b)
+            && current
+                .endpoints
+                .iter()
+                .zip(&backends)
+                .all(|(a, (b, _))| a == b)
         {
             return Ok(false);
         }

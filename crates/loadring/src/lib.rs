@@ -38,13 +38,16 @@
 mod balancer;
 mod bounded;
 mod brpc;
+pub mod clock;
 mod describe;
+mod duration;
 mod endpoint;
 mod error;
 mod haproxy;
 pub mod hash;
 mod hashing;
 mod ketama;
+mod lifecycle;
 mod load;
 pub mod maglev;
 mod nginx;

@@ -81,6 +81,12 @@ impl Member {
         self.healthy.load(Relaxed)
     }
 
+    /// Whether the policy's per-endpoint state admits `req` (not ejected).
+    #[inline]
+    pub(crate) fn admits(&self, req: &crate::request::Request<'_>) -> bool {
+        self.observer.as_ref().is_none_or(|o| o.admits(req))
+    }
+
     pub(crate) fn set_healthy(&self, healthy: bool) {
         self.healthy.store(healthy, Relaxed);
     }
@@ -165,6 +171,8 @@ pub(crate) struct Backend<T> {
 pub struct Outcome {
     success: bool,
     latency: Duration,
+    /// When the request completed, if the caller says (see [`Outcome::at`]).
+    at: Option<Duration>,
 }
 
 impl Outcome {
@@ -173,6 +181,7 @@ impl Outcome {
         Outcome {
             success: true,
             latency,
+            at: None,
         }
     }
 
@@ -182,6 +191,7 @@ impl Outcome {
         Outcome {
             success: false,
             latency,
+            at: None,
         }
     }
 
@@ -193,6 +203,22 @@ impl Outcome {
     /// How long the request took.
     pub fn latency(&self) -> Duration {
         self.latency
+    }
+
+    /// The request completed at time `at`, on the same clock as the
+    /// request's [`Request::at`](crate::Request::at) (virtual time in a
+    /// simulation or a test). Without it, the process clock at
+    /// [`Pick::finish`] is used.
+    #[must_use]
+    pub fn at(mut self, at: Duration) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// When the request completed: the time given with [`Outcome::at`],
+    /// else the process clock now.
+    pub fn completed_at(&self) -> Duration {
+        self.at.unwrap_or_else(crate::clock::now)
     }
 }
 

@@ -170,6 +170,18 @@ impl<'a> Params<'a> {
             .with_accepted(accepted)
     }
 
+    /// Moves the pairs whose key is one of `keys` to a reader of their own
+    /// (the endpoint lifecycle's keys, which every family accepts).
+    pub(crate) fn split_off(&mut self, keys: &[&str]) -> Params<'a> {
+        let (taken, kept) = self.pairs.iter().partition(|(k, _)| keys.contains(k));
+        self.pairs = kept;
+        Params {
+            policy: self.policy,
+            pairs: taken,
+            accepted: Vec::new(),
+        }
+    }
+
     /// Whether `key` was given (without taking it).
     pub(crate) fn has(&self, key: &str) -> bool {
         self.pairs.iter().any(|(k, _)| *k == key)

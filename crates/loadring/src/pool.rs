@@ -1,6 +1,6 @@
 //! The endpoints one picker chooses among, with their shared state.
 
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
@@ -20,6 +20,9 @@ pub struct Pool {
     weight_sum: u64,
     whole: bool,
     total: Arc<AtomicI64>,
+    /// Set while the endpoint lifecycle is in panic (too few endpoints
+    /// healthy): health and ejection are then ignored (see `lifecycle.rs`).
+    panic: Option<Arc<AtomicBool>>,
 }
 
 impl Pool {
@@ -37,7 +40,14 @@ impl Pool {
             weight_sum,
             whole,
             total,
+            panic: None,
         }
+    }
+
+    /// This pool, ignoring health and ejection while `panic` is set.
+    pub(crate) fn with_panic(mut self, panic: Arc<AtomicBool>) -> Pool {
+        self.panic = Some(panic);
+        self
     }
 
     /// The sub-pool of the endpoints at `indices` (never the whole membership,
@@ -45,7 +55,9 @@ impl Pool {
     pub(crate) fn subset(&self, indices: &[usize]) -> Pool {
         let endpoints = indices.iter().map(|&i| self.endpoints[i].clone()).collect();
         let members = indices.iter().map(|&i| self.members[i].clone()).collect();
-        Pool::new(endpoints, members, false, self.total.clone())
+        let mut pool = Pool::new(endpoints, members, false, self.total.clone());
+        pool.panic = self.panic.clone();
+        pool
     }
 
     /// Number of endpoints.
@@ -96,11 +108,29 @@ impl Pool {
         }
     }
 
-    /// Healthy, not excluded by the request, and of non-zero weight.
+    /// Healthy, admitted by the policy's per-endpoint state (not an ejected
+    /// outlier, see [`Observer::admits`](crate::policy::Observer::admits)),
+    /// not excluded by the request, and of non-zero weight. In panic (see
+    /// the lifecycle's `panic_below=`) health and admission are ignored.
     #[inline]
     pub fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
         let m = &self.members[i];
-        self.endpoints[i].weight() > 0 && m.is_healthy() && !req.excludes(m.addr(), m.tag())
+        self.endpoints[i].weight() > 0
+            && ((m.is_healthy() && m.admits(req)) || self.panicking())
+            && !req.excludes(m.addr(), m.tag())
+    }
+
+    /// Healthy and admitted, whatever the request and the panic: what the
+    /// panic threshold counts.
+    pub(crate) fn in_service(&self, i: usize, req: &Request<'_>) -> bool {
+        let m = &self.members[i];
+        self.endpoints[i].weight() > 0 && m.is_healthy() && m.admits(req)
+    }
+
+    /// Whether health and ejection are ignored right now.
+    #[inline]
+    fn panicking(&self) -> bool {
+        self.panic.as_ref().is_some_and(|p| p.load(Relaxed))
     }
 
     #[cfg(test)]
@@ -142,9 +172,17 @@ impl Pool {
 
     /// The per-endpoint state of type `O` the policy attached to endpoint `i`
     /// (see [`Policy::observer`](crate::policy::Policy::observer)).
+    /// An observer wrapping others (the endpoint lifecycle's) is looked
+    /// through, so a policy finds its own state under the lifecycle's.
     pub fn observer<O: crate::policy::Observer>(&self, i: usize) -> Option<&O> {
-        let observer: &dyn std::any::Any = &**self.members[i].observer()?;
-        observer.downcast_ref()
+        let mut observer: &dyn crate::policy::Observer = &**self.members[i].observer()?;
+        loop {
+            let any: &dyn std::any::Any = observer;
+            if let Some(found) = any.downcast_ref() {
+                return Some(found);
+            }
+            observer = observer.wrapped()?;
+        }
     }
 
     /// The eligible endpoint with the fewest requests in flight (the first

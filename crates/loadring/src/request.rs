@@ -1,5 +1,7 @@
 //! What a pick is asked for: a key or a code, excluded endpoints, a zone.
 
+use std::time::Duration;
+
 use crate::endpoint::Id;
 
 /// How a request names its place on a hash ring.
@@ -33,6 +35,8 @@ pub struct Request<'a> {
     pub(crate) excluded: &'a [&'a str],
     pub(crate) excluded_ids: &'a [Id<'a>],
     pub(crate) zone: Option<&'a str>,
+    /// When the request is placed, if the caller says (see [`Request::at`]).
+    pub(crate) at: Option<Duration>,
 }
 
 impl<'a> Request<'a> {
@@ -79,6 +83,42 @@ impl<'a> Request<'a> {
     pub fn in_zone(mut self, zone: &'a str) -> Self {
         self.zone = Some(zone);
         self
+    }
+
+    /// Places the request at time `at` (a [`Duration`] since the caller's own
+    /// epoch) for the policies that follow latency and for slow start and
+    /// ejection: a simulator or a test gives its virtual time here and on
+    /// [`Outcome::at`](crate::Outcome::at). Without it, those policies read
+    /// the process clock ([`clock::now`](crate::clock::now)); policies that
+    /// keep no time ignore it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use loadring::{Balancer, Endpoint, Outcome, Request};
+    ///
+    /// // e0 is ejected after one failure, for 10 s of the caller's time.
+    /// let endpoints = ["e0", "e1"].map(|a| Endpoint::new(a).unwrap());
+    /// let balancer = Balancer::new("rr:eject_after=1 eject_for=10s".parse()?, endpoints)?;
+    /// let t = Duration::from_secs;
+    /// let pick = balancer.pick(&Request::new().at(t(0)))?;
+    /// assert_eq!(pick.addr(), "e0");
+    /// pick.finish(Outcome::failure(Duration::from_millis(3)).at(t(0)));
+    /// for _ in 0..4 {
+    ///     assert_eq!(balancer.pick(&Request::new().at(t(9)))?.addr(), "e1");
+    /// }
+    /// assert_eq!(balancer.pick(&Request::new().at(t(10)))?.addr(), "e0", "back at 10 s");
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    #[must_use]
+    pub fn at(mut self, at: Duration) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// The time the request is placed at: the one given with [`Request::at`],
+    /// else the process clock now.
+    pub fn now(&self) -> Duration {
+        self.at.unwrap_or_else(crate::clock::now)
     }
 
     /// The zone the request comes from, if any.

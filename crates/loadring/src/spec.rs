@@ -26,7 +26,8 @@ use crate::ketama::Ketama;
 use crate::maglev::Maglev;
 use crate::params::Params;
 use crate::policy::locality::{LocalityPolicy, LocalityRule};
-use crate::policy::p2c::{P2c, P2cParams};
+use crate::policy::locality_aware::{LaParams, LocalityAware};
+use crate::policy::p2c::{P2cParams, P2cPolicy};
 use crate::policy::random::Random;
 use crate::policy::round_robin::RoundRobin;
 use crate::policy::smooth_weighted_round_robin::SmoothWeightedRoundRobin;
@@ -56,6 +57,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "swrr",
     "wr",
     "p2c",
+    "la",
     "zone_first",
     "local_first",
 ];
@@ -208,11 +210,12 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "p2c",
         bound: Bound::Unbounded,
-        parse: |p, _| {
-            built_in("p2c", P2cParams::parse(p)?, |pool, params| {
-                Ok(Arc::new(P2c::new(pool, *params)?))
-            })
-        },
+        parse: |p, _| Ok(Arc::new(P2cPolicy(P2cParams::parse(p)?))),
+    },
+    Family {
+        name: "la",
+        bound: Bound::Unbounded,
+        parse: |p, _| Ok(Arc::new(LocalityAware(LaParams::parse(p)?))),
     },
 ];
 
@@ -516,6 +519,7 @@ impl PolicySpec {
             Bound::Optional | Bound::Unbounded => None,
         };
         let policy = (family.parse)(&mut params, default)?;
+        let policy = crate::lifecycle::wrap(policy, &mut params)?;
         if let Bound::Unbounded = family.bound {
             for key in ["load_factor", "balance"] {
                 if params.has(key) {

@@ -607,7 +607,10 @@ fn bad_specs_name_their_culprit() {
         ),
         ("rr:seed=1", "rr: unknown key `seed` (accepted: none)"),
         ("wrr:weights=1", "wrr: unknown key `weights` (accepted: none)"),
-        ("p2c:choice=2", "p2c: unknown key `choice` (accepted: choices, seed)"),
+        (
+            "p2c:choice=2",
+            "p2c: unknown key `choice` (accepted: choices, seed, load, decay, default_rtt)",
+        ),
         (
             "zone_first:local_share=5",
             "zone_first: unknown key `local_share` (accepted: min_endpoints)",
@@ -641,7 +644,7 @@ fn bad_specs_name_their_culprit() {
         ("over rr", "must come before `over`"),
         ("zone_first over wrong", "unknown policy `wrong`"),
         ("zone_first over p2c:choices=1", "p2c: choices=1 is out of range"),
-        ("round_robin", "(accepted: c_murmurhash, c_murmurhash_bl, c_md5, c_ketama, ketama, ring_hash, maglev, nginx_hash, haproxy_hash, twemproxy, rr, random, wrr, swrr, wr, p2c, zone_first, local_first)"),
+        ("round_robin", "(accepted: c_murmurhash, c_murmurhash_bl, c_md5, c_ketama, ketama, ring_hash, maglev, nginx_hash, haproxy_hash, twemproxy, rr, random, wrr, swrr, wr, p2c, la, zone_first, local_first)"),
     ];
     for (input, want) in cases {
         let got = input.parse::<PolicySpec>().unwrap_err().to_string();

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use loadring::{Endpoint, PolicySpec};
 
+use super::scenario;
 use super::workload::{Service, Workload};
 use crate::echo::echo;
 use crate::CliError;
@@ -43,7 +44,12 @@ Per policy (table, or --json with these field names):
   ideal_churn            the least share any placement must move at those events
   requests_per_endpoint  requests served by each endpoint
   ns_per_pick            wall time inside Balancer::pick per request (varies run to run)
-The same flags and --seed give the same results, wall times aside. See docs/simulate.md.";
+The same flags and --seed give the same results, wall times aside. See docs/simulate.md.
+
+--scenario slow-backend|failing-backend runs a latency model instead: 10 endpoints with 4 workers
+and a queue each, one of them 10x slow (or failing half its requests) from 3 s to 6 s; per policy
+p50/p99/p99.9 latency against the same run without the bad period, requests on the bad endpoint,
+errors, and the time it takes to get its fair share back.";
 
 /// The flags of `loadring simulate`.
 #[derive(clap::Args, Debug)]
@@ -133,6 +139,15 @@ pub struct Args {
     /// Also draw the run: FILE.svg or FILE.png.
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Instead of the key workload, a latency scenario: `slow-backend` (one
+    /// endpoint 10x slower for 3 s) or `failing-backend` (one endpoint fails
+    /// half its requests for 3 s). Its model is fixed; --policy, --seed,
+    /// --json and --plot apply. See docs/simulate.md.
+    #[arg(long, value_name = "NAME", conflicts_with_all = [
+        "endpoint", "endpoints", "backends", "requests", "keys", "workload", "rate",
+        "service", "remove", "add", "no_events", "zones",
+    ])]
+    scenario: Option<String>,
 }
 
 /// A membership change at a virtual time.
@@ -218,7 +233,7 @@ impl Args {
                 .collect(),
             None => Vec::new(),
         };
-        let policies = self.policies(seed, !zones.is_empty())?;
+        let policies = self.policies(DEFAULT_POLICIES, seed, !zones.is_empty())?;
         let mut endpoints = self.endpoints()?;
         let requests = whole("--requests", &self.requests, 1, MAX_REQUESTS)?;
         let keys = whole("--keys", &self.keys, 1, MAX_KEYS)?;
@@ -256,10 +271,32 @@ impl Args {
         })
     }
 
-    fn policies(&self, seed: u64, zoned: bool) -> Result<Vec<Policy>, CliError> {
+    /// `--scenario`, validated, or `None` for the key workload.
+    pub fn scenario(&self) -> Result<Option<scenario::Config>, CliError> {
+        let Some(name) = &self.scenario else {
+            return Ok(None);
+        };
+        let kind = scenario::Kind::parse(name.trim()).ok_or_else(|| {
+            CliError(format!(
+                "--scenario {}: unknown scenario (accepted: {})",
+                echo(name),
+                scenario::Kind::NAMES
+            ))
+        })?;
+        let seed: u64 = whole("--seed", &self.seed, 0, u64::MAX)?;
+        Ok(Some(scenario::Config {
+            kind,
+            policies: self.policies(scenario::DEFAULT_POLICIES, seed, false)?,
+            seed,
+            json: self.json,
+            plot: self.plot.as_ref().map(|p| plot_target(p)).transpose()?,
+        }))
+    }
+
+    fn policies(&self, defaults: &[&str], seed: u64, zoned: bool) -> Result<Vec<Policy>, CliError> {
         let texts: Vec<&str> = if self.policy.is_empty() {
             // A library built without some family still runs the others.
-            DEFAULT_POLICIES
+            defaults
                 .iter()
                 .copied()
                 .filter(|p| p.parse::<PolicySpec>().is_ok())

@@ -1,8 +1,9 @@
 //! The discrete-event loop: one policy, the whole trace, in virtual time.
 //!
-//! Every placement is a real [`Balancer::pick`]; the returned guard sits in a
-//! heap of departures until its request's service time is over, and dropping
-//! it releases the slot. The loop allocates nothing per request: the key is a
+//! Every placement is a real [`Balancer::pick`] at the request's virtual
+//! time; the returned guard sits in a heap of departures until its request's
+//! service time is over, and finishing it (a success after its service time)
+//! releases the slot. The loop allocates nothing per request: the key is a
 //! slice of a buffer formatted once, the heap is reused, and the metrics are
 //! plain counters. Membership events call [`Balancer::update`] at their time.
 
@@ -10,7 +11,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
-use loadring::{Balancer, Endpoint, LoadFactor, Pick, PolicySpec, Request};
+use loadring::{Balancer, Endpoint, LoadFactor, Outcome as PickOutcome, Pick, PolicySpec, Request};
 
 use super::args::{Change, Event, Policy};
 use super::timeline::Timeline;
@@ -162,13 +163,15 @@ pub struct Outcome {
     pub window_ns: u64,
 }
 
-/// A request in service: its guard is dropped when it leaves.
+/// A request in service: its guard is finished (released) when it leaves.
 struct Departure {
     at: u64,
     /// Arrival order, so that equal times leave in a fixed order.
     seq: usize,
     endpoint: usize,
-    _pick: Pick,
+    /// Its service time (ns), reported as its latency.
+    service: u64,
+    pick: Pick,
 }
 
 impl PartialEq for Departure {
@@ -343,7 +346,12 @@ impl<'a, 's> Run<'a, 's> {
                     // The heap is not empty: peek just saw a departure.
                     let d = self.heap.pop().expect("peeked");
                     self.timeline.change(d.at, d.endpoint, false);
-                    // Dropping `d` drops its guard: the slot is released.
+                    // The outcome, in virtual time, for the policies that
+                    // learn from latency (`la`, `p2c:load=peak_ewma`, the
+                    // lifecycle keys); then the slot is released.
+                    let latency = Duration::from_nanos(d.service);
+                    d.pick
+                        .finish(PickOutcome::success(latency).at(Duration::from_nanos(d.at)));
                 }
                 (_, Some(event)) => {
                     self.apply(event)?;
@@ -390,7 +398,9 @@ impl<'a, 's> Run<'a, 's> {
     #[inline]
     fn place(&mut self, seq: usize, arrival: &Arrival) -> Result<(), CliError> {
         let key = arrival.key as usize;
-        let mut request = Request::key(self.setup.trace.keys.get(key));
+        // Virtual time, for the policies and lifecycle keys that keep time.
+        let mut request =
+            Request::key(self.setup.trace.keys.get(key)).at(Duration::from_nanos(arrival.at));
         if let Some(zone) = self.setup.trace.zone(seq) {
             request = request.in_zone(zone);
         }
@@ -433,7 +443,8 @@ impl<'a, 's> Run<'a, 's> {
             at: arrival.at.saturating_add(arrival.service),
             seq,
             endpoint: e,
-            _pick: pick,
+            service: arrival.service,
+            pick,
         });
         Ok(())
     }
@@ -581,7 +592,8 @@ mod tests {
                 at,
                 seq,
                 endpoint: 0,
-                _pick: balancer.pick(&Request::key("k")).unwrap(),
+                service: 0,
+                pick: balancer.pick(&Request::key("k")).unwrap(),
             });
         }
         let order: Vec<(u64, usize)> =

@@ -12,6 +12,9 @@ mod engine;
 mod json;
 mod plot;
 mod report;
+mod scenario;
+mod scenario_plot;
+mod scenario_report;
 mod timeline;
 mod workload;
 
@@ -30,6 +33,9 @@ use workload::Trace;
 use crate::CliError;
 
 pub fn run(args: Args) -> Result<(), CliError> {
+    if let Some(config) = args.scenario()? {
+        return run_scenario(&config);
+    }
     let config = args.config()?;
     let started = Instant::now();
     let trace = Trace::generate(
@@ -58,6 +64,33 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     if let Some((path, format)) = &config.plot {
         plot::draw(path, *format, &config, &setup, &outcomes).map_err(|e| {
+            CliError(format!(
+                "--plot {}: could not draw the plot: {e}",
+                path.display()
+            ))
+        })?;
+        eprintln!("plot written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// `--scenario`: every policy in the latency model, then the table or JSON
+/// and the plot.
+fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
+    let results = scenario::run_all(config)?;
+    let text = if config.json {
+        scenario_report::render_json(config, &results)
+    } else {
+        scenario_report::render(config, &results)
+    };
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(CliError(format!("output: {e}")));
+        }
+    }
+    if let Some((path, format)) = &config.plot {
+        scenario_plot::draw(path, *format, config, &results).map_err(|e| {
             CliError(format!(
                 "--plot {}: could not draw the plot: {e}",
                 path.display()

@@ -69,7 +69,9 @@ pub use crate::pool::Pool;
 use crate::request::Request;
 
 pub(crate) mod locality;
+pub(crate) mod locality_aware;
 pub(crate) mod p2c;
+pub(crate) mod peak_ewma;
 pub(crate) mod random;
 pub(crate) mod round_robin;
 pub(crate) mod smooth_weighted_round_robin;
@@ -204,6 +206,19 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
 pub trait Observer: Send + Sync + fmt::Debug + Any {
     /// Records the outcome of one request served by this endpoint.
     fn observe(&self, outcome: &Outcome);
+
+    /// Whether the endpoint may take `req` now, as far as this state knows
+    /// (an ejected outlier may not): [`Pool::eligible`] asks it after health.
+    /// The default always admits.
+    fn admits(&self, _req: &Request<'_>) -> bool {
+        true
+    }
+
+    /// The state this one wraps, if any (the endpoint lifecycle wraps the
+    /// state of the policy it runs): [`Pool::observer`] looks through it.
+    fn wrapped(&self) -> Option<&dyn Observer> {
+        None
+    }
 }
 
 /// The first endpoint of `order` that is eligible for `req` and that `picker`

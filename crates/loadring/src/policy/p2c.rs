@@ -26,12 +26,25 @@
 //!
 //! Slow path: when the sampling budget runs out, the `O(n)` comparison of
 //! every eligible endpoint above.
+//!
+//! `load=peak_ewma` compares `estimate * (in_flight + 1) / weight` instead,
+//! the estimate being each endpoint's peak-EWMA latency (`peak_ewma.rs`,
+//! `decay=` default 10s, `default_rtt=` default 30ms) fed by
+//! [`Pick::finish`](crate::Pick::finish); `load=in_flight` (the default) is
+//! the comparison above.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use crate::clock::nanos;
+use crate::duration::take_duration;
+use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError, PickError};
 use crate::params::Params;
-use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
+use crate::policy::peak_ewma::{PeakEwma, PeakEwmaConfig};
+use crate::policy::{
+    check_pool, first_choice_then_rotation, none_eligible, Observer, Order, Picker, Policy,
+};
 use crate::pool::Pool;
 use crate::request::Request;
 use crate::rng::{Rng, Seed};
@@ -46,13 +59,73 @@ const STREAM: u64 = 3;
 pub(crate) struct P2cParams {
     pub(crate) choices: u8,
     pub(crate) seed: Seed,
+    /// `None`: in flight; `Some`: peak EWMA latency times in flight + 1.
+    pub(crate) peak_ewma: Option<PeakEwmaConfig>,
 }
 
 impl P2cParams {
     pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let choices = params.take_u64("choices", 2, MAX_CHOICES as u64, 2)? as u8;
         let seed = Seed::parse(params)?;
-        Ok(P2cParams { choices, seed })
+        let load = params.take_choice("load", &["in_flight", "peak_ewma"], "in_flight")?;
+        let decay = take_duration(
+            params,
+            "decay",
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+        )?;
+        let default_rtt = take_duration(
+            params,
+            "default_rtt",
+            Duration::from_millis(1),
+            Duration::from_secs(60),
+        )?;
+        let peak_ewma = match load {
+            "peak_ewma" => Some(PeakEwmaConfig {
+                decay: decay.unwrap_or(PeakEwmaConfig::DEFAULT_DECAY),
+                default_rtt: default_rtt.unwrap_or(PeakEwmaConfig::DEFAULT_RTT),
+            }),
+            _ => {
+                if let Some(key) = [("decay", decay), ("default_rtt", default_rtt)]
+                    .iter()
+                    .find_map(|(k, v)| v.is_some().then_some(*k))
+                {
+                    return Err(ParseError::new(format!(
+                        "{}: {key} applies to load=peak_ewma only",
+                        params.policy()
+                    ))
+                    .with_policy(params.policy())
+                    .with_key(key)
+                    .with_accepted("load=peak_ewma"));
+                }
+                None
+            }
+        };
+        Ok(P2cParams {
+            choices,
+            seed,
+            peak_ewma,
+        })
+    }
+}
+
+/// The `p2c` family: builds [`P2c`] pickers, and keeps a peak-EWMA estimate
+/// per endpoint under `load=peak_ewma`.
+#[derive(Debug)]
+pub(crate) struct P2cPolicy(pub(crate) P2cParams);
+
+impl Policy for P2cPolicy {
+    fn name(&self) -> &str {
+        "p2c"
+    }
+
+    fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
+        Ok(Arc::new(P2c::new(pool, self.0)?))
+    }
+
+    fn observer(&self, _endpoint: &Endpoint) -> Option<Arc<dyn Observer>> {
+        let config = self.0.peak_ewma?;
+        Some(Arc::new(PeakEwma::new(config)))
     }
 }
 
@@ -62,6 +135,7 @@ pub(crate) struct P2c {
     pool: Pool,
     choices: usize,
     rng: Rng,
+    peak_ewma: bool,
 }
 
 impl P2c {
@@ -71,24 +145,51 @@ impl P2c {
             pool,
             choices: usize::from(params.choices),
             rng: Rng::new(params.seed, STREAM),
+            peak_ewma: params.peak_ewma.is_some(),
         })
     }
 
     /// Whether `a` would be less loaded than `b` relative to weight:
     /// `(load_a + 1) / w_a < (load_b + 1) / w_b`. Both weights are non-zero
     /// (eligible endpoints).
+    ///
+    /// Under `load=peak_ewma`, each load is multiplied by the endpoint's
+    /// latency estimate at `now` (nanoseconds); an endpoint without one
+    /// (never observed) counts as `default_rtt` would have it.
     #[inline]
-    fn lighter(&self, a: usize, b: usize) -> bool {
+    fn lighter(&self, a: usize, b: usize, now: u64) -> bool {
         let la = u128::from(self.pool.load(a)) + 1;
         let lb = u128::from(self.pool.load(b)) + 1;
+        if self.peak_ewma {
+            let cost = |i: usize, load: u128| {
+                let rtt = self
+                    .pool
+                    .observer::<PeakEwma>(i)
+                    .map_or(1.0, |e| e.estimate(now));
+                rtt * load as f64
+            };
+            return cost(a, la) * f64::from(self.pool.weight(b))
+                < cost(b, lb) * f64::from(self.pool.weight(a));
+        }
         la * u128::from(self.pool.weight(b)) < lb * u128::from(self.pool.weight(a))
+    }
+
+    /// The time the estimates are read at: only peak EWMA reads a clock.
+    #[inline]
+    fn now(&self, req: &Request<'_>) -> u64 {
+        if self.peak_ewma {
+            nanos(req.now())
+        } else {
+            0
+        }
     }
 
     #[cold]
     fn lightest_of_all(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        let now = self.now(req);
         let mut best: Option<usize> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
-            if best.is_none_or(|b| self.lighter(i, b)) {
+            if best.is_none_or(|b| self.lighter(i, b, now)) {
                 best = Some(i);
             }
         }
@@ -120,6 +221,7 @@ impl Picker for P2c {
         let mut count = 0;
         let mut best = usize::MAX;
         let mut draws = self.rng.draws();
+        let now = self.now(req);
         for _ in 0..4 * self.choices {
             let i = draws.below(n) as usize;
             if sampled[..count].contains(&i) || !self.pool.eligible(i, req) {
@@ -127,7 +229,7 @@ impl Picker for P2c {
             }
             sampled[count] = i;
             count += 1;
-            if best == usize::MAX || self.lighter(i, best) {
+            if best == usize::MAX || self.lighter(i, best, now) {
                 best = i;
             }
             if count == self.choices {

@@ -1,0 +1,697 @@
+//! The endpoint lifecycle, on every policy: slow start for new endpoints,
+//! outlier ejection, and the panic threshold (Envoy's three). Spec parsing
+//! wraps a family's policy in [`Lifecycle`] when any of its keys is given:
+//!
+//! | key | default | meaning |
+//! |---|---|---|
+//! | `slow_start=DUR` | off | a new endpoint's share ramps up over DUR |
+//! | `slow_start_aggression=X` | 1 | Envoy's aggression, a decimal in (0, 100] |
+//! | `slow_start_min_weight=PCT` | 10 | the ramp starts at PCT% of the share |
+//! | `eject_after=N` | off | eject after N consecutive failures |
+//! | `eject_for=DUR` | 30s | base ejection time |
+//! | `max_eject_for=DUR` | 300s | longest ejection |
+//! | `max_ejection_percent=PCT` | 10 | at most PCT% of the endpoints ejected (at least one) |
+//! | `panic_below=PCT` | off | below PCT% in service, ignore health and ejection |
+//!
+//! Durations are written `500ms`, `10s`, `1m` (see `duration.rs`).
+//!
+//! **Ejection** is a per-endpoint state, like health: nothing is rebuilt.
+//! The lifecycle's [`Observer`] counts consecutive failures reported by
+//! [`Pick::finish`](crate::Pick::finish); the `eject_after`-th ejects the
+//! endpoint until `now + eject_for × m`, where the multiplier `m` is 1 on a
+//! first ejection, grows by one with each ejection and shrinks by one for
+//! each `eject_for` spent back in service, capped at `max_eject_for`
+//! (Envoy's rule, with `eject_for` as its interval). While ejected an
+//! endpoint is not [`Pool::eligible`], so every policy skips it as it skips
+//! an unhealthy one: hashing policies walk on to the successor on the ring,
+//! and keys come back when the ejection ends. Outcomes of requests that
+//! complete while their endpoint is ejected are not counted. An ejection is
+//! refused when `max_ejection_percent` of the endpoints are already ejected,
+//! except that one endpoint may always be ejected (as Envoy does). The
+//! endpoints counted are those of the endpoint's latest build: the
+//! balancer's membership (a zone's, under a locality wrapper, which builds
+//! the policy per zone and over all endpoints: the last of those builds).
+//!
+//! **Panic** (`panic_below=PCT`): before each pick the lifecycle counts the
+//! endpoints in service (weight above zero, healthy, not ejected); when
+//! fewer than PCT% of the endpoints of non-zero weight are, health and
+//! ejection are ignored for that pick (Envoy's panic threshold: spread the
+//! load over everything rather than crush the few). Request exclusions still
+//! apply. The count is `O(n)` per pick.
+//!
+//! **Slow start** (`slow_start=DUR`): an endpoint added to a running
+//! balancer takes, during DUR from its first pick, the fraction
+//! `f = max(min_weight%, time_factor^(1 / aggression))` of the picks that
+//! choose it, with `time_factor = max(t, 1ms) / DUR` (Envoy's formula; its
+//! documentation writes the floor as 1 s). The others are given to the
+//! policy's next choice (the pick is made again with that endpoint
+//! excluded). Which picks it keeps is deterministic: it keeps one each time
+//! the running sum of `f` crosses a whole number. Endpoints present at the
+//! balancer's first build are not new (if all are, none is newer than the
+//! others). Slow start is refused on hashing policies, whose keys it would
+//! move (Envoy applies it to round robin and least request only).
+
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use crate::bounded::LoadFactor;
+use crate::clock::nanos;
+use crate::describe::Layout;
+use crate::duration::take_duration;
+use crate::endpoint::{Endpoint, Id};
+use crate::error::{BuildError, ParseError, PickError};
+use crate::load::Outcome;
+use crate::params::Params;
+use crate::policy::{Change, Observer, Order, Picker, Policy};
+use crate::pool::Pool;
+use crate::request::Request;
+
+type Result<T> = std::result::Result<T, ParseError>;
+
+/// The keys every family accepts for the lifecycle.
+pub(crate) const KEYS: &[&str] = &[
+    "slow_start",
+    "slow_start_aggression",
+    "slow_start_min_weight",
+    "eject_after",
+    "eject_for",
+    "max_eject_for",
+    "max_ejection_percent",
+    "panic_below",
+];
+
+/// How many times one pick may turn away an endpoint in slow start.
+const MAX_SLOW_START_REDRAWS: usize = 4;
+/// `added_at` of an endpoint not picked yet.
+const UNSEEN: u64 = u64::MAX;
+/// `added_at` of an endpoint out of slow start (or never in it).
+const ESTABLISHED: u64 = u64::MAX - 1;
+/// 1.0 in the slow-start credit's fixed point.
+const ONE: u64 = 1 << 32;
+
+/// Slow start: `slow_start=`, `slow_start_aggression=`, `slow_start_min_weight=`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SlowStart {
+    pub(crate) window: Duration,
+    pub(crate) aggression: f64,
+    pub(crate) min_weight_percent: u8,
+}
+
+impl SlowStart {
+    /// The share kept `elapsed` after the endpoint's first pick (1 after the window).
+    pub(crate) fn factor(&self, elapsed: Duration) -> f64 {
+        if elapsed >= self.window {
+            return 1.0;
+        }
+        let time_factor =
+            elapsed.max(Duration::from_millis(1)).as_secs_f64() / self.window.as_secs_f64();
+        let ramp = if self.aggression == 1.0 {
+            time_factor
+        } else {
+            time_factor.powf(1.0 / self.aggression)
+        };
+        ramp.max(f64::from(self.min_weight_percent) / 100.0)
+            .min(1.0)
+    }
+}
+
+/// Outlier ejection: `eject_after=`, `eject_for=`, `max_eject_for=`,
+/// `max_ejection_percent=`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ejection {
+    pub(crate) after: u32,
+    pub(crate) base: Duration,
+    pub(crate) max: Duration,
+    pub(crate) max_percent: u8,
+}
+
+/// The lifecycle parameters of a family.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct LifecycleParams {
+    pub(crate) slow_start: Option<SlowStart>,
+    pub(crate) ejection: Option<Ejection>,
+    pub(crate) panic_below: Option<u8>,
+}
+
+impl LifecycleParams {
+    /// The lifecycle keys of `params` (taken out of it), `None` if there are none.
+    pub(crate) fn parse(params: &mut Params<'_>) -> Result<Option<Self>> {
+        let mut own = params.split_off(KEYS);
+        if !KEYS.iter().any(|k| own.has(k)) {
+            return Ok(None);
+        }
+        let p = &mut own;
+        let window = take_duration(
+            p,
+            "slow_start",
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+        )?;
+        let aggression = match p.take("slow_start_aggression") {
+            None => None,
+            Some(v) => Some(
+                v.parse::<f64>()
+                    .ok()
+                    .filter(|a| a.is_finite() && *a > 0.0 && *a <= 100.0 && !v.starts_with('+'))
+                    .ok_or_else(|| {
+                        p.error(
+                            "slow_start_aggression",
+                            v,
+                            "a decimal number in (0, 100]",
+                            |a| format!("slow_start_aggression={v}: accepted {a}"),
+                        )
+                    })?,
+            ),
+        };
+        let min_weight = p.take_opt_u64("slow_start_min_weight", 0, 100)?;
+        let after = p.take_opt_u64("eject_after", 1, 1_000)?;
+        let base = take_duration(
+            p,
+            "eject_for",
+            Duration::from_millis(1),
+            Duration::from_secs(3600),
+        )?;
+        let max = take_duration(
+            p,
+            "max_eject_for",
+            Duration::from_millis(1),
+            Duration::from_secs(24 * 3600),
+        )?;
+        let max_percent = p.take_opt_u64("max_ejection_percent", 0, 100)?;
+        let panic_below = p.take_opt_u64("panic_below", 1, 100)?;
+
+        let needs = |p: &Params<'_>, key: &'static str, given: bool, on: &'static str| {
+            if given {
+                Err(p.error(key, "", on, |on| format!("{key} needs {on}")))
+            } else {
+                Ok(())
+            }
+        };
+        if window.is_none() {
+            needs(
+                p,
+                "slow_start_aggression",
+                aggression.is_some(),
+                "slow_start=DUR",
+            )?;
+            needs(
+                p,
+                "slow_start_min_weight",
+                min_weight.is_some(),
+                "slow_start=DUR",
+            )?;
+        }
+        if after.is_none() {
+            needs(p, "eject_for", base.is_some(), "eject_after=N")?;
+            needs(p, "max_eject_for", max.is_some(), "eject_after=N")?;
+            needs(
+                p,
+                "max_ejection_percent",
+                max_percent.is_some(),
+                "eject_after=N",
+            )?;
+        }
+        let slow_start = window.map(|window| SlowStart {
+            window,
+            aggression: aggression.unwrap_or(1.0),
+            min_weight_percent: min_weight.unwrap_or(10) as u8,
+        });
+        let ejection = match after {
+            None => None,
+            Some(after) => {
+                let base = base.unwrap_or(Duration::from_secs(30));
+                let max = max.unwrap_or(Duration::from_secs(300).max(base));
+                if max < base {
+                    return Err(p.error(
+                        "max_eject_for",
+                        &crate::duration::show(max),
+                        format!("at least eject_for ({})", crate::duration::show(base)),
+                        |a| {
+                            format!(
+                                "max_eject_for={} is shorter than eject_for: accepted {a}",
+                                crate::duration::show(max)
+                            )
+                        },
+                    ));
+                }
+                Some(Ejection {
+                    after: after as u32,
+                    base,
+                    max,
+                    max_percent: max_percent.unwrap_or(10) as u8,
+                })
+            }
+        };
+        Ok(Some(LifecycleParams {
+            slow_start,
+            ejection,
+            panic_below: panic_below.map(|p| p as u8),
+        }))
+    }
+}
+
+/// Wraps `policy` in the lifecycle its parameters ask for, if any.
+pub(crate) fn wrap(policy: Arc<dyn Policy>, params: &mut Params<'_>) -> Result<Arc<dyn Policy>> {
+    let name = params.policy().to_ascii_lowercase();
+    let Some(lifecycle) = LifecycleParams::parse(params)? else {
+        return Ok(policy);
+    };
+    if lifecycle.slow_start.is_some() && policy.needs_key() {
+        return Err(ParseError::new(format!(
+            "{name}: slow_start does not apply to hashing policies (it would move keys): \
+             accepted on rr, wrr, swrr, random, wr, p2c, la"
+        ))
+        .with_policy(&name)
+        .with_key("slow_start")
+        .with_accepted("rr, wrr, swrr, random, wr, p2c, la"));
+    }
+    Ok(Arc::new(Lifecycle {
+        inner: policy,
+        params: lifecycle,
+    }))
+}
+
+/// The endpoints of one build, for the ejection budget: every endpoint's
+/// state points to the peers of the latest build it is in (weakly: the
+/// picker holds them).
+#[derive(Debug)]
+struct Peers {
+    pool: Pool,
+    /// Serializes ejections, so that two at once cannot both take the last
+    /// place in the budget.
+    ejecting: Mutex<()>,
+}
+
+/// A policy with the endpoint lifecycle around it.
+#[derive(Debug)]
+pub(crate) struct Lifecycle {
+    inner: Arc<dyn Policy>,
+    params: LifecycleParams,
+}
+
+impl Lifecycle {
+    /// Wraps the picker built over `pool` (which reads `panic`), and makes
+    /// `pool` its endpoints' peers.
+    fn wrap_picker(
+        &self,
+        inner: Arc<dyn Picker>,
+        pool: Pool,
+        panic: Arc<AtomicBool>,
+    ) -> Arc<dyn Picker> {
+        let peers = Arc::new(Peers {
+            pool: pool.clone(),
+            ejecting: Mutex::new(()),
+        });
+        if self.params.ejection.is_some() {
+            for i in 0..pool.len() {
+                if let Some(state) = pool.observer::<LifecycleState>(i) {
+                    *state.peers.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&peers);
+                }
+            }
+        }
+        Arc::new(LifecyclePicker {
+            pool,
+            inner,
+            panic,
+            params: self.params,
+            _peers: peers,
+        })
+    }
+}
+
+impl Policy for Lifecycle {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn build(&self, pool: Pool) -> std::result::Result<Arc<dyn Picker>, BuildError> {
+        if self.params.slow_start.is_some() {
+            let states: Vec<&LifecycleState> = (0..pool.len())
+                .filter_map(|i| pool.observer::<LifecycleState>(i))
+                .collect();
+            if states.iter().all(|s| s.added_at.load(Relaxed) == UNSEEN) {
+                // A first build: nobody is newer than the others.
+                for s in states {
+                    s.added_at.store(ESTABLISHED, Relaxed);
+                }
+            }
+        }
+        let panic = Arc::new(AtomicBool::new(false));
+        let pool = pool.with_panic(panic.clone());
+        let inner = self.inner.build(pool.clone())?;
+        Ok(self.wrap_picker(inner, pool, panic))
+    }
+
+    fn build_size(&self, pool: &Pool) -> u64 {
+        self.inner.build_size(pool)
+    }
+
+    fn needs_key(&self) -> bool {
+        self.inner.needs_key()
+    }
+
+    fn load_factor(&self) -> Option<LoadFactor> {
+        self.inner.load_factor()
+    }
+
+    fn rebuild(
+        &self,
+        previous: &dyn Picker,
+        pool: &Pool,
+        change: Change,
+    ) -> Option<std::result::Result<Arc<dyn Picker>, BuildError>> {
+        let previous = (previous as &dyn Any).downcast_ref::<LifecyclePicker>()?;
+        let panic = previous.panic.clone();
+        let pool = pool.clone().with_panic(panic.clone());
+        let rebuilt = self.inner.rebuild(&*previous.inner, &pool, change)?;
+        Some(rebuilt.map(|inner| self.wrap_picker(inner, pool, panic)))
+    }
+
+    fn observer(&self, endpoint: &Endpoint) -> Option<Arc<dyn Observer>> {
+        Some(Arc::new(LifecycleState {
+            inner: self.inner.observer(endpoint),
+            params: self.params,
+            peers: Mutex::new(Weak::new()),
+            failures: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            history: Mutex::new(History::default()),
+            added_at: AtomicU64::new(UNSEEN),
+            credit: AtomicU64::new(0),
+        }))
+    }
+}
+
+/// Past ejections of one endpoint.
+#[derive(Debug, Default)]
+struct History {
+    multiplier: u32,
+    /// When the last ejection ended (ns).
+    returned_at: u64,
+}
+
+/// One endpoint's lifecycle (its [`Observer`]), wrapping the policy's own state.
+#[derive(Debug)]
+pub(crate) struct LifecycleState {
+    inner: Option<Arc<dyn Observer>>,
+    params: LifecycleParams,
+    /// The endpoints of the latest build this one is in.
+    peers: Mutex<Weak<Peers>>,
+    failures: AtomicU32,
+    /// Ejected until this time (ns); 0 when in service.
+    ejected_until: AtomicU64,
+    history: Mutex<History>,
+    /// The time of its first pick (ns), or [`UNSEEN`], or [`ESTABLISHED`].
+    added_at: AtomicU64,
+    /// Slow start: the running sum of the shares kept, in 32.32 fixed point.
+    credit: AtomicU64,
+}
+
+impl LifecycleState {
+    /// Whether the endpoint is ejected at `now` (ns).
+    fn ejected_at(&self, now: u64) -> bool {
+        let until = self.ejected_until.load(Relaxed);
+        until != 0 && now < until
+    }
+
+    /// Ejects the endpoint at `now` if the budget allows; whether it did.
+    fn try_eject(&self, now: u64, ejection: &Ejection) -> bool {
+        let peers = self
+            .peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .upgrade();
+        // No build holds this endpoint any more: it takes no picks anyway.
+        let Some(peers) = peers else {
+            return false;
+        };
+        let serial = peers.ejecting.lock().unwrap_or_else(|e| e.into_inner());
+        let pool = &peers.pool;
+        let ejected = (0..pool.len())
+            .filter(|&i| {
+                pool.observer::<LifecycleState>(i)
+                    .is_some_and(|s| s.ejected_at(now))
+            })
+            .count();
+        let allowed = (pool.len() * usize::from(ejection.max_percent) / 100).max(1);
+        if ejected >= allowed {
+            return false;
+        }
+        let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        let base = nanos(ejection.base).max(1);
+        let quiet_periods = now.saturating_sub(history.returned_at) / base;
+        history.multiplier = history
+            .multiplier
+            .saturating_sub(u32::try_from(quiet_periods).unwrap_or(u32::MAX))
+            .saturating_add(1);
+        let length = ejection
+            .base
+            .saturating_mul(history.multiplier)
+            .min(ejection.max);
+        let until = now.saturating_add(nanos(length)).max(1);
+        history.returned_at = until;
+        self.ejected_until.store(until, Relaxed);
+        drop(serial);
+        true
+    }
+
+    /// Slow start: whether this pick at `now` keeps the endpoint.
+    fn keeps(&self, now: u64, slow_start: &SlowStart) -> bool {
+        let mut added = self.added_at.load(Relaxed);
+        if added == ESTABLISHED {
+            return true;
+        }
+        if added == UNSEEN {
+            added = match self
+                .added_at
+                .compare_exchange(UNSEEN, now, Relaxed, Relaxed)
+            {
+                Ok(_) => now,
+                Err(current) => current,
+            };
+            if added == ESTABLISHED {
+                return true;
+            }
+        }
+        let factor = slow_start.factor(Duration::from_nanos(now.saturating_sub(added)));
+        if factor >= 1.0 {
+            self.added_at.store(ESTABLISHED, Relaxed);
+            return true;
+        }
+        // Rounded up, so that f = 1/k keeps exactly every k-th pick.
+        let share = (factor * ONE as f64).ceil() as u64;
+        let before = self
+            .credit
+            .fetch_update(Relaxed, Relaxed, |c| {
+                let c = c + share;
+                Some(if c >= ONE { c - ONE } else { c })
+            })
+            .unwrap_or_default();
+        before + share >= ONE
+    }
+}
+
+impl Observer for LifecycleState {
+    fn observe(&self, outcome: &Outcome) {
+        if let Some(inner) = &self.inner {
+            inner.observe(outcome);
+        }
+        let Some(ejection) = &self.params.ejection else {
+            return;
+        };
+        let now = nanos(outcome.completed_at());
+        if self.ejected_at(now) {
+            return;
+        }
+        if outcome.is_success() {
+            self.failures.store(0, Relaxed);
+            return;
+        }
+        let failures = self.failures.fetch_add(1, Relaxed) + 1;
+        if failures >= ejection.after && self.try_eject(now, ejection) {
+            self.failures.store(0, Relaxed);
+        }
+    }
+
+    #[inline]
+    fn admits(&self, req: &Request<'_>) -> bool {
+        let until = self.ejected_until.load(Relaxed);
+        until == 0 || nanos(req.now()) >= until
+    }
+
+    fn wrapped(&self) -> Option<&dyn Observer> {
+        self.inner.as_deref()
+    }
+}
+
+/// A picker with the lifecycle around it.
+#[derive(Debug)]
+struct LifecyclePicker {
+    /// The inner picker's pool, which reads `panic`.
+    pool: Pool,
+    inner: Arc<dyn Picker>,
+    panic: Arc<AtomicBool>,
+    params: LifecycleParams,
+    /// Kept alive for the endpoints' ejection budget.
+    _peers: Arc<Peers>,
+}
+
+impl LifecyclePicker {
+    /// Sets the panic flag for this pick (see the module documentation).
+    fn check_panic(&self, req: &Request<'_>) {
+        let Some(percent) = self.params.panic_below else {
+            return;
+        };
+        let pool = &self.pool;
+        let weighted = (0..pool.len()).filter(|&i| pool.weight(i) > 0).count();
+        let in_service = (0..pool.len()).filter(|&i| pool.in_service(i, req)).count();
+        let panic = in_service * 100 < usize::from(percent) * weighted;
+        if self.panic.load(Relaxed) != panic {
+            self.panic.store(panic, Relaxed);
+        }
+    }
+
+    fn state(&self, i: usize) -> Option<&LifecycleState> {
+        self.pool.observer::<LifecycleState>(i)
+    }
+
+    /// Slow start's redraws: the endpoints turned away so far are excluded
+    /// from the next pick (on top of the request's own exclusions).
+    fn slow_start_pick(
+        &self,
+        req: &Request<'_>,
+        mut i: usize,
+        slow_start: &SlowStart,
+    ) -> std::result::Result<usize, PickError> {
+        let now = nanos(req.now());
+        let mut turned_away: Vec<Id<'_>> = Vec::new();
+        for _ in 0..MAX_SLOW_START_REDRAWS {
+            if self.state(i).is_none_or(|s| s.keeps(now, slow_start)) {
+                return Ok(i);
+            }
+            if turned_away.is_empty() {
+                turned_away.extend_from_slice(req.excluded_ids);
+            }
+            turned_away.push(self.pool.endpoint(i).id());
+            let retry = req.excluding_ids(&turned_away);
+            match self.inner.pick(&retry) {
+                Ok(j) => {
+                    self.pool.release(i);
+                    i = j;
+                }
+                // Nobody else: the warming endpoint serves after all.
+                Err(_) => return Ok(i),
+            }
+        }
+        Ok(i)
+    }
+}
+
+impl Picker for LifecyclePicker {
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn pick(&self, req: &Request<'_>) -> std::result::Result<usize, PickError> {
+        self.check_panic(req);
+        let i = self.inner.pick(req)?;
+        match &self.params.slow_start {
+            Some(slow_start) => self.slow_start_pick(req, i, slow_start),
+            None => Ok(i),
+        }
+    }
+
+    fn candidates(self: Arc<Self>, req: &Request<'_>) -> std::result::Result<Order, PickError> {
+        self.check_panic(req);
+        self.inner.clone().candidates(req)
+    }
+
+    fn try_reserve(&self, index: usize) -> bool {
+        self.inner.try_reserve(index)
+    }
+
+    fn route(&self, req: &Request<'_>) -> Option<std::result::Result<usize, PickError>> {
+        self.check_panic(req);
+        self.inner.route(req)
+    }
+
+    fn cap(&self, index: usize) -> Option<u64> {
+        self.inner.cap(index)
+    }
+
+    fn layout(&self) -> Option<Layout> {
+        self.inner.layout()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(aggression: f64, min_weight_percent: u8) -> SlowStart {
+        SlowStart {
+            window: Duration::from_secs(10),
+            aggression,
+            min_weight_percent,
+        }
+    }
+
+    #[test]
+    fn the_factor_follows_envoys_formula() {
+        let ms = Duration::from_millis;
+        let linear = curve(1.0, 10);
+        assert_eq!(linear.factor(ms(0)), 0.1, "1 ms / 10 s is under the floor");
+        assert_eq!(linear.factor(ms(5_000)), 0.5);
+        assert_eq!(linear.factor(ms(9_000)), 0.9);
+        assert_eq!(linear.factor(ms(10_000)), 1.0);
+        assert_eq!(linear.factor(ms(60_000)), 1.0);
+        // No floor: max(t, 1 ms) / window.
+        assert_eq!(curve(1.0, 0).factor(ms(0)), 0.0001);
+        // Aggression 2: square root; 0.5: square.
+        assert_eq!(curve(2.0, 10).factor(ms(2_500)), 0.5);
+        assert_eq!(curve(0.5, 10).factor(ms(5_000)), 0.25);
+        assert_eq!(
+            curve(0.5, 10).factor(ms(1_000)),
+            0.1,
+            "0.01 is under the floor"
+        );
+    }
+
+    fn warming() -> LifecycleState {
+        LifecycleState {
+            inner: None,
+            params: LifecycleParams {
+                slow_start: None,
+                ejection: None,
+                panic_below: None,
+            },
+            peers: Mutex::new(Weak::new()),
+            failures: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            history: Mutex::new(History::default()),
+            // Its window started at time 0.
+            added_at: AtomicU64::new(0),
+            credit: AtomicU64::new(0),
+        }
+    }
+
+    proptest::proptest! {
+        /// At a fixed point of the ramp with share f, an endpoint keeps
+        /// k picks out of the first n it is offered, where k is n·f rounded
+        /// down or, by the rounding up of f, one more.
+        #[test]
+        fn slow_start_keeps_its_share_of_the_offers(
+            millis in 0u64..10_000,
+            offers in 1usize..2_000,
+        ) {
+            let ramp = curve(1.0, 10);
+            let state = warming();
+            let now = millis * 1_000_000;
+            let f = ramp.factor(Duration::from_millis(millis));
+            let kept = (0..offers).filter(|_| state.keeps(now, &ramp)).count();
+            let floor = (offers as f64 * f).floor() as usize;
+            proptest::prop_assert!(kept == floor || kept == floor + 1, "{} of {} at {}", kept, offers, f);
+        }
+    }
+}
