@@ -65,7 +65,7 @@ use std::sync::{Arc, RwLock};
 use crate::bounded::LoadFactor;
 use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
-use crate::hashing::{HashingPolicy, Placement, Scheme};
+use crate::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
 use crate::params::Params;
 use crate::policy::Policy;
 use crate::pool::Pool;
@@ -598,11 +598,7 @@ impl Placement for WeightMap {
         u64::from(self.key_hash.hash(key))
     }
     fn shares(&self, endpoints: usize) -> Vec<f64> {
-        let mut shares = vec![0.0; endpoints];
-        for &owner in &self.slots {
-            shares[owner as usize] += 1.0 / self.slots.len() as f64;
-        }
-        shares
+        slot_shares(&self.slots, endpoints)
     }
     fn entry_label(&self) -> &'static str {
         "slots"

@@ -141,6 +141,16 @@ pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
     }
 }
 
+/// Each endpoint's share of a table whose slots are equally likely (the
+/// modulo tables of HAProxy's map and twemproxy's modula).
+pub(crate) fn slot_shares(slots: &[u32], endpoints: usize) -> Vec<f64> {
+    let mut shares = vec![0.0; endpoints];
+    for &owner in slots {
+        shares[owner as usize] += 1.0 / slots.len() as f64;
+    }
+    shares
+}
+
 /// A ring placement: a sorted [`Ring`] plus the key hash of its scheme.
 #[derive(Debug)]
 pub(crate) struct RingPlacement<P: Point> {

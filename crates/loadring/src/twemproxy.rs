@@ -59,7 +59,7 @@ use crate::hash::{
     crc32, fnv1_32, fnv1_64, fnv1a_32, fnv1a_64, hsieh, jenkins, md5_le32, md5_words,
     one_at_a_time, twemproxy_crc16, twemproxy_murmur,
 };
-use crate::hashing::{HashingPolicy, Placement, Scheme};
+use crate::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
 use crate::ketama::libmemcached_digests;
 use crate::params::Params;
 use crate::policy::Policy;
@@ -433,11 +433,7 @@ impl Placement for Modula {
         self.key_hash.code(key)
     }
     fn shares(&self, endpoints: usize) -> Vec<f64> {
-        let mut shares = vec![0.0; endpoints];
-        for &owner in &self.slots {
-            shares[owner as usize] += 1.0 / self.slots.len() as f64;
-        }
-        shares
+        slot_shares(&self.slots, endpoints)
     }
     fn entry_label(&self) -> &'static str {
         "slots"
