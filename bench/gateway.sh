@@ -25,14 +25,14 @@
 #       loadring  --key header:X-Key with nginx_hash:consistent=true (alone
 #                 and with load_factor=1.25) and
 #                 haproxy_hash:type=consistent balance=125 (hash_key=1..N)
-#     a 1 s wrk warm-up, the backends' counts reset, then wrk
+#     a 1 s wrk warm-up, 1 s to drain, the backends' counts reset, then wrk
 #     (-t THREADS -c CONNECTIONS -d DURATION, bench/gateway/keys.lua), the
 #     proxy's CPU ticks (its process and children) read before and after.
 #  4. `loadring-gatebench report`: the table (stdout and OUT/report.md) and
 #     the plot (docs/gateway-bench.png).
 #
 # Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_CONNECTIONS
-# (64), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
+# (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
 # GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
 # names, e.g. 'uniform-loadring'), GATEBENCH_PERF=1 (record `perf record -g`
@@ -45,7 +45,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DURATION=${GATEBENCH_DURATION:-10}
-CONNECTIONS=${GATEBENCH_CONNECTIONS:-64}
+CONNECTIONS=${GATEBENCH_CONNECTIONS:-256}
 THREADS=${GATEBENCH_THREADS:-2}
 BACKENDS=${GATEBENCH_BACKENDS:-8}
 MEAN_MS=${GATEBENCH_MEAN_MS:-5}
@@ -214,6 +214,9 @@ run() {
     wait_http "http://127.0.0.1:$PROXY_PORT/"
     export GATEBENCH_KEYS=$OUT/$workload.keys GATEBENCH_THREADS=$THREADS
     wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+    # The warm-up's last requests drain (their clients are gone) before the
+    # counts restart: the peak must not start from them.
+    sleep 1
     curl -sf "http://127.0.0.1:$ADMIN_PORT/reset" >/dev/null
     if [ "$PERF" = 1 ]; then
         perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &

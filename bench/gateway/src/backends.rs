@@ -131,8 +131,9 @@ async fn answer(
     backend: &Backend,
     mean_ms: f64,
 ) -> Response<Full<Bytes>> {
-    let now = backend.in_flight.fetch_add(1, Relaxed) + 1;
-    backend.peak.fetch_max(now, Relaxed);
+    // Released on drop: a request whose connection closes mid-service (the
+    // proxy gave up on it) leaves the count too.
+    let _in_service = InService::enter(backend);
     if let Some(key) = request.headers().get("x-key") {
         let key = String::from_utf8_lossy(key.as_bytes());
         let mut keys = backend.keys.lock().unwrap_or_else(|e| e.into_inner());
@@ -152,11 +153,28 @@ async fn answer(
         .busy_us
         .fetch_add(service.as_micros() as u64, Relaxed);
     backend.requests.fetch_add(1, Relaxed);
-    backend.in_flight.fetch_sub(1, Relaxed);
     Response::builder()
         .header("x-backend", backend.addr.as_str())
         .body(Full::new(Bytes::from_static(b"ok\n")))
         .expect("a valid response")
+}
+
+/// One request in service: counted in `in_flight` (and the peak) from
+/// [`InService::enter`] until dropped.
+struct InService<'a>(&'a Backend);
+
+impl<'a> InService<'a> {
+    fn enter(backend: &'a Backend) -> Self {
+        let now = backend.in_flight.fetch_add(1, Relaxed) + 1;
+        backend.peak.fetch_max(now, Relaxed);
+        InService(backend)
+    }
+}
+
+impl Drop for InService<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Relaxed);
+    }
 }
 
 fn admin_answer(

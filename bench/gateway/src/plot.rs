@@ -1,6 +1,6 @@
-//! The benchmark's plot: per proxy, the hottest backend's concurrency over
-//! the mean (time-averaged), the peak concurrency over the mean, and p99
-//! latency, one bar per workload. PNG, with the embedded DejaVu Sans (no
+//! The benchmark's plot: per proxy, the highest peak concurrency of a backend
+//! over the mean peak, the hottest backend's concurrency over the mean
+//! (time-averaged), and p99 latency; one bar per workload. PNG, with the embedded DejaVu Sans (no
 //! system fonts needed).
 
 use std::path::Path;
@@ -50,19 +50,19 @@ where
     }
     let panels = root.split_evenly((1, 3));
     panel(
-        &panels[0],
-        rows,
-        &proxies,
-        &workloads,
-        "hottest / mean backend concurrency",
-        |r| r.hot_over_mean,
-    )?;
-    panel(
         &panels[1],
         rows,
         &proxies,
         &workloads,
-        "peak concurrency / mean",
+        "hottest / mean backend concurrency (time-averaged)",
+        |r| r.hot_over_mean,
+    )?;
+    panel(
+        &panels[0],
+        rows,
+        &proxies,
+        &workloads,
+        "peak concurrency per backend / mean peak",
         |r| r.peak_over_mean,
     )?;
     panel(
@@ -87,44 +87,41 @@ fn panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let top = rows.iter().map(&value).fold(0.0, f64::max).max(1.0) * 1.15;
+    // Horizontal bars: proxies down the left, the first at the top.
+    let top = rows.iter().map(&value).fold(0.0, f64::max).max(1.0) * 1.25;
+    let n = proxies.len();
     let mut chart = ChartBuilder::on(area)
-        .caption(title, (FONT, 20))
+        .caption(title, (FONT, 18))
         .margin(12)
-        .x_label_area_size(150)
-        .y_label_area_size(50)
-        .build_cartesian_2d(0.0..proxies.len() as f64, 0.0..top)?;
+        .x_label_area_size(30)
+        .y_label_area_size(190)
+        .build_cartesian_2d(0.0..top, 0.0..n as f64)?;
     chart
         .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(proxies.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 1e-6 && i < proxies.len() {
-                proxies[i].to_string()
+        .disable_y_mesh()
+        .y_labels(n * 2 + 1)
+        .y_label_formatter(&|y| {
+            let i = y.floor() as usize;
+            if (y - y.floor() - 0.5).abs() < 1e-6 && i < n {
+                proxies[n - 1 - i].to_string()
             } else {
                 String::new()
             }
         })
-        .x_label_style(
-            (FONT, 13)
-                .into_font()
-                .transform(FontTransform::Rotate90)
-                .color(&BLACK),
-        )
         .y_label_style((FONT, 13))
+        .x_label_style((FONT, 13))
         .draw()?;
-    let width = 0.8 / workloads.len().max(1) as f64;
+    let height = 0.8 / workloads.len().max(1) as f64;
     for (w, workload) in workloads.iter().enumerate() {
         let color = COLORS[w % COLORS.len()];
         let bars = rows
             .iter()
             .filter(|r| r.workload == *workload)
             .filter_map(|r| {
-                let i = proxies.iter().position(|p| *p == r.proxy)? as f64;
-                let x0 = i + 0.1 + w as f64 * width;
+                let i = (n - 1 - proxies.iter().position(|p| *p == r.proxy)?) as f64;
+                let y1 = i + 0.9 - w as f64 * height;
                 Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + width * 0.95, value(r))],
+                    [(0.0, y1 - height * 0.95), (value(r), y1)],
                     color.filled(),
                 ))
             });
@@ -135,7 +132,7 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .label_font((FONT, 14))
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)

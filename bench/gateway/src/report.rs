@@ -45,8 +45,8 @@ pub struct Row {
     /// The hottest backend's concurrency over the mean per backend, both
     /// averaged over the run (busy time / elapsed time, Little's law).
     pub hot_over_mean: f64,
-    /// The highest instantaneous concurrency any backend reached over the
-    /// mean (time-averaged) concurrency per backend.
+    /// The highest peak concurrency of a backend (the most requests it had
+    /// in service at once) over the backends' mean peak.
     pub peak_over_mean: f64,
     /// Requests served by their key's owner (no-load placement), over all.
     pub owner_share: f64,
@@ -136,11 +136,8 @@ pub fn row(
         .map(|b| b.busy_us as f64 / elapsed_us)
         .collect();
     let mean = concurrency.iter().sum::<f64>() / n;
-    let peak = stats
-        .backends
-        .iter()
-        .map(|b| b.peak as f64)
-        .fold(0.0, f64::max);
+    let peaks: Vec<f64> = stats.backends.iter().map(|b| b.peak as f64).collect();
+    let mean_peak = peaks.iter().sum::<f64>() / n;
     let (mut owned, mut counted) = (0u64, 0u64);
     for b in &stats.backends {
         for (key, &count) in &b.keys {
@@ -161,7 +158,7 @@ pub fn row(
         p999_ms: wrk.p999_us / 1000.0,
         errors: wrk.err_connect + wrk.err_read + wrk.err_write + wrk.err_status + wrk.err_timeout,
         hot_over_mean: ratio(concurrency.iter().cloned().fold(0.0, f64::max), mean),
-        peak_over_mean: ratio(peak, mean),
+        peak_over_mean: ratio(peaks.iter().cloned().fold(0.0, f64::max), mean_peak),
         owner_share: if counted > 0 {
             owned as f64 / counted as f64
         } else {
@@ -173,7 +170,7 @@ pub fn row(
 
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | hottest/mean | peak/mean | owner share | proxy CPU µs/req |\n\
+        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
@@ -186,8 +183,8 @@ pub fn table(rows: &[Row]) -> String {
             r.p99_ms,
             r.p999_ms,
             r.errors,
-            r.hot_over_mean,
             r.peak_over_mean,
+            r.hot_over_mean,
             r.owner_share * 100.0,
             r.cpu_us
         ));
@@ -241,7 +238,7 @@ mod tests {
         };
         let i = at(&mut backends, &ob);
         backends[i].keys.insert("b".into(), 60);
-        // Mean concurrency 6 and 2 over 1 s: mean 4; peaks 12 and 4.
+        // Mean concurrency 6 and 2 over 1 s: mean 4; peaks 12 and 4: mean 8.
         backends[0].busy_us = 6_000_000;
         backends[1].busy_us = 2_000_000;
         backends[0].peak = 12;
@@ -258,10 +255,10 @@ mod tests {
         assert_eq!(r.rps, 50.0);
         assert_eq!(r.errors, 3);
         assert_eq!(r.hot_over_mean, 1.5);
-        assert_eq!(r.peak_over_mean, 3.0);
+        assert_eq!(r.peak_over_mean, 1.5);
         assert_eq!(r.owner_share, 0.9);
         assert_eq!(r.cpu_us, 500.0);
         assert!(table(&[r])
-            .contains("| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 3.00 | 90.0% | 500.0 |"));
+            .contains("| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 |"));
     }
 }
