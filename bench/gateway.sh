@@ -35,7 +35,8 @@
 # (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
 # GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
-# names, e.g. 'uniform-loadring'), GATEBENCH_PERF=1 (record `perf record -g`
+# names, e.g. 'uniform-loadring'), GATEBENCH_LOADRING (another loadring
+# binary to measure, e.g. an experimental build), GATEBENCH_PERF=1 (record `perf record -g`
 # of the proxy during each run into OUT/NAME.perf.data; needs linux-perf).
 #
 # Everything listens on 127.0.0.1 only; every process it started is stopped
@@ -50,7 +51,6 @@ THREADS=${GATEBENCH_THREADS:-2}
 BACKENDS=${GATEBENCH_BACKENDS:-8}
 MEAN_MS=${GATEBENCH_MEAN_MS:-5}
 BASE=${GATEBENCH_PORT:-19100}
-OUT=${GATEBENCH_OUT:-$(mktemp -d /tmp/gatebench.XXXXXX)}
 PLOT=${GATEBENCH_PLOT:-$ROOT/docs/gateway-bench.png}
 ONLY=${GATEBENCH_ONLY:-.}
 PERF=${GATEBENCH_PERF:-0}
@@ -58,6 +58,8 @@ PROXY_PORT=$((BASE + 80))
 ADMIN_PORT=$BASE
 
 # --- what must be there (nothing is installed here) ---
+# Debian installs nginx and haproxy in /usr/sbin, not on a user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
 missing=()
 for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
@@ -75,9 +77,10 @@ HAPROXY=$(command -v haproxy)
 echo "== building release binaries (cargo build --release -p loadring-cli -p loadring-gatebench)"
 cargo build --release -q -p loadring-cli -p loadring-gatebench
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
-LOADRING=$TARGET/release/loadring
+LOADRING=${GATEBENCH_LOADRING:-$TARGET/release/loadring}
 GATEBENCH=$TARGET/release/loadring-gatebench
 
+OUT=${GATEBENCH_OUT:-$(mktemp -d /tmp/gatebench.XXXXXX)}
 mkdir -p "$OUT"
 echo "== output in $OUT"
 {
