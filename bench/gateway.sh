@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# bench/gateway.sh: `loadring proxy` side by side with nginx and HAProxy, on
+# loopback, same backends, same requests, in one run (BENCHMARKS.md, "Gateway").
+#
+#   bash bench/gateway.sh            # about 3 minutes; prints the table
+#
+# Needs nginx, haproxy, wrk and curl (Debian: `apt-get install -y nginx
+# haproxy wrk curl`) and cargo. It installs nothing: when something is
+# missing it prints the apt-get line and exits 1. It builds the release
+# binaries `loadring` and `loadring-gatebench` (bench/gateway/) with cargo.
+#
+# What it does:
+#  1. `loadring-gatebench keys`: two seeded key files of 200,000 requests:
+#     `uniform` over 10,000 keys; `hot`: zipf (s=0.99) over 10,000 keys plus
+#     one viral key on 10% of requests.
+#  2. `loadring-gatebench backends`: N backends (127.0.0.1:BASE+1..BASE+N),
+#     exponential service time (mean 5 ms), counting peak concurrency and the
+#     requests of each key; admin on 127.0.0.1:BASE.
+#  3. Per workload, each proxy in turn on 127.0.0.1:BASE+80, placing keys
+#     the same way when there is no load:
+#       nginx     upstream hash $http_x_key consistent, keepalive
+#       haproxy   balance hdr(X-Key), hash-type consistent (sdbm + avalanche
+#                 by default), http-reuse always; with and without
+#                 hash-balance-factor 125; servers `id 1..N`
+#       loadring  --key header:X-Key with nginx_hash:consistent=true (alone
+#                 and with load_factor=1.25) and
+#                 haproxy_hash:type=consistent balance=125 (hash_key=1..N)
+#     a 1 s wrk warm-up, 1 s to drain, the backends' counts reset, then wrk
+#     (-t THREADS -c CONNECTIONS -d DURATION, bench/gateway/keys.lua), the
+#     proxy's CPU ticks (its process and children) read before and after.
+#  4. `loadring-gatebench report`: the table (stdout and OUT/report.md) and
+#     the plot (docs/gateway-bench.png).
+#
+# Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_CONNECTIONS
+# (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
+# GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
+# GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
+# names, e.g. 'uniform-loadring'), GATEBENCH_LOADRING (another loadring
+# binary to measure, e.g. an experimental build), GATEBENCH_PERF=1 (record `perf record -g`
+# of the proxy during each run into OUT/NAME.perf.data; needs linux-perf).
+#
+# Everything listens on 127.0.0.1 only; every process it started is stopped
+# by pid when it exits (trap EXIT).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DURATION=${GATEBENCH_DURATION:-10}
+CONNECTIONS=${GATEBENCH_CONNECTIONS:-256}
+THREADS=${GATEBENCH_THREADS:-2}
+BACKENDS=${GATEBENCH_BACKENDS:-8}
+MEAN_MS=${GATEBENCH_MEAN_MS:-5}
+BASE=${GATEBENCH_PORT:-19100}
+PLOT=${GATEBENCH_PLOT:-$ROOT/docs/gateway-bench.png}
+ONLY=${GATEBENCH_ONLY:-.}
+PERF=${GATEBENCH_PERF:-0}
+PROXY_PORT=$((BASE + 80))
+ADMIN_PORT=$BASE
+
+# --- what must be there (nothing is installed here) ---
+# Debian installs nginx and haproxy in /usr/sbin, not on a user's PATH.
+PATH=$PATH:/usr/sbin:/sbin
+missing=()
+for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then missing+=(linux-perf); fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "missing: ${missing[*]}; install with:" >&2
+    echo "    apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo is needed (https://rustup.rs)" >&2; exit 1; }
+NGINX=$(command -v nginx)
+HAPROXY=$(command -v haproxy)
+
+echo "== building release binaries (cargo build --release -p loadring-cli -p loadring-gatebench)"
+cargo build --release -q -p loadring-cli -p loadring-gatebench
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+LOADRING=${GATEBENCH_LOADRING:-$TARGET/release/loadring}
+GATEBENCH=$TARGET/release/loadring-gatebench
+
+OUT=${GATEBENCH_OUT:-$(mktemp -d /tmp/gatebench.XXXXXX)}
+mkdir -p "$OUT"
+echo "== output in $OUT"
+{
+    echo "date: $(date -u +%FT%TZ)"
+    echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+    echo "kernel: $(uname -r)"
+    echo "nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //')"
+    echo "haproxy: $("$HAPROXY" -v | head -1)"
+    echo "wrk: $(wrk -v 2>&1 | head -1 || true)"
+    echo "loadring: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "settings: ${DURATION}s per run, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms"
+    echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/machine.txt"
+
+# --- processes, stopped by pid on exit ---
+BACKENDS_PID=
+PROXY_PID=
+PERF_PID=
+cleanup() {
+    for pid in $PERF_PID $PROXY_PID $BACKENDS_PID; do
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+}
+trap cleanup EXIT
+
+for port in $ADMIN_PORT $PROXY_PORT $(seq $((BASE + 1)) $((BASE + BACKENDS))); do
+    if (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+        echo "127.0.0.1:$port is busy: set GATEBENCH_PORT to another base" >&2
+        exit 1
+    fi
+done
+
+wait_http() { # URL: until it answers, 10 s at most
+    for _ in $(seq 100); do
+        curl -s -o /dev/null -H 'X-Key: probe' "$1" && return 0
+        sleep 0.1
+    done
+    echo "no answer from $1" >&2
+    return 1
+}
+
+# --- keys, backends, endpoints ---
+for workload in uniform hot; do
+    "$GATEBENCH" keys --workload "$workload" --requests 200000 --keys 10000 --seed 42 --out "$OUT/$workload.keys"
+done
+"$GATEBENCH" backends --base-port $((BASE + 1)) --count "$BACKENDS" --admin-port "$ADMIN_PORT" \
+    --mean-ms "$MEAN_MS" --seed 1 2>"$OUT/backends.log" &
+BACKENDS_PID=$!
+wait_http "http://127.0.0.1:$ADMIN_PORT/stats"
+
+: >"$OUT/nginx.endpoints"
+: >"$OUT/haproxy.endpoints"
+NGINX_SERVERS=
+HAPROXY_SERVERS=
+for i in $(seq "$BACKENDS"); do
+    addr=127.0.0.1:$((BASE + i))
+    echo "$addr" >>"$OUT/nginx.endpoints"
+    echo "$addr hash_key=$i" >>"$OUT/haproxy.endpoints"
+    NGINX_SERVERS+="        server $addr;"$'\n'
+    HAPROXY_SERVERS+="    server s$i $addr id $i"$'\n'
+done
+
+mkdir -p "$OUT/nginx"
+cat >"$OUT/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes auto;
+pid $OUT/nginx/nginx.pid;
+error_log $OUT/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path $OUT/nginx/body;
+    proxy_temp_path $OUT/nginx/proxy;
+    fastcgi_temp_path $OUT/nginx/fastcgi;
+    uwsgi_temp_path $OUT/nginx/uwsgi;
+    scgi_temp_path $OUT/nginx/scgi;
+    upstream pool {
+        hash \$http_x_key consistent;
+$NGINX_SERVERS        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$PROXY_PORT;
+        location / {
+            proxy_pass http://pool;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+
+haproxy_cfg() { # FILE [hash-balance-factor]
+    {
+        echo "global"
+        echo "    maxconn 4096"
+        echo "defaults"
+        echo "    mode http"
+        echo "    timeout connect 5s"
+        echo "    timeout client 30s"
+        echo "    timeout server 30s"
+        echo "    http-reuse always"
+        echo "frontend front"
+        echo "    bind 127.0.0.1:$PROXY_PORT"
+        echo "    default_backend pool"
+        echo "backend pool"
+        echo "    balance hdr(X-Key)"
+        echo "    hash-type consistent"
+        if [ -n "${2:-}" ]; then echo "    hash-balance-factor $2"; fi
+        printf '%s' "$HAPROXY_SERVERS"
+    } >"$1"
+}
+haproxy_cfg "$OUT/haproxy.cfg"
+haproxy_cfg "$OUT/haproxy-bf125.cfg" 125
+
+loadring_args() { # SPEC ENDPOINTS-FILE
+    local args=(proxy --listen "127.0.0.1:$PROXY_PORT" --policy "$1" --key header:X-Key)
+    while read -r line; do args+=(-e "$line"); done <"$2"
+    printf '%s\n' "${args[@]}"
+}
+
+# --- one run: NAME LABEL WORKLOAD OWNER-SPEC ENDPOINTS -- COMMAND... ---
+: >"$OUT/runs.tsv"
+run() {
+    local name=$1 label=$2 workload=$3 owner_spec=$4 endpoints=$5
+    shift 6
+    if ! [[ $name =~ $ONLY ]]; then return 0; fi
+    echo "== $name: $*"
+    "$@" >"$OUT/$name.proxy.log" 2>&1 &
+    PROXY_PID=$!
+    wait_http "http://127.0.0.1:$PROXY_PORT/"
+    export GATEBENCH_KEYS=$OUT/$workload.keys GATEBENCH_THREADS=$THREADS
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+    # The warm-up's last requests drain (their clients are gone) before the
+    # counts restart: the peak must not start from them.
+    sleep 1
+    curl -sf "http://127.0.0.1:$ADMIN_PORT/reset" >/dev/null
+    if [ "$PERF" = 1 ]; then
+        perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &
+        PERF_PID=$!
+    fi
+    local before after
+    before=$("$GATEBENCH" cpu "$PROXY_PID")
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
+        "http://127.0.0.1:$PROXY_PORT/" >"$OUT/$name.wrk"
+    after=$("$GATEBENCH" cpu "$PROXY_PID")
+    if [ -n "$PERF_PID" ]; then
+        kill -INT "$PERF_PID" 2>/dev/null || true
+        wait "$PERF_PID" 2>/dev/null || true
+        PERF_PID=
+    fi
+    curl -sf "http://127.0.0.1:$ADMIN_PORT/stats" >"$OUT/$name.json"
+    echo "$before $after" >"$OUT/$name.cpu"
+    kill "$PROXY_PID"
+    wait "$PROXY_PID" 2>/dev/null || true
+    PROXY_PID=
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$label" "$workload" "$owner_spec" "$endpoints" >>"$OUT/runs.tsv"
+    grep -E 'Requests/sec|Non-2xx|Socket errors' "$OUT/$name.wrk" | sed 's/^/    /'
+}
+
+NGINX_SPEC='nginx_hash:consistent=true'
+HAPROXY_SPEC='haproxy_hash:type=consistent'
+for workload in uniform hot; do
+    run "$workload-nginx" "nginx hash consistent" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+        "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx.conf"
+    run "$workload-haproxy" "haproxy consistent" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+        "$HAPROXY" -db -f "$OUT/haproxy.cfg"
+    run "$workload-haproxy-bf125" "haproxy consistent bf=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+        "$HAPROXY" -db -f "$OUT/haproxy-bf125.cfg"
+    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
+    run "$workload-loadring-nginx" "loadring nginx_hash" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+        "$LOADRING" "${args[@]}"
+    mapfile -t args < <(loadring_args "$NGINX_SPEC load_factor=1.25" "$OUT/nginx.endpoints")
+    run "$workload-loadring-nginx-lf125" "loadring nginx_hash lf=1.25" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+        "$LOADRING" "${args[@]}"
+    mapfile -t args < <(loadring_args "$HAPROXY_SPEC balance=125" "$OUT/haproxy.endpoints")
+    run "$workload-loadring-haproxy-b125" "loadring haproxy_hash b=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+        "$LOADRING" "${args[@]}"
+done
+
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
+echo
+"$GATEBENCH" report "$OUT" --plot "$PLOT"

@@ -1,0 +1,264 @@
+//! `report DIR`: one row per run from the files `bench/gateway.sh` left in
+//! DIR: `runs.tsv` (name, proxy, workload, the loadring spec that places
+//! keys as the proxy does, its endpoints file), and per run `NAME.wrk`
+//! (wrk's output with the `GATEBENCH {...}` line of `keys.lua`), `NAME.json`
+//! (the backends' [`Stats`]) and `NAME.cpu` (the proxy's CPU ticks before and
+//! after). Prints the Markdown table, writes it to `DIR/report.md`, the rows to
+//! `DIR/report.json` and, with `--plot`, the PNG.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use loadring::{Balancer, Endpoint, PolicySpec, Request};
+use serde::{Deserialize, Serialize};
+
+use crate::backends::Stats;
+use crate::Flags;
+
+/// Linux reports CPU times in USER_HZ, 100 per second on every architecture.
+const TICK_US: f64 = 10_000.0;
+
+/// What `keys.lua` prints when wrk is done.
+#[derive(Debug, Deserialize)]
+pub struct Wrk {
+    pub requests: u64,
+    pub duration_us: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub err_connect: u64,
+    pub err_read: u64,
+    pub err_write: u64,
+    pub err_status: u64,
+    pub err_timeout: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, Clone)]
+pub struct Row {
+    pub proxy: String,
+    pub workload: String,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub errors: u64,
+    /// The hottest backend's concurrency over the mean per backend, both
+    /// averaged over the run (busy time / elapsed time, Little's law).
+    pub hot_over_mean: f64,
+    /// The highest peak concurrency of a backend (the most requests it had
+    /// in service at once) over the backends' mean peak.
+    pub peak_over_mean: f64,
+    /// Requests served by their key's owner (no-load placement), over all.
+    pub owner_share: f64,
+    /// Proxy CPU time per request, microseconds.
+    pub cpu_us: f64,
+}
+
+pub fn main(flags: &Flags) -> Result<(), String> {
+    let dir = Path::new(flags.bare().first().ok_or("report DIR")?);
+    let runs = read(&dir.join("runs.tsv"))?;
+    let mut rows = Vec::new();
+    let mut owners: HashMap<(String, String), Balancer> = HashMap::new();
+    for line in runs.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [name, proxy, workload, spec, endpoints] = f[..] else {
+            return Err(format!("runs.tsv: bad line {line:?}"));
+        };
+        let key = (spec.to_string(), endpoints.to_string());
+        if !owners.contains_key(&key) {
+            owners.insert(key.clone(), balancer(spec, &dir.join(endpoints))?);
+        }
+        let wrk = parse_wrk(&read(&dir.join(format!("{name}.wrk")))?)
+            .ok_or_else(|| format!("{name}.wrk: no GATEBENCH line (did wrk run?)"))?;
+        let stats: Stats = serde_json::from_str(&read(&dir.join(format!("{name}.json")))?)
+            .map_err(|e| format!("{name}.json: {e}"))?;
+        let cpu = read(&dir.join(format!("{name}.cpu")))?;
+        let ticks: Vec<u64> = cpu
+            .split_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        let [before, after] = ticks[..] else {
+            return Err(format!("{name}.cpu: two tick counts expected"));
+        };
+        rows.push(row(
+            proxy,
+            workload,
+            &wrk,
+            &stats,
+            &owners[&key],
+            after.saturating_sub(before),
+        ));
+    }
+    let table = table(&rows);
+    print!("{table}");
+    std::fs::write(dir.join("report.md"), &table).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(&rows).expect("serializable");
+    std::fs::write(dir.join("report.json"), json).map_err(|e| e.to_string())?;
+    if let Some(plot) = flags.get("plot") {
+        crate::plot::draw(Path::new(plot), &rows)?;
+        println!("\nplot: {plot}");
+    }
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn balancer(spec: &str, endpoints: &Path) -> Result<Balancer, String> {
+    let spec: PolicySpec = spec.parse().map_err(|e| format!("{spec}: {e}"))?;
+    let endpoints = read(endpoints)?
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| l.parse::<Endpoint>().map_err(|e| format!("{l}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Balancer::new(spec, endpoints).map_err(|e| e.to_string())
+}
+
+pub fn parse_wrk(output: &str) -> Option<Wrk> {
+    let line = output.lines().find_map(|l| l.strip_prefix("GATEBENCH "))?;
+    serde_json::from_str(line).ok()
+}
+
+pub fn row(
+    proxy: &str,
+    workload: &str,
+    wrk: &Wrk,
+    stats: &Stats,
+    owners: &Balancer,
+    ticks: u64,
+) -> Row {
+    let n = stats.backends.len().max(1) as f64;
+    let elapsed_us = (stats.elapsed_s * 1e6).max(1.0);
+    let concurrency: Vec<f64> = stats
+        .backends
+        .iter()
+        .map(|b| b.busy_us as f64 / elapsed_us)
+        .collect();
+    let mean = concurrency.iter().sum::<f64>() / n;
+    let peaks: Vec<f64> = stats.backends.iter().map(|b| b.peak as f64).collect();
+    let mean_peak = peaks.iter().sum::<f64>() / n;
+    let (mut owned, mut counted) = (0u64, 0u64);
+    for b in &stats.backends {
+        for (key, &count) in &b.keys {
+            counted += count;
+            let owner = owners.route(&Request::key(key.as_str())).ok().flatten();
+            if owner.is_some_and(|o| o.addr() == b.addr) {
+                owned += count;
+            }
+        }
+    }
+    let ratio = |max: f64, mean: f64| if mean > 0.0 { max / mean } else { 0.0 };
+    Row {
+        proxy: proxy.to_string(),
+        workload: workload.to_string(),
+        rps: wrk.requests as f64 / (wrk.duration_us.max(1) as f64 / 1e6),
+        p50_ms: wrk.p50_us / 1000.0,
+        p99_ms: wrk.p99_us / 1000.0,
+        p999_ms: wrk.p999_us / 1000.0,
+        errors: wrk.err_connect + wrk.err_read + wrk.err_write + wrk.err_status + wrk.err_timeout,
+        hot_over_mean: ratio(concurrency.iter().cloned().fold(0.0, f64::max), mean),
+        peak_over_mean: ratio(peaks.iter().cloned().fold(0.0, f64::max), mean_peak),
+        owner_share: if counted > 0 {
+            owned as f64 / counted as f64
+        } else {
+            0.0
+        },
+        cpu_us: ticks as f64 * TICK_US / wrk.requests.max(1) as f64,
+    }
+}
+
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.1}% | {:.1} |\n",
+            r.proxy,
+            r.workload,
+            r.rps,
+            r.p50_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.errors,
+            r.peak_over_mean,
+            r.hot_over_mean,
+            r.owner_share * 100.0,
+            r.cpu_us
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::BackendStats;
+
+    fn backend(addr: &str, requests: u64, peak: u64, keys: &[(&str, u64)]) -> BackendStats {
+        BackendStats {
+            addr: addr.into(),
+            requests,
+            peak,
+            busy_us: 0,
+            keys: keys.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+        }
+    }
+
+    #[test]
+    fn ratios_owner_share_and_cpu() {
+        let endpoints = ["127.0.0.1:1", "127.0.0.1:2"].map(|a| a.parse::<Endpoint>().unwrap());
+        let owners =
+            Balancer::new("nginx_hash:consistent=true".parse().unwrap(), endpoints).unwrap();
+        let owner = |k: &str| {
+            owners
+                .route(&Request::key(k))
+                .unwrap()
+                .unwrap()
+                .addr()
+                .to_string()
+        };
+        let other = |a: &str| {
+            if a == "127.0.0.1:1" {
+                "127.0.0.1:2"
+            } else {
+                "127.0.0.1:1"
+            }
+        };
+        // "a": 30 at its owner, 10 elsewhere; "b": 60 at its owner.
+        let (oa, ob) = (owner("a"), owner("b"));
+        let mut backends = vec![
+            backend(&oa, 0, 0, &[("a", 30)]),
+            backend(other(&oa), 0, 0, &[("a", 10)]),
+        ];
+        let at = |bs: &mut Vec<BackendStats>, addr: &str| {
+            bs.iter_mut().position(|b| b.addr == addr).unwrap()
+        };
+        let i = at(&mut backends, &ob);
+        backends[i].keys.insert("b".into(), 60);
+        // Mean concurrency 6 and 2 over 1 s: mean 4; peaks 12 and 4: mean 8.
+        backends[0].busy_us = 6_000_000;
+        backends[1].busy_us = 2_000_000;
+        backends[0].peak = 12;
+        backends[1].peak = 4;
+        let stats = Stats {
+            elapsed_s: 1.0,
+            backends,
+        };
+        let wrk = parse_wrk(
+            "Running 1s test\nGATEBENCH {\"requests\":100,\"duration_us\":2000000,\"p50_us\":5000,\"p99_us\":20000,\"p999_us\":30000,\"err_connect\":0,\"err_read\":1,\"err_write\":0,\"err_status\":2,\"err_timeout\":0}\n",
+        )
+        .unwrap();
+        let r = row("p", "w", &wrk, &stats, &owners, 5);
+        assert_eq!(r.rps, 50.0);
+        assert_eq!(r.errors, 3);
+        assert_eq!(r.hot_over_mean, 1.5);
+        assert_eq!(r.peak_over_mean, 1.5);
+        assert_eq!(r.owner_share, 0.9);
+        assert_eq!(r.cpu_us, 500.0);
+        assert!(table(&[r])
+            .contains("| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 |"));
+    }
+}
