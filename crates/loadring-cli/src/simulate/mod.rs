@@ -9,6 +9,7 @@
 
 mod args;
 mod engine;
+mod fleet;
 mod json;
 mod plot;
 mod report;
@@ -42,6 +43,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     )
     .with_zones(&config.zones, config.seed);
     let setup = Setup::new(&trace, &config.endpoints, &config.events);
+    if let Some(k) = config.balancers {
+        let rows = fleet::run_all(&config, &setup, k)?;
+        let text = if config.json {
+            fleet::json(&rows)
+        } else {
+            fleet::render(&config, &setup, &rows)
+        };
+        return write_out(&text);
+    }
     let outcomes = run_all(&config, &setup)?;
     let wall = started.elapsed().as_secs_f64();
 
@@ -66,6 +76,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         eprintln!("plot written to {}", path.display());
     }
     Ok(())
+}
+
+fn write_out(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError(format!("output: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs every policy, on as many threads as there are cores (they share
