@@ -22,7 +22,20 @@ const TTL: Duration = Duration::from_secs(2);
 
 fn dnsmasq_command(dnsmasq: &Path, dir: &Path, config: &str, port: u16) -> Command {
     let conf = dir.join("dnsmasq.conf");
-    std::fs::write(&conf, format!("{config}local-ttl={}\n", TTL.as_secs())).expect("write config");
+    // addn-hosts: A records dnsmasq re-reads on SIGHUP, with no restart.
+    let hosts = dir.join("hosts");
+    if !hosts.exists() {
+        std::fs::write(&hosts, "127.0.0.1 pool.test\n").expect("write hosts");
+    }
+    std::fs::write(
+        &conf,
+        format!(
+            "{config}addn-hosts={}\nlocal-ttl={}\n",
+            hosts.display(),
+            TTL.as_secs()
+        ),
+    )
+    .expect("write config");
     let mut command = Command::new(dnsmasq);
     command
         .arg("--keep-in-foreground")
@@ -100,6 +113,37 @@ fn srv_weights_reach_the_policy_and_a_changed_record_set_is_picked_up_after_the_
         })
         .unwrap_err();
     assert!(err.0.starts_with("dns://nowhere.test:80"), "{err}");
+
+    // Records changed with no outage (dnsmasq re-reads its hosts file on
+    // SIGHUP): seen once the TTL of the last answer has run out.
+    runtime.block_on(async {
+        let spec = format!("dns://pool.test:8080{resolver}")
+            .parse()
+            .expect("spec");
+        let mut pool = Discovery::start(spec).await.expect("pool.test");
+        assert_eq!(pool.membership().len(), 1);
+        std::fs::write(
+            dir.path().join("hosts"),
+            "127.0.0.1 pool.test\n127.0.0.2 pool.test\n",
+        )
+        .expect("write hosts");
+        let hup = Command::new("kill")
+            .arg("-HUP")
+            .arg(daemon.as_ref().expect("dnsmasq").pid().to_string())
+            .status()
+            .expect("kill -HUP");
+        assert!(hup.success());
+        let changed = std::time::Instant::now();
+        let next = tokio::time::timeout(TTL + Duration::from_secs(1), pool.changed())
+            .await
+            .expect("the new record within TTL + 1 s");
+        let next: Vec<String> = next.iter().map(|e| e.to_string()).collect();
+        assert_eq!(next, ["127.0.0.1:8080", "127.0.0.2:8080"]);
+        println!(
+            "A records changed: seen after {:?} (TTL {TTL:?})",
+            changed.elapsed()
+        );
+    });
 
     // SRV: the weights reach the policy.
     let source = format!("dns+srv://_http._tcp.api.test{resolver}");
