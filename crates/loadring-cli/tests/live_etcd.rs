@@ -209,5 +209,26 @@ fn two_proxies_share_one_ring_through_registrar_deaths_and_etcd_restarts() {
         took.is_some_and(|t| t < Duration::from_secs(1)),
         "after SIGTERM: {took:?}"
     );
+
+    // SIGHUP: proxy A reads the prefix again: the same pool, still serving,
+    // and no warning (a re-read asked for is not a problem).
+    let warnings = |p: &FleetProxy| p.process.log_text().matches(" WARN ").count();
+    let before = warnings(&a);
+    let hup = Command::new("kill")
+        .arg("-HUP")
+        .arg(a.process.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(pools_are(&a, &b_proxy, &three_again));
+    agree(
+        &a,
+        &b_proxy,
+        &[&b[0], &b[1], &b[2]],
+        &keys[..100],
+        "after SIGHUP",
+    );
+    assert_eq!(warnings(&a), before, "{}", a.process.log_text());
     drop(daemon);
 }

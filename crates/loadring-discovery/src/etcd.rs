@@ -124,29 +124,39 @@ pub(crate) async fn follow(client: Client, target: EtcdTarget, publisher: Publis
     let mut client = Some(client);
     let mut last_problem: Option<String> = None;
     loop {
-        if let Err(e) = watch_once(client.take(), &target, &publisher).await {
-            if last_problem.as_ref() != Some(&e) {
-                publisher.keep(&e);
-                last_problem = Some(e);
+        match watch_once(client.take(), &target, &publisher, &mut last_problem).await {
+            // A re-read was asked for: at once, nothing to report.
+            Ok(()) => last_problem = None,
+            Err(e) => {
+                if last_problem.as_ref() != Some(&e) {
+                    publisher.keep(&e);
+                    last_problem = Some(e);
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY) => {},
+                    () = publisher.refreshed() => {},
+                }
             }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(RETRY) => {},
-            () = publisher.refreshed() => {},
         }
     }
 }
 
+/// One connection's read and watch: `Ok` when a re-read was asked for,
+/// the problem when the connection or the watch failed.
 async fn watch_once(
     client: Option<Client>,
     target: &EtcdTarget,
     publisher: &Publisher,
+    last_problem: &mut Option<String>,
 ) -> Result<(), String> {
     let mut c = match client {
         Some(c) => c,
         None => connect(target).await?,
     };
     let (mut current, rev) = read_prefix(&mut c, target).await?;
+    if last_problem.take().is_some() {
+        tracing::info!("etcd at {}: reconnected", target.server);
+    }
     // After a reconnect: whatever changed while away.
     publisher.publish(membership(&current));
     let options = WatchOptions::new()
@@ -167,7 +177,7 @@ async fn watch_once(
     loop {
         let response = tokio::select! {
             r = stream.message() => r,
-            () = publisher.refreshed() => return Err("re-read asked".into()),
+            () = publisher.refreshed() => return Ok(()),
         };
         let response = match response {
             Ok(Some(r)) => r,
