@@ -573,4 +573,44 @@ cluster = "users"
             assert!(!err.contains('\n'), "{err:?}");
         }
     }
+
+    #[test]
+    fn a_cluster_may_discover_its_endpoints() {
+        let text = |discover: &str| {
+            format!(
+                "listen = \"127.0.0.1:8080\"\n[[cluster]]\npolicy = \"rr\"\ndiscover = \"{discover}\"\n"
+            )
+        };
+        let c = ProxyConfig::from_toml(
+            &text("etcd://127.0.0.1:2379/services/api"),
+            Path::new("/etc/lr"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.clusters[0]
+                .discover
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("etcd://127.0.0.1:2379/services/api")
+        );
+        // No inline endpoints needed; a relative file is taken from the config's folder.
+        let c = ProxyConfig::from_toml(&text("file:pool.txt"), Path::new("/etc/lr")).unwrap();
+        assert_eq!(
+            c.clusters[0].discover,
+            Some(SourceSpec::File(PathBuf::from("/etc/lr/pool.txt")))
+        );
+        let err = ProxyConfig::from_toml(&text("zk://x"), Path::new(".")).unwrap_err();
+        assert!(
+            err.0
+                .starts_with("cluster `default`: discover: `zk://x`: unknown source"),
+            "{err}"
+        );
+        let both = format!("{}endpoints_file = \"x\"\n", text("file:y"));
+        let err = ProxyConfig::from_toml(&both, Path::new(".")).unwrap_err();
+        assert!(
+            err.0.contains("--discover and --endpoints: give one"),
+            "{err}"
+        );
+    }
 }
