@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
-use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
+use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
@@ -49,11 +49,13 @@ pub(crate) fn resolver(query: &DnsQuery) -> Result<TokioResolver, String> {
         None => TokioResolver::builder(provider)
             .map_err(|e| format!("the system's resolver configuration: {e}"))?,
     };
-    let mut options = ResolverOpts::default();
+    // The system's options (ndots, search domains) stay; no cache, so the
+    // TTL of each answer is the server's.
+    let options = builder.options_mut();
     options.cache_size = 0;
     options.timeout = Duration::from_secs(1);
     options.attempts = 2;
-    *builder.options_mut() = options;
+    options.try_tcp_on_error = true;
     builder.build().map_err(|e| format!("resolver: {e}"))
 }
 
