@@ -13,6 +13,7 @@ mod endpoints;
 mod lines;
 pub mod place;
 mod proxy;
+mod register;
 pub mod shell;
 mod simulate;
 
@@ -40,6 +41,9 @@ enum Command {
     /// An HTTP gateway: each request's key picks its backend with the policy
     /// (bounded load, retries, health checks, metrics).
     Proxy(Box<proxy::Args>),
+    /// Keep an endpoint in etcd under a lease while this runs (for
+    /// `loadring proxy --discover etcd://...`).
+    Register(register::Args),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -60,6 +64,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Shell(args) => shell::run(args),
         Command::Simulate(args) => simulate::run(*args),
         Command::Proxy(args) => proxy::run(*args),
+        Command::Register(args) => register::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -25,6 +25,10 @@ pub struct Args {
     /// A file of endpoints, one per line (`#` comments); re-read on change and on SIGHUP.
     #[arg(long, value_name = "FILE")]
     endpoints: Option<PathBuf>,
+    /// Follow a membership source: file:PATH, dns://NAME:PORT, dns+srv://NAME
+    /// (both with ?resolver=IP:PORT), etcd://HOST:PORT/PREFIX.
+    #[arg(long, value_name = "SOURCE")]
+    discover: Option<String>,
     /// Where the hash key comes from: header:NAME, cookie:NAME, query:NAME,
     /// path, uri, source-ip (repeatable or comma-separated: combined).
     #[arg(long, value_name = "SOURCE")]
@@ -96,6 +100,7 @@ impl Args {
             ("--policy", self.policy.is_some()),
             ("-e", !self.endpoint.is_empty()),
             ("--endpoints", self.endpoints.is_some()),
+            ("--discover", self.discover.is_some()),
             ("--key", !self.key.is_empty()),
             ("--admin", self.admin.is_some()),
             ("--retries", self.retries.is_some()),
@@ -146,6 +151,11 @@ impl Args {
                 .push(text.parse().map_err(|e| CliError(format!("-e: {e}")))?);
         }
         cluster.endpoints_file = self.endpoints.clone();
+        cluster.discover = self
+            .discover
+            .as_deref()
+            .map(|d| d.parse().map_err(|e| CliError(format!("--discover {e}"))))
+            .transpose()?;
         cluster.key = KeySpec::parse(&self.key).map_err(|e| CliError(format!("--key: {e}")))?;
         if let Some(n) = count("--retries", &self.retries)? {
             cluster.retries = n;
@@ -189,7 +199,7 @@ impl Args {
 /// Logs go to stderr, one line each; `LOADRING_LOG` (error, warn, info,
 /// debug, trace) sets the level, `warn` by default: quiet unless something
 /// is wrong.
-fn init_logging() {
+pub(crate) fn init_logging() {
     let level = std::env::var("LOADRING_LOG")
         .ok()
         .and_then(|l| l.parse::<tracing::Level>().ok())
@@ -221,7 +231,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 }
 
 /// Completes on the first SIGTERM or SIGINT.
-fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;

@@ -80,7 +80,11 @@ impl Cluster {
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
         };
-        cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+        // A cluster that discovers its members may start with none: they
+        // come from the source (Proxy::bind waits for its first membership).
+        if !(endpoints.is_empty() && cluster.config.discover.is_some()) {
+            cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+        }
         Ok(cluster)
     }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use loadring::{Endpoint, PolicySpec};
+use loadring_discovery::SourceSpec;
 use serde::Deserialize;
 
 use crate::duration::parse_duration;
@@ -65,6 +66,9 @@ pub struct ClusterConfig {
     pub endpoints: Vec<Endpoint>,
     /// A file of endpoints, watched and re-read on change and on SIGHUP.
     pub endpoints_file: Option<PathBuf>,
+    /// A membership source followed (`file:`, `dns://`, `dns+srv://`,
+    /// `etcd://`); its endpoints come after the inline ones.
+    pub discover: Option<SourceSpec>,
     /// Where the hash key comes from.
     pub key: KeySpec,
     /// Further candidates tried after a connect failure or a connection
@@ -128,6 +132,7 @@ impl ClusterConfig {
             policy,
             endpoints: Vec::new(),
             endpoints_file: None,
+            discover: None,
             key: KeySpec::default(),
             retries: DEFAULT_RETRIES,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -168,10 +173,16 @@ impl ClusterConfig {
                 self.policy
             )));
         }
-        let endpoints = self.read_endpoints()?;
-        if endpoints.is_empty() {
+        if self.discover.is_some() && self.endpoints_file.is_some() {
             return Err(ConfigError(
-                "no endpoints: give -e ENDPOINT (repeatable) or --endpoints FILE".into(),
+                "--discover and --endpoints: give one (--discover file:PATH follows a file)".into(),
+            ));
+        }
+        let endpoints = self.read_endpoints()?;
+        if endpoints.is_empty() && self.discover.is_none() {
+            return Err(ConfigError(
+                "no endpoints: give -e ENDPOINT (repeatable), --endpoints FILE or --discover SOURCE"
+                    .into(),
             ));
         }
         for e in &endpoints {
@@ -334,6 +345,7 @@ struct RawCluster {
     #[serde(default)]
     endpoints: Vec<String>,
     endpoints_file: Option<PathBuf>,
+    discover: Option<String>,
     #[serde(default)]
     key: OneOrMany,
     retries: Option<u32>,
@@ -427,6 +439,18 @@ impl RawCluster {
             .collect::<Result<_, _>>()
             .map_err(|e| ConfigError(format!("endpoints: {e}")))?;
         c.endpoints_file = self.endpoints_file.map(|p| base.join(p));
+        c.discover = self
+            .discover
+            .map(|d| {
+                let spec = d
+                    .parse::<SourceSpec>()
+                    .map_err(|e| ConfigError(format!("discover: {e}")))?;
+                Ok(match spec {
+                    SourceSpec::File(p) => SourceSpec::File(base.join(p)),
+                    other => other,
+                })
+            })
+            .transpose()?;
         let keys = match self.key {
             OneOrMany::None => Vec::new(),
             OneOrMany::One(k) => vec![k],
@@ -548,5 +572,45 @@ cluster = "users"
             assert!(err.contains(expected), "{expected:?} not in {err:?}");
             assert!(!err.contains('\n'), "{err:?}");
         }
+    }
+
+    #[test]
+    fn a_cluster_may_discover_its_endpoints() {
+        let text = |discover: &str| {
+            format!(
+                "listen = \"127.0.0.1:8080\"\n[[cluster]]\npolicy = \"rr\"\ndiscover = \"{discover}\"\n"
+            )
+        };
+        let c = ProxyConfig::from_toml(
+            &text("etcd://127.0.0.1:2379/services/api"),
+            Path::new("/etc/lr"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.clusters[0]
+                .discover
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("etcd://127.0.0.1:2379/services/api")
+        );
+        // No inline endpoints needed; a relative file is taken from the config's folder.
+        let c = ProxyConfig::from_toml(&text("file:pool.txt"), Path::new("/etc/lr")).unwrap();
+        assert_eq!(
+            c.clusters[0].discover,
+            Some(SourceSpec::File(PathBuf::from("/etc/lr/pool.txt")))
+        );
+        let err = ProxyConfig::from_toml(&text("zk://x"), Path::new(".")).unwrap_err();
+        assert!(
+            err.0
+                .starts_with("cluster `default`: discover: `zk://x`: unknown source"),
+            "{err}"
+        );
+        let both = format!("{}endpoints_file = \"x\"\n", text("file:y"));
+        let err = ProxyConfig::from_toml(&both, Path::new(".")).unwrap_err();
+        assert!(
+            err.0.contains("--discover and --endpoints: give one"),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The proxy: listeners bound up front (so a busy address is an error before
 //! anything is served), routes to clusters, background tasks (health
-//! checks, endpoint reloads), and a graceful stop.
+//! checks, membership from endpoints files and discovery sources), and a
+//! graceful stop.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,7 +22,8 @@ use crate::config::{ConfigError, ProxyConfig, RouteConfig};
 use crate::forward::{client, local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
-use crate::reload::spawn_endpoint_reloads;
+use crate::reload::{spawn_membership, start_discovery};
+use loadring_discovery::Discovery;
 
 /// Routes and forwarders: everything a request needs.
 #[derive(Debug)]
@@ -136,6 +138,8 @@ pub struct Proxy {
     listener: TcpListener,
     admin: Option<TcpListener>,
     drain_timeout: Duration,
+    /// The membership sources, by cluster index.
+    discoveries: Vec<(usize, Discovery)>,
 }
 
 async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
@@ -151,6 +155,18 @@ impl Proxy {
     /// A bad configuration, or an address that cannot be bound.
     pub async fn bind(config: ProxyConfig) -> Result<Self, ProxyError> {
         let gateway = Arc::new(Gateway::new(&config)?);
+        let mut discoveries = Vec::new();
+        for (i, cluster) in gateway.clusters.iter().enumerate() {
+            if let Some(d) = start_discovery(cluster).await.map_err(|e| {
+                if gateway.clusters.len() > 1 {
+                    ProxyError(format!("cluster `{}`: {e}", cluster.name()))
+                } else {
+                    ProxyError(e)
+                }
+            })? {
+                discoveries.push((i, d));
+            }
+        }
         let listener = bind("--listen", &config.listen).await?;
         let admin = match &config.admin {
             Some(addr) => Some(bind("--admin", addr).await?),
@@ -161,6 +177,7 @@ impl Proxy {
             listener,
             admin,
             drain_timeout: config.drain_timeout,
+            discoveries,
         })
     }
 
@@ -193,13 +210,16 @@ impl Proxy {
             listener,
             admin,
             drain_timeout,
+            discoveries,
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
         for forwarder in &gateway.forwarders {
             let cluster = forwarder.cluster().clone();
             let checks = client(cluster.config().connect_timeout);
-            background.extend(spawn_active_checks(cluster.clone(), checks));
-            background.extend(spawn_endpoint_reloads(cluster));
+            background.extend(spawn_active_checks(cluster, checks));
+        }
+        for (i, discovery) in discoveries {
+            background.push(spawn_membership(gateway.clusters[i].clone(), discovery));
         }
         if let Some(admin) = admin {
             background.push(tokio::spawn(serve_admin(admin, gateway.clone())));

@@ -145,9 +145,14 @@ pub struct Args {
     /// --json and --plot apply. See docs/simulate.md.
     #[arg(long, value_name = "NAME", conflicts_with_all = [
         "endpoint", "endpoints", "backends", "requests", "keys", "workload", "rate",
-        "service", "remove", "add", "no_events", "zones",
+        "service", "remove", "add", "no_events", "zones", "balancers",
     ])]
     scenario: Option<String>,
+    /// A fleet: K balancers over the same membership, each seeing 1/K of the
+    /// requests and only its own in-flight counts; compares bounded-load
+    /// policies at 1, 2, 4, ... K balancers (see docs/simulate.md).
+    #[arg(long, value_name = "K", allow_hyphen_values = true)]
+    balancers: Option<String>,
 }
 
 /// A membership change at a virtual time.
@@ -207,6 +212,8 @@ pub struct Config {
     pub zones: Vec<String>,
     pub json: bool,
     pub plot: Option<(PathBuf, PlotFormat)>,
+    /// `--balancers K`: the fleet comparison instead of the usual report.
+    pub balancers: Option<usize>,
 }
 
 /// Guards against runs that would exhaust memory: the trace is kept whole
@@ -255,6 +262,16 @@ impl Args {
             spread_over_zones(&mut endpoints, &mut events, &zones)?;
         }
         let plot = self.plot.as_ref().map(|p| plot_target(p)).transpose()?;
+        let balancers = self
+            .balancers
+            .as_deref()
+            .map(|k| whole("--balancers", k, 1u32, 1024).map(|k| k as usize))
+            .transpose()?;
+        if balancers.is_some() && plot.is_some() {
+            return Err(CliError(
+                "--plot draws one balancer's run: drop it with --balancers".into(),
+            ));
+        }
         Ok(Config {
             policies,
             endpoints,
@@ -268,6 +285,7 @@ impl Args {
             zones,
             json: self.json,
             plot,
+            balancers,
         })
     }
 

@@ -9,6 +9,7 @@
 
 mod args;
 mod engine;
+mod fleet;
 mod json;
 mod plot;
 mod report;
@@ -48,20 +49,24 @@ pub fn run(args: Args) -> Result<(), CliError> {
     )
     .with_zones(&config.zones, config.seed);
     let setup = Setup::new(&trace, &config.endpoints, &config.events);
+    if let Some(k) = config.balancers {
+        let rows = fleet::run_all(&config, &setup, k)?;
+        let text = if config.json {
+            fleet::json(&rows)
+        } else {
+            fleet::render(&config, &setup, &rows)
+        };
+        return write_out(&text);
+    }
     let outcomes = run_all(&config, &setup)?;
     let wall = started.elapsed().as_secs_f64();
 
-    let mut out = std::io::stdout().lock();
     let text = if config.json {
         json::render(&config, &setup, &outcomes, wall)
     } else {
         report::render(&config, &setup, &outcomes, wall)
     };
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(CliError(format!("output: {e}")));
-        }
-    }
+    write_out(&text)?;
     if let Some((path, format)) = &config.plot {
         plot::draw(path, *format, &config, &setup, &outcomes).map_err(|e| {
             CliError(format!(
@@ -83,12 +88,7 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
     } else {
         scenario_report::render(config, &results)
     };
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(CliError(format!("output: {e}")));
-        }
-    }
+    write_out(&text)?;
     if let Some((path, format)) = &config.plot {
         scenario_plot::draw(path, *format, config, &results).map_err(|e| {
             CliError(format!(
@@ -99,6 +99,17 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
         eprintln!("plot written to {}", path.display());
     }
     Ok(())
+}
+
+/// Writes the report; a reader that went away early is not an error.
+fn write_out(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError(format!("output: {e}")))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Runs every policy, on as many threads as there are cores (they share

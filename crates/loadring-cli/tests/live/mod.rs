@@ -280,6 +280,11 @@ impl Daemon {
         panic!("{name} would not start:\n{}", failures.join("\n"));
     }
 
+    /// Starts a daemon on a given port (a restart on the port it had).
+    pub fn start_on(name: &str, log: &Path, port: u16, command: Command) -> Daemon {
+        Daemon::try_start(name, command, log, port).unwrap_or_else(|why| panic!("{why}"))
+    }
+
     /// Starts `command` (stdout and stderr to `log`) and waits until it
     /// accepts connections on 127.0.0.1:`port`.
     fn try_start(
@@ -420,6 +425,8 @@ impl Backends {
 /// Reads one request's head and answers with `addr`; the connection stays
 /// open for more requests (a keepalive proxy reuses it) until closed.
 fn answer(conn: TcpStream, addr: &str) -> std::io::Result<()> {
+    // The answer goes out in several writes: no Nagle delay between them.
+    conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(TIMEOUT))?;
     conn.set_write_timeout(Some(TIMEOUT))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -487,6 +494,162 @@ pub fn http_get(port: u16, key: &str) -> String {
             "<no answer from a backend: {:?}>",
             text.lines().next().unwrap_or("")
         ),
+    }
+}
+
+/// `GET path` on 127.0.0.1:`port` (an admin listener): the body, or `None`
+/// without a 200 answer.
+pub fn http_get_path(port: u16, path: &str) -> Option<String> {
+    let mut conn =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(2)).ok()?;
+    conn.set_read_timeout(Some(TIMEOUT)).ok()?;
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: loadring.test\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = Vec::new();
+    conn.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).to_string();
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Some(body.to_string()),
+        _ => None,
+    }
+}
+
+/// A `loadring` child process (a proxy, a registrar), killed by its pid on
+/// drop; its stderr goes to `log`.
+pub struct Loadring {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Loadring {
+    pub fn spawn(args: &[&str], log: &Path) -> Loadring {
+        let out = std::fs::File::create(log).expect("create log");
+        let child = Command::new(env!("CARGO_BIN_EXE_loadring"))
+            .args(args)
+            .env("LOADRING_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(out)
+            .spawn()
+            .expect("run loadring");
+        Loadring {
+            child,
+            log: log.to_path_buf(),
+        }
+    }
+
+    /// Kills it now (SIGKILL: no goodbye), by its pid.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Loadring {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A `loadring proxy` (hash key from header `X-Key`) following `source`.
+pub struct FleetProxy {
+    pub process: Loadring,
+    pub port: u16,
+    pub admin: u16,
+}
+
+impl FleetProxy {
+    pub fn start(policy: &str, source: &str, log: &Path) -> FleetProxy {
+        let (port, admin) = (free_port(), free_port());
+        let (listen, admin_addr) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{admin}"));
+        let mut process = Loadring::spawn(
+            &[
+                "proxy",
+                "--listen",
+                &listen,
+                "--admin",
+                &admin_addr,
+                "--policy",
+                policy,
+                "--key",
+                "header:x-key",
+                "--discover",
+                source,
+            ],
+            log,
+        );
+        let deadline = Instant::now() + TIMEOUT;
+        while http_get_path(admin, "/status").is_none() {
+            assert!(
+                process.running() && Instant::now() < deadline,
+                "loadring proxy --discover {source} did not serve /status:\n{}",
+                process.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        FleetProxy {
+            process,
+            port,
+            admin,
+        }
+    }
+
+    /// The pool in `/status`: `addr weight=W` per endpoint, sorted.
+    pub fn pool(&self) -> Vec<String> {
+        let Some(body) = http_get_path(self.admin, "/status") else {
+            return vec!["<no status>".into()];
+        };
+        let status: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+        let mut pool: Vec<String> = status["endpoints"]
+            .as_array()
+            .expect("endpoints")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} weight={}",
+                    e["addr"].as_str().unwrap_or("?"),
+                    e["weight"]
+                )
+            })
+            .collect();
+        pool.sort();
+        pool
+    }
+
+    /// Each key's backend, through this proxy.
+    pub fn placements(&self, keys: &[String]) -> Vec<String> {
+        keys.iter().map(|k| http_get(self.port, k)).collect()
+    }
+}
+
+/// Polls `check` every 20 ms until it holds or `within` has passed; whether
+/// it held, and when.
+pub fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    loop {
+        if check() {
+            return Some(start.elapsed());
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

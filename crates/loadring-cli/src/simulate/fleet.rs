@@ -1,0 +1,344 @@
+//! `loadring simulate --balancers K`: a fleet of K gateways in front of the
+//! same backends. Each balancer has the same membership and policy, sees
+//! 1/K of the requests (each request goes to one balancer drawn at random,
+//! as an L4 load balancer or DNS spreads clients) and counts only its own
+//! requests in flight: bounded load caps each balancer's share, not the
+//! backend's total. This measures what is left of the guarantee.
+//!
+//! Per policy (bounded-load ones only) and per fleet size, in virtual time
+//! over the same trace:
+//! - `max/mean`: the peak of a backend's total in flight (all balancers)
+//!   over the fair share of the total;
+//! - `over cap`: the share of picks that left their backend above the cap a
+//!   single balancer would enforce on the same total (`ceil(c (T+1) w/W)`);
+//! - `worst/cap`: the largest total in flight over that cap;
+//! - `worst/Kcap`: the largest total in flight over the sum of K caps,
+//!   `c (T+1+K) w/W + K` on the total `T` before the pick (see `bound`);
+//! - `bound`: what the K local caps guarantee at the run's mean load, over
+//!   the fair share: a backend holds at most the sum of the K caps,
+//!   `sum_i ceil(c (T_i+1) w/W) <= c (T+K) w/W + K`, so about `c + K/mean`:
+//!   the multiplicative slack `c` stays, the rounding slack of one request
+//!   per balancer adds up over the K balancers.
+//!
+//! All three measured columns count picks after the warm-up once the mean
+//! in flight per backend is at least 4 (as `max/mean` in the usual report).
+//!
+//! Membership events apply to every balancer at the same instant (the
+//! fleet shares membership, e.g. through `loadring proxy --discover`).
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::fmt::Write as _;
+
+use loadring::{Balancer, Endpoint, Pick, Request};
+
+use super::args::{Change, Config, Policy};
+use super::engine::{Setup, MIN_MEAN};
+use crate::CliError;
+
+/// One policy at one fleet size.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub policy: String,
+    pub load_factor: f64,
+    pub balancers: usize,
+    pub max_over_mean: Option<f64>,
+    pub over_cap: f64,
+    pub worst_over_cap: f64,
+    pub worst_over_fleet_cap: f64,
+    pub bound: Option<f64>,
+    pub mean_in_flight: f64,
+}
+
+/// The fleet sizes compared: 1, 2, 4, ... up to `k`, and `k`.
+pub fn sizes(k: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut s = 1;
+    while s < k {
+        sizes.push(s);
+        s *= 2;
+    }
+    sizes.push(k);
+    sizes
+}
+
+struct Departure {
+    at: u64,
+    seq: usize,
+    endpoint: usize,
+    _pick: Pick,
+}
+
+impl PartialEq for Departure {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Departure {}
+impl PartialOrd for Departure {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Departure {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// splitmix64: which balancer request `seq` reaches.
+fn balancer_of(seq: usize, seed: u64, k: usize) -> usize {
+    let mut z = (seq as u64 ^ seed.rotate_left(17)).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) % k as u64) as usize
+}
+
+/// Runs one bounded policy with `k` balancers.
+pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Result<Row, CliError> {
+    let name = policy.name.as_str();
+    let factor = policy
+        .spec
+        .load_factor()
+        .ok_or_else(|| CliError(format!("--balancers: policy {name} has no load bound")))?;
+    let fail = |e: String| CliError(format!("{name} (--balancers {k}): {e}"));
+    let index: HashMap<&str, usize> = setup
+        .addrs
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.as_str(), i))
+        .collect();
+    let mut current: Vec<Endpoint> = setup.initial.to_vec();
+    let weights = |current: &[Endpoint]| {
+        let mut w = vec![0u64; setup.addrs.len()];
+        for e in current {
+            w[index[e.addr()]] = u64::from(e.weight());
+        }
+        w
+    };
+    let mut weight = weights(&current);
+    let mut weight_sum: u64 = weight.iter().sum();
+    let fleet: Vec<Balancer> = (0..k)
+        .map(|_| Balancer::new(policy.spec.clone(), current.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut heap: BinaryHeap<Departure> = BinaryHeap::new();
+    let mut load = vec![0u64; setup.addrs.len()];
+    let mut total = 0u64;
+    let mut next_event = 0;
+    let (mut over, mut measured, mut worst, mut peak) = (0u64, 0u64, 0f64, None::<f64>);
+    let mut worst_fleet = 0f64;
+    let c = factor.as_f64();
+    let (mut load_time, mut last_at, mut measured_from) = (0f64, 0u64, None::<u64>);
+    for (seq, arrival) in setup.trace.arrivals.iter().enumerate() {
+        loop {
+            let departure = heap.peek().map(|d| d.at).filter(|&t| t <= arrival.at);
+            let event = setup.events.get(next_event).filter(|e| e.at <= arrival.at);
+            match (departure, event) {
+                (Some(t), e) if e.is_none_or(|e| t <= e.at) => {
+                    let d = heap.pop().expect("peeked");
+                    if measured_from.is_some() {
+                        load_time += total as f64 * (d.at - last_at) as f64;
+                    }
+                    last_at = d.at;
+                    load[d.endpoint] -= 1;
+                    total -= 1;
+                }
+                (_, Some(event)) => {
+                    match &event.change {
+                        Change::Remove(addr) => current.retain(|e| e.addr() != addr),
+                        Change::Add(e) => current.push(e.clone()),
+                    }
+                    for b in &fleet {
+                        b.update(current.clone()).map_err(|e| fail(e.to_string()))?;
+                    }
+                    weight = weights(&current);
+                    weight_sum = weight.iter().sum();
+                    next_event += 1;
+                }
+                _ => break,
+            }
+        }
+        if measured_from.is_some() {
+            load_time += total as f64 * (arrival.at - last_at) as f64;
+        }
+        last_at = arrival.at;
+        let mut request = Request::key(setup.trace.keys.get(arrival.key as usize));
+        if let Some(zone) = setup.trace.zone(seq) {
+            request = request.in_zone(zone);
+        }
+        let b = balancer_of(seq, seed, k);
+        let pick = fleet[b]
+            .pick(&request)
+            .map_err(|e| fail(format!("request {}: {e}", seq + 1)))?;
+        let e = *index
+            .get(pick.addr())
+            .ok_or_else(|| fail(format!("picked {}, not an endpoint", pick.addr())))?;
+        let cap = factor.cap(total, weight[e] as u32, weight_sum);
+        load[e] += 1;
+        total += 1;
+        if arrival.at >= setup.warmup {
+            measured_from.get_or_insert(arrival.at);
+            let members = weight.iter().filter(|&&w| w > 0).count() as f64;
+            if total as f64 / members >= MIN_MEAN {
+                measured += 1;
+                if load[e] > cap {
+                    over += 1;
+                }
+                worst = worst.max(load[e] as f64 / cap.max(1) as f64);
+                // The sum of K caps, c (T+1 + K) s + K, on the total before the pick.
+                let s = weight[e] as f64 / weight_sum as f64;
+                let fleet_cap = c * ((total - 1) as f64 + 1.0 + k as f64) * s + k as f64;
+                worst_fleet = worst_fleet.max(load[e] as f64 / fleet_cap);
+                let fair = total as f64 * weight[e] as f64 / weight_sum as f64;
+                let ratio = load[e] as f64 / fair;
+                peak = Some(peak.map_or(ratio, |p: f64| p.max(ratio)));
+            }
+        }
+        heap.push(Departure {
+            at: arrival.at.saturating_add(arrival.service),
+            seq,
+            endpoint: e,
+            _pick: pick,
+        });
+    }
+    let span = measured_from.map_or(0, |from| last_at.saturating_sub(from));
+    let mean_total = if span > 0 {
+        load_time / span as f64
+    } else {
+        0.0
+    };
+    // The guarantee at the mean load T, for the heaviest member's share
+    // s = w/W: the K caps sum to at most c (T + K) s + K, whatever the split
+    // of T over the balancers; over the fair share T s: c + K (c s + 1) / (T s).
+    let (w, ws) = (weight.iter().copied().max().unwrap_or(0), weight_sum.max(1));
+    let share = w as f64 / ws as f64;
+    let fair = mean_total * share;
+    let bound_total = c * (mean_total + k as f64) * share + k as f64;
+    Ok(Row {
+        policy: name.to_string(),
+        load_factor: factor.as_f64(),
+        balancers: k,
+        max_over_mean: peak,
+        over_cap: over as f64 / measured.max(1) as f64,
+        worst_over_cap: worst,
+        worst_over_fleet_cap: worst_fleet,
+        bound: (fair > 0.0).then(|| bound_total / fair),
+        mean_in_flight: fair,
+    })
+}
+
+/// Every bounded policy at every fleet size, in order.
+pub fn run_all(config: &Config, setup: &Setup<'_>, k: usize) -> Result<Vec<Row>, CliError> {
+    let bounded: Vec<&Policy> = config
+        .policies
+        .iter()
+        .filter(|p| p.spec.load_factor().is_some())
+        .collect();
+    if bounded.is_empty() {
+        return Err(CliError(
+            "--balancers compares bounded-load policies: give one (e.g. -p c_murmurhash_bl, \
+             -p 'maglev:load_factor=1.25')"
+                .into(),
+        ));
+    }
+    let mut rows = Vec::new();
+    for policy in bounded {
+        for size in sizes(k) {
+            rows.push(simulate(policy, setup, size, config.seed)?);
+        }
+    }
+    Ok(rows)
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The table.
+pub fn render(config: &Config, setup: &Setup<'_>, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} requests over {} endpoints, each request to one of K balancers at random; \
+         each balancer counts only its own requests in flight.",
+        super::workload::thousands(setup.trace.arrivals.len() as u64),
+        config.endpoints.len()
+    );
+    let _ = writeln!(
+        out,
+        "Loads are totals per backend (all balancers); cap = what one balancer would enforce on that total.\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<26} {:>3} {:>10} {:>9} {:>9} {:>10} {:>11} {:>11}",
+        "policy", "K", "mean/bknd", "max/mean", "over cap", "worst/cap", "worst/Kcap", "bound@mean"
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{:<26} {:>3} {:>10.1} {:>9} {:>8.2}% {:>10.2} {:>11.2} {:>11}",
+            r.policy,
+            r.balancers,
+            r.mean_in_flight,
+            opt(r.max_over_mean, 2),
+            r.over_cap * 100.0,
+            r.worst_over_cap,
+            r.worst_over_fleet_cap,
+            opt(r.bound, 2),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nKcap: the sum of the K balancers' caps, c (T+1+K) w/W + K: what K blind balancers allow a backend\n\
+         (a few % more at times: another balancer's share was capped on its own total when it picked).\n\
+         bound@mean: Kcap at the mean load over the fair share, about c + K/mean (c for one balancer);\n\
+         max/mean peaks come at totals below the mean, where the bound is looser."
+    );
+    out
+}
+
+/// The rows as JSON.
+pub fn json(rows: &[Row]) -> String {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "policy": r.policy,
+                "load_factor": r.load_factor,
+                "balancers": r.balancers,
+                "mean_in_flight_per_backend": r.mean_in_flight,
+                "max_over_mean": r.max_over_mean,
+                "over_cap": r.over_cap,
+                "worst_over_cap": r.worst_over_cap,
+                "worst_over_fleet_cap": r.worst_over_fleet_cap,
+                "bound_over_mean": r.bound,
+            })
+        })
+        .collect();
+    let mut text =
+        serde_json::to_string_pretty(&serde_json::json!({ "fleet": rows })).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_double_up_to_k() {
+        assert_eq!(sizes(1), [1]);
+        assert_eq!(sizes(8), [1, 2, 4, 8]);
+        assert_eq!(sizes(6), [1, 2, 4, 6]);
+    }
+
+    #[test]
+    fn requests_spread_evenly_over_the_balancers() {
+        let mut n = [0usize; 4];
+        for seq in 0..40_000 {
+            n[balancer_of(seq, 1, 4)] += 1;
+        }
+        assert!(n.iter().all(|&c| (9_500..10_500).contains(&c)), "{n:?}");
+    }
+}

@@ -1,0 +1,86 @@
+//! The endpoints file, followed: re-read on a change seen by a watch of its
+//! folder (a file replaced by rename, or a symlink swapped as Kubernetes
+//! swaps a ConfigMap's `..data` link, is an event on the folder, not on the
+//! old file), on a poll every 250 ms (file systems without events: the text
+//! is the fingerprint, an unchanged file is not parsed again), and on
+//! [`Discovery::refresh`](crate::Discovery::refresh). A file that cannot be
+//! read or parsed keeps the current membership and logs one line saying
+//! why (a missing file once, not every poll).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::Watcher;
+use tokio::sync::mpsc;
+
+use crate::{parse_endpoints, Membership, Publisher};
+
+/// How often the file is read even without events.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Reads and parses the file: its membership and its text.
+pub(crate) fn read(path: &Path) -> Result<(Membership, String), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let membership = parse_endpoints(&text)?;
+    Ok((membership, text))
+}
+
+/// Follows the file; `last_text` is the text the current membership came from.
+pub(crate) async fn follow(path: PathBuf, mut last_text: Option<String>, publisher: Publisher) {
+    let (tx, mut events) = mpsc::unbounded_channel::<()>();
+    // Dropping the watcher stops it: it lives as long as this task.
+    let _watcher = watch_folder(&path, tx);
+    let mut poll = tokio::time::interval(POLL_INTERVAL);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_problem: Option<String> = None;
+    loop {
+        let forced = tokio::select! {
+            _ = poll.tick() => false,
+            Some(()) = events.recv() => false,
+            () = publisher.refreshed() => true,
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                let problem = e.to_string();
+                if forced || last_problem.as_ref() != Some(&problem) {
+                    publisher.keep(&problem);
+                    last_problem = Some(problem);
+                }
+                continue;
+            }
+        };
+        last_problem = None;
+        if !forced && last_text.as_ref() == Some(&text) {
+            continue;
+        }
+        let parsed = parse_endpoints(&text);
+        last_text = Some(text);
+        match parsed {
+            Ok(membership) => {
+                publisher.publish(membership);
+            }
+            Err(e) => publisher.keep(&e),
+        }
+    }
+}
+
+/// A watch of the file's folder, forwarding any event as a nudge; `None`
+/// (and polling alone) where the platform cannot watch.
+fn watch_folder(path: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut watcher = notify::recommended_watcher(move |_event| {
+        let _ = tx.send(());
+    })
+    .ok()?;
+    match watcher.watch(&folder, notify::RecursiveMode::NonRecursive) {
+        Ok(()) => Some(watcher),
+        Err(e) => {
+            tracing::info!("cannot watch {}: {e}; polling only", folder.display());
+            None
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! # loadring-discovery
+//!
+//! Membership sources for a [`loadring::Balancer`]: who is in the pool, as
+//! it changes. Each source delivers a **snapshot** — the whole membership,
+//! a `Vec<Endpoint>` — every time it changes, and the consumer applies it
+//! with [`Balancer::update_backends`](loadring::Balancer::update_backends)
+//! (see [`apply`]): endpoints that stay keep their in-flight counts and
+//! health by identity (address + tag), new ones are inserted, missing ones
+//! removed, changed weights set. Snapshots rather than deltas because every
+//! source below knows its whole state after each event (a re-read file, a
+//! re-resolved name, an etcd range re-read after a reconnect), and a
+//! snapshot cannot drift from the source after a missed event; [`changes`]
+//! turns two snapshots into the insert/remove/weight steps for consumers
+//! that want them (a tower `Discover` stream, logs).
+//!
+//! | source | spec | changes seen |
+//! |---|---|---|
+//! | endpoints file | `file:PATH` | folder events + a 250 ms poll, [`Discovery::refresh`] |
+//! | DNS A/AAAA | `dns://NAME:PORT[?resolver=IP:PORT]` | re-resolved when the TTL runs out |
+//! | DNS SRV | `dns+srv://NAME[?resolver=IP:PORT]` | port and weight from each record |
+//! | etcd v3 | `etcd://HOST:PORT/PREFIX` | a watch of the prefix; reconnects |
+//!
+//! A source that fails after its start (an unreadable file, a failed
+//! lookup, etcd down) keeps the last good membership and logs one line;
+//! [`Discovery::start`] itself fails when there is no first membership to
+//! start from. [`etcd::register`] is the other side of the etcd source: it
+//! holds an endpoint's key under a lease kept alive, so an endpoint whose
+//! process dies leaves the pool when its lease expires.
+//!
+//! ```no_run
+//! use loadring::Balancer;
+//! use loadring_discovery::{apply, Discovery};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let balancer: Balancer<()> = Balancer::with_backends("ring_hash".parse()?, std::iter::empty())?;
+//! let mut discovery = Discovery::start("etcd://127.0.0.1:2379/services/api".parse()?).await?;
+//! apply(&balancer, &discovery.membership(), |_| ())?;
+//! loop {
+//!     let membership = discovery.changed().await;
+//!     apply(&balancer, &membership, |_| ())?;
+//! }
+//! # }
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use loadring::{Balancer, BuildError, Endpoint};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+pub mod dns;
+pub mod etcd;
+pub mod file;
+mod spec;
+
+pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
+
+/// One membership: every endpoint in the pool, in the source's order
+/// (file order, the etcd keys' order, DNS answers sorted by address).
+pub type Membership = Vec<Endpoint>;
+
+/// A source that cannot start, or a bad source spec: one line naming it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DiscoveryError(pub String);
+
+/// Parses endpoint lines: one endpoint per line, blank lines and `#`
+/// comments ignored (the endpoints file's format).
+///
+/// # Errors
+/// The first bad line, as `line N: why`.
+pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
+    let mut endpoints = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let endpoint = line
+            .parse::<Endpoint>()
+            .map_err(|e| format!("line {}: {e}", n + 1))?;
+        endpoints.push(endpoint);
+    }
+    Ok(endpoints)
+}
+
+/// A running source: the latest membership, and a wait for the next.
+/// Dropping it stops the source.
+#[derive(Debug)]
+pub struct Discovery {
+    spec: SourceSpec,
+    current: watch::Receiver<Membership>,
+    refresh: Arc<Notify>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Discovery {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a source's task is given: where to publish, and the nudge that asks
+/// for a re-read now.
+pub(crate) struct Publisher {
+    tx: watch::Sender<Membership>,
+    refresh: Arc<Notify>,
+    what: String,
+}
+
+impl Publisher {
+    /// Publishes `membership` if it differs from the current one; whether it did.
+    pub(crate) fn publish(&self, membership: Membership) -> bool {
+        let changed = self.tx.send_if_modified(|current| {
+            if *current == membership {
+                false
+            } else {
+                *current = membership;
+                true
+            }
+        });
+        if changed {
+            tracing::info!("{}: {} endpoints", self.what, self.tx.borrow().len());
+        }
+        changed
+    }
+
+    /// How many endpoints the current membership has.
+    pub(crate) fn current_len(&self) -> usize {
+        self.tx.borrow().len()
+    }
+
+    /// Logs a problem that keeps the current membership.
+    pub(crate) fn keep(&self, why: &str) {
+        tracing::warn!(
+            "{}: {why}; keeping the current {} endpoints",
+            self.what,
+            self.current_len()
+        );
+    }
+
+    /// Completes when someone asked for a re-read.
+    pub(crate) async fn refreshed(&self) {
+        self.refresh.notified().await;
+    }
+}
+
+impl Discovery {
+    /// Starts the source: reads its first membership now, then follows it
+    /// on a tokio task (so this needs a tokio runtime with timers and I/O).
+    ///
+    /// # Errors
+    /// No first membership: an unreadable file or a bad line, a name that
+    /// does not resolve, etcd unreachable (within 5 s).
+    pub async fn start(spec: SourceSpec) -> Result<Self, DiscoveryError> {
+        let what = spec.to_string();
+        let refresh = Arc::new(Notify::new());
+        let fail = |e: String| DiscoveryError(format!("{what}: {e}"));
+        let (first, source): (Membership, Box<dyn FnOnce(Publisher) -> JoinHandle<()>>) =
+            match &spec {
+                SourceSpec::File(path) => {
+                    let (first, text) = file::read(path).map_err(fail)?;
+                    let path = path.clone();
+                    (
+                        first,
+                        Box::new(move |p| tokio::spawn(file::follow(path, Some(text), p))),
+                    )
+                }
+                SourceSpec::Dns(query) => {
+                    let resolver = dns::resolver(query).map_err(fail)?;
+                    let (first, ttl) = dns::resolve(&resolver, query).await.map_err(fail)?;
+                    let query = query.clone();
+                    (
+                        first,
+                        Box::new(move |p| tokio::spawn(dns::follow(resolver, query, ttl, p))),
+                    )
+                }
+                SourceSpec::Etcd(target) => {
+                    let (client, first) = etcd::first_membership(target).await.map_err(fail)?;
+                    let target = target.clone();
+                    (
+                        first,
+                        Box::new(move |p| tokio::spawn(etcd::follow(client, target, p))),
+                    )
+                }
+            };
+        let (tx, current) = watch::channel(first);
+        let task = source(Publisher {
+            tx,
+            refresh: refresh.clone(),
+            what,
+        });
+        Ok(Discovery {
+            spec,
+            current,
+            refresh,
+            task,
+        })
+    }
+
+    /// The source this follows.
+    pub fn spec(&self) -> &SourceSpec {
+        &self.spec
+    }
+
+    /// The current membership (marked as seen).
+    pub fn membership(&mut self) -> Membership {
+        self.current.borrow_and_update().clone()
+    }
+
+    /// Waits for the next membership that differs from the last one seen.
+    /// A source never ends while this handle lives: it keeps retrying.
+    pub async fn changed(&mut self) -> Membership {
+        if self.current.changed().await.is_err() {
+            // The task ended (it does not, short of a panic): no more news.
+            std::future::pending::<()>().await;
+        }
+        self.membership()
+    }
+
+    /// Asks the source to read its membership again now (a file re-read,
+    /// a lookup before the TTL runs out, an etcd range re-read): what SIGHUP
+    /// does in the proxy. A file re-read logs its problem again.
+    pub fn refresh(&self) {
+        self.refresh.notify_one();
+    }
+}
+
+/// Applies a membership to a balancer (one `update_backends`): `value`
+/// makes the value of each endpoint. Returns whether anything changed.
+///
+/// # Errors
+/// A membership the policy cannot be built over; the balancer keeps the
+/// current one.
+pub fn apply<T: Clone>(
+    balancer: &Balancer<T>,
+    membership: &[Endpoint],
+    mut value: impl FnMut(&Endpoint) -> T,
+) -> Result<bool, BuildError> {
+    balancer.update_backends(membership.iter().map(|e| (e.clone(), value(e))))
+}
+
+/// One step from one membership to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A new endpoint, or one whose attributes other than its weight changed
+    /// (zone, hash key): insert it (replacing the old one).
+    Insert(Endpoint),
+    /// An endpoint that left (as it was): remove it by its `id()`.
+    Remove(Endpoint),
+    /// Same identity, only the weight changed (the endpoint as it is now):
+    /// `set_weight` by its `id()`.
+    Weight(Endpoint),
+}
+
+/// The steps from `old` to `new`: removals first, then inserts and weight
+/// changes in `new`'s order. Applying them one by one with
+/// `Balancer::remove`, `insert` and `set_weight` yields `new`'s pool.
+pub fn changes(old: &[Endpoint], new: &[Endpoint]) -> Vec<Change> {
+    let id = |e: &Endpoint| e.id().to_string();
+    let before: HashMap<String, &Endpoint> = old.iter().map(|e| (id(e), e)).collect();
+    let after: HashMap<String, &Endpoint> = new.iter().map(|e| (id(e), e)).collect();
+    let mut steps: Vec<Change> = old
+        .iter()
+        .filter(|e| !after.contains_key(&id(e)))
+        .map(|e| Change::Remove(e.clone()))
+        .collect();
+    for e in new {
+        match before.get(&id(e)) {
+            None => steps.push(Change::Insert(e.clone())),
+            Some(was) if *was == e => {}
+            Some(was) if (*was).clone().with_weight(e.weight()) == *e => {
+                steps.push(Change::Weight(e.clone()));
+            }
+            Some(_) => steps.push(Change::Insert(e.clone())),
+        }
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eps(lines: &str) -> Vec<Endpoint> {
+        parse_endpoints(lines).unwrap()
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_skipped() {
+        let e = eps("# fleet\n\n127.0.0.1:1 weight=2\n  127.0.0.1:2  \n");
+        let addrs: Vec<_> = e.iter().map(|e| (e.addr(), e.weight())).collect();
+        assert_eq!(addrs, [("127.0.0.1:1", 2), ("127.0.0.1:2", 1)]);
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let err = parse_endpoints("127.0.0.1:1\n127.0.0.1:2 weight=x\n").unwrap_err();
+        assert!(err.starts_with("line 2: "), "{err}");
+    }
+
+    #[test]
+    fn changes_map_one_to_one_onto_the_balancer() {
+        let old = eps("a:1\nb:1 weight=2\nc:1\nd:1 zone=x\n");
+        let new = eps("b:1 weight=5\nc:1\nd:1 zone=y\ne:1\n");
+        assert_eq!(
+            changes(&old, &new),
+            [
+                Change::Remove("a:1".parse().unwrap()),
+                Change::Weight("b:1 weight=5".parse().unwrap()),
+                Change::Insert("d:1 zone=y".parse().unwrap()),
+                Change::Insert("e:1".parse().unwrap()),
+            ]
+        );
+        // Applied step by step, the balancer ends where a snapshot puts it.
+        let spec: loadring::PolicySpec = "ring_hash".parse().unwrap();
+        let stepped =
+            Balancer::with_backends(spec.clone(), old.iter().map(|e| (e.clone(), ()))).unwrap();
+        for step in changes(&old, &new) {
+            match step {
+                Change::Insert(e) => {
+                    stepped.insert(e, ()).unwrap();
+                }
+                Change::Remove(e) => stepped.remove(&e).unwrap(),
+                Change::Weight(e) => stepped.set_weight(&e, e.weight()).unwrap(),
+            }
+        }
+        let snapshot = Balancer::with_backends(spec, std::iter::empty()).unwrap();
+        apply(&snapshot, &new, |_| ()).unwrap();
+        let mut a = stepped.endpoints();
+        let mut b = snapshot.endpoints();
+        a.sort_by_key(|e| e.id().to_string());
+        b.sort_by_key(|e| e.id().to_string());
+        assert_eq!(a, b);
+    }
+}

@@ -1,0 +1,129 @@
+//! The `file:` source sees the two ways configuration management replaces
+//! a file: an atomic replace (write aside, rename over) and a symlink swap
+//! (the Kubernetes ConfigMap pattern: `endpoints -> ..data/endpoints`,
+//! `..data -> ..v1`, and `..data` renamed to point at `..v2`). A bad edit
+//! or a missing file keeps the membership; a refresh re-reads.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loadring_discovery::{Discovery, Membership, SourceSpec};
+
+fn temp_dir(label: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "loadring-discovery-{label}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn addrs(m: &Membership) -> Vec<String> {
+    m.iter().map(ToString::to_string).collect()
+}
+
+/// The next membership within 1 s (the poll is 250 ms; events come sooner).
+async fn next(d: &mut Discovery) -> Vec<String> {
+    let m = tokio::time::timeout(Duration::from_secs(1), d.changed())
+        .await
+        .expect("a change within 1 s");
+    addrs(&m)
+}
+
+async fn nothing_within(d: &mut Discovery, wait: Duration) {
+    if let Ok(m) = tokio::time::timeout(wait, d.changed()).await {
+        panic!("unexpected membership {:?}", addrs(&m));
+    }
+}
+
+fn replace(path: &Path, text: &str) {
+    let aside = path.with_extension("tmp");
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+#[tokio::test]
+async fn an_atomic_replace_is_seen_and_a_bad_edit_keeps_the_membership() {
+    let dir = temp_dir("replace");
+    let file = dir.join("endpoints");
+    std::fs::write(&file, "10.0.0.1:80\n10.0.0.2:80 weight=2\n").unwrap();
+    let spec: SourceSpec = format!("file:{}", file.display()).parse().unwrap();
+    let mut d = Discovery::start(spec).await.unwrap();
+    assert_eq!(
+        addrs(&d.membership()),
+        ["10.0.0.1:80", "10.0.0.2:80 weight=2"]
+    );
+
+    replace(&file, "# resized\n10.0.0.2:80 weight=3\n10.0.0.3:80\n");
+    assert_eq!(next(&mut d).await, ["10.0.0.2:80 weight=3", "10.0.0.3:80"]);
+
+    // A bad line, then the file gone: nothing published.
+    replace(&file, "10.0.0.4:80 weight=x\n");
+    nothing_within(&mut d, Duration::from_millis(600)).await;
+    std::fs::remove_file(&file).unwrap();
+    nothing_within(&mut d, Duration::from_millis(600)).await;
+    assert_eq!(
+        addrs(&d.membership()),
+        ["10.0.0.2:80 weight=3", "10.0.0.3:80"]
+    );
+
+    // Back, with the same text as before the bad edit: still no news (the
+    // membership did not change); then a real change.
+    std::fs::write(&file, "# resized\n10.0.0.2:80 weight=3\n10.0.0.3:80\n").unwrap();
+    nothing_within(&mut d, Duration::from_millis(600)).await;
+    replace(&file, "10.0.0.5:80\n");
+    assert_eq!(next(&mut d).await, ["10.0.0.5:80"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_configmap_symlink_swap_is_seen() {
+    let dir = temp_dir("configmap");
+    let unix = std::os::unix::fs::symlink::<&str, PathBuf>;
+    std::fs::create_dir(dir.join("..v1")).unwrap();
+    std::fs::write(dir.join("..v1/endpoints"), "10.0.1.1:80\n").unwrap();
+    unix("..v1", dir.join("..data")).unwrap();
+    unix("..data/endpoints", dir.join("endpoints")).unwrap();
+    let spec: SourceSpec = format!("file:{}", dir.join("endpoints").display())
+        .parse()
+        .unwrap();
+    let mut d = Discovery::start(spec).await.unwrap();
+    assert_eq!(addrs(&d.membership()), ["10.0.1.1:80"]);
+
+    // What the kubelet does: a new folder, a new link renamed over `..data`.
+    std::fs::create_dir(dir.join("..v2")).unwrap();
+    std::fs::write(dir.join("..v2/endpoints"), "10.0.1.1:80\n10.0.1.2:80\n").unwrap();
+    unix("..v2", dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(dir.join("..v1")).unwrap();
+    assert_eq!(next(&mut d).await, ["10.0.1.1:80", "10.0.1.2:80"]);
+
+    // An edit in place inside `..v2` (no event in the watched folder): the
+    // poll sees it; refresh() asks for a read at once (SIGHUP in the proxy).
+    std::fs::write(dir.join("..v2/endpoints"), "10.0.1.3:80\n").unwrap();
+    d.refresh();
+    assert_eq!(next(&mut d).await, ["10.0.1.3:80"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn no_first_membership_is_an_error_naming_the_source() {
+    let err = Discovery::start("file:/nonexistent/loadring/endpoints".parse().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.0.starts_with("file:/nonexistent/loadring/endpoints: "),
+        "{err}"
+    );
+    let dir = temp_dir("bad");
+    std::fs::write(dir.join("e"), "10.0.0.1:80\nnot an endpoint\n").unwrap();
+    let err = Discovery::start(format!("file:{}", dir.join("e").display()).parse().unwrap())
+        .await
+        .unwrap_err();
+    assert!(err.0.contains("line 2"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
