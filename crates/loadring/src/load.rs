@@ -358,4 +358,33 @@ mod tests {
         m.release();
         assert_eq!(m.load(), 0);
     }
+
+    /// Threads racing for the last slot under a cap of 1: the
+    /// compare-and-swap lets exactly one in, so no thread ever sees a load
+    /// of 2 (a check-then-add would let two in now and then).
+    #[test]
+    fn racing_reservations_never_pass_the_cap() {
+        let member = Arc::new(Member::untallied(&Endpoint::new("a").unwrap()));
+        let over = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (member, over) = (member.clone(), over.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200_000 {
+                        if member.try_reserve(1) {
+                            if member.load() > 1 {
+                                over.fetch_add(1, Relaxed);
+                            }
+                            member.release();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(over.load(Relaxed), 0, "a reservation went past the cap");
+        assert_eq!(member.load(), 0);
+    }
 }
