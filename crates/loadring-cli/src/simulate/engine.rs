@@ -164,14 +164,14 @@ pub struct Outcome {
 }
 
 /// A request in service: its guard is finished (released) when it leaves.
-struct Departure {
-    at: u64,
+pub(super) struct Departure {
+    pub(super) at: u64,
     /// Arrival order, so that equal times leave in a fixed order.
-    seq: usize,
-    endpoint: usize,
+    pub(super) seq: usize,
+    pub(super) endpoint: usize,
     /// Its service time (ns), reported as its latency.
-    service: u64,
-    pick: Pick,
+    pub(super) service: u64,
+    pub(super) pick: Pick,
 }
 
 impl PartialEq for Departure {

@@ -26,14 +26,13 @@
 //! Membership events apply to every balancer at the same instant (the
 //! fleet shares membership, e.g. through `loadring proxy --discover`).
 
-use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt::Write as _;
 
-use loadring::{Balancer, Endpoint, Pick, Request};
+use loadring::{Balancer, Endpoint, Request};
 
 use super::args::{Change, Config, Policy};
-use super::engine::{Setup, MIN_MEAN};
+use super::engine::{Departure, Setup, MIN_MEAN};
 use crate::CliError;
 
 /// One policy at one fleet size.
@@ -60,30 +59,6 @@ pub fn sizes(k: usize) -> Vec<usize> {
     }
     sizes.push(k);
     sizes
-}
-
-struct Departure {
-    at: u64,
-    seq: usize,
-    endpoint: usize,
-    _pick: Pick,
-}
-
-impl PartialEq for Departure {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Departure {}
-impl PartialOrd for Departure {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Departure {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
 }
 
 /// splitmix64: which balancer request `seq` reaches.
@@ -199,7 +174,8 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
             at: arrival.at.saturating_add(arrival.service),
             seq,
             endpoint: e,
-            _pick: pick,
+            service: arrival.service,
+            pick,
         });
     }
     let span = measured_from.map_or(0, |from| last_at.saturating_sub(from));
