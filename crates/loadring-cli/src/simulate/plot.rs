@@ -17,8 +17,20 @@ use super::args::{Change, Config, PlotFormat};
 use super::engine::{Outcome, Setup};
 use super::workload::{thousands, Workload};
 
-const SIZE: (u32, u32) = (1600, 1000);
-const FONT: &str = "sans-serif";
+pub(super) const SIZE: (u32, u32) = (1600, 1000);
+pub(super) const FONT: &str = "sans-serif";
+
+/// Registers the embedded DejaVu Sans as [`FONT`], once per process, so that
+/// no system fonts are needed.
+pub(super) fn register_fonts() {
+    static FONTS: Once = Once::new();
+    FONTS.call_once(|| {
+        // The embedded font is a valid TrueType file; if registration ever
+        // failed, text would be missing but the plot still drawn.
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+}
 
 /// Tableau 10: distinct at a glance, also for colour-blind readers.
 const ENDPOINT_COLORS: [RGBColor; 10] = [
@@ -48,13 +60,7 @@ pub fn draw(
     setup: &Setup<'_>,
     outcomes: &[Outcome],
 ) -> Result<(), String> {
-    static FONTS: Once = Once::new();
-    FONTS.call_once(|| {
-        // The embedded font is a valid TrueType file; if registration ever
-        // failed, text would be missing but the plot still drawn.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
-        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
-    });
+    register_fonts();
     let result = match format {
         PlotFormat::Svg => {
             let root = SVGBackend::new(path, SIZE).into_drawing_area();

@@ -6,16 +6,14 @@
 
 use std::error::Error;
 use std::path::Path;
-use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::args::PlotFormat;
+use super::plot::{register_fonts, FONT, SIZE};
 use super::scenario::{self, Config, Kind, Result, BAD_FROM, BAD_TO, ENDPOINTS, WINDOW};
 
-const SIZE: (u32, u32) = (1600, 1000);
-const FONT: &str = "sans-serif";
 /// Tableau 10, one colour per policy.
 const COLORS: [RGBColor; 6] = [
     RGBColor(78, 121, 167),
@@ -36,12 +34,7 @@ pub fn draw(
     config: &Config,
     results: &[Result],
 ) -> std::result::Result<(), String> {
-    static FONTS: Once = Once::new();
-    FONTS.call_once(|| {
-        // As in plot.rs: text would be missing, the plot still drawn.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
-        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
-    });
+    register_fonts();
     let result = match format {
         PlotFormat::Svg => {
             let root = SVGBackend::new(path, SIZE).into_drawing_area();
