@@ -288,16 +288,15 @@ impl<T> Balancer<T> {
         let backends = dedup(backends)?;
         let _writer = self.lock();
         let current = self.snapshot.load_full();
-        // Values of a zero-sized type carry nothing to replace: an unchanged
-        // membership is then a true no-op (the `Balancer<()>` of `update`).
-        if std::mem::size_of::<T>() == 0
-            && current.endpoints.len() == backends.len()
+        let same = current.endpoints.len() == backends.len()
             && current
                 .endpoints
                 .iter()
                 .zip(&backends)
-                .all(|(a, (b, _))| a == b)
-        {
+                .all(|(a, (b, _))| a == b);
+        // Values of a zero-sized type carry nothing to replace: an unchanged
+        // membership is then a true no-op (the `Balancer<()>` of `update`).
+        if same && std::mem::size_of::<T>() == 0 {
             return Ok(false);
         }
         // Maps, not scans: a membership of n endpoints is matched in O(n).
@@ -306,12 +305,6 @@ impl<T> Balancer<T> {
             .iter()
             .map(|b| (b.endpoint.id(), &b.member))
             .collect();
-        let same = current.endpoints.len() == backends.len()
-            && current
-                .endpoints
-                .iter()
-                .zip(&backends)
-                .all(|(a, (b, _))| a == b);
         let next: Vec<Arc<Backend<T>>> = backends
             .into_iter()
             .map(|(endpoint, value)| match by_identity.get(&endpoint.id()) {
