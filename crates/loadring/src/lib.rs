@@ -42,6 +42,7 @@ pub mod clock;
 mod describe;
 mod duration;
 mod endpoint;
+mod engine;
 mod error;
 mod haproxy;
 pub mod hash;
@@ -49,6 +50,7 @@ mod hashing;
 mod ketama;
 mod lifecycle;
 mod load;
+mod local;
 pub mod maglev;
 mod nginx;
 mod params;
@@ -58,6 +60,7 @@ mod request;
 pub mod ring;
 mod ring_hash;
 mod rng;
+mod route;
 mod spec;
 mod twemproxy;
 mod wavelet;
@@ -70,7 +73,9 @@ pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
 pub use load::{Outcome, Pick};
+pub use local::{LocalBalancer, LocalPick};
 pub use request::Request;
+pub use route::Route;
 pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};
 
 /// The README's Rust example, compiled and run by `cargo test` so it cannot rot.
