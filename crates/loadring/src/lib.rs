@@ -26,6 +26,14 @@
 //! [`Outcome`], and [`policy`] holds the traits a policy of your own
 //! implements to run with the same guards, health and exclusions.
 //!
+//! ## Picking fast
+//! [`Balancer::pick`]'s guard can go anywhere (another thread, a future);
+//! that costs shared reference counts on every pick. A thread that picks and
+//! releases itself takes a [`Balancer::local`] handle: its [`LocalPick`]
+//! guards cost the policy's lookup and the in-flight counter, nothing more.
+//! [`Balancer::route`] answers where a hashing policy places a request
+//! without reserving or allocating anything (a cache client sharding keys).
+//!
 //! ## Errors
 //! Nothing in this crate panics on bad input. Parsing returns [`ParseError`]
 //! (with the key, the value and what is accepted), building a balancer
