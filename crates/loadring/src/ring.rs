@@ -55,10 +55,10 @@ impl<P: Point> Ring<P> {
     /// The sort is a radix sort on the points (hash values are uniform, so
     /// their digits spread evenly over the buckets): on 102,400 points, sort
     /// and index take 0.42 ms instead of 2.7 ms with a comparison sort
-    /// (BENCHMARKS.md). Its last pass writes the ring's separate `points` and
-    /// `owners` arrays, so no `unzip` copies the sorted entries once more.
-    /// Runs of equal points are then put in rank order, ties broken by owner
-    /// index.
+    /// (BENCHMARKS.md). Its passes alternate between `entries` and the ring's
+    /// separate `points` and `owners` arrays, and end in the arrays: no
+    /// second buffer of entries, no `unzip` copy. Runs of equal points are
+    /// then put in rank order, ties broken by owner index.
     ///
     /// # Panics
     /// `rank` has no entry for some owner (an owner index `>= rank.len()`).
@@ -253,10 +253,10 @@ const RADIX_BITS: u32 = 11;
 /// separate point and owner arrays. Below a few hundred entries a comparison
 /// sort is faster.
 ///
-/// `entries` and the two result arrays are the only buffers: one buffer of
-/// all entries fewer than a sort into a second buffer then `unzip` (at 1,024
-/// endpoints x 160, 1.3 MB fewer fresh pages to fault in, which was a large
-/// part of the build's time).
+/// `entries` and the two result arrays are the only buffers, one buffer of
+/// all entries fewer than sorting into a second buffer and then `unzip`ping
+/// (1.3 MB less at its peak for 1,024 endpoints x 160; the memory a build
+/// touches for the first time costs page faults, a large part of its time).
 fn radix_sort<P: Point>(mut entries: Vec<(P, u32)>) -> (Vec<P>, Vec<u32>) {
     const BUCKETS: usize = 1 << RADIX_BITS;
     const MASK: u64 = BUCKETS as u64 - 1;
