@@ -28,7 +28,7 @@ use std::sync::Arc;
 use crate::balancer::{Balancer, Snapshot};
 use crate::endpoint::Endpoint;
 use crate::error::PickError;
-use crate::load::{Backend, Outcome};
+use crate::load::{Backend, Member, Outcome};
 use crate::request::Request;
 use crate::route::Route;
 
@@ -36,6 +36,10 @@ use crate::route::Route;
 pub(crate) struct Cached<T> {
     generation: u64,
     pub(crate) snapshot: Arc<Snapshot<T>>,
+    /// The snapshot's in-flight counters, by backend index, one step from
+    /// the guard: a release follows two pointers to the counter instead of
+    /// five (snapshot, backends, backend, member).
+    members: Box<[Arc<Member>]>,
 }
 
 /// One thread's handle on a [`Balancer`], made by [`Balancer::local`]: picks
@@ -93,9 +97,12 @@ impl<'b, T> LocalBalancer<'b, T> {
         // The generation is read first: a change published in between makes
         // the next pick look again, never miss it.
         let generation = balancer.generation().load(Acquire);
+        let snapshot = balancer.snapshot_arc();
+        let members = snapshot.backends.iter().map(|b| b.member.clone()).collect();
         Cached {
             generation,
-            snapshot: balancer.snapshot_arc(),
+            snapshot,
+            members,
         }
     }
 
@@ -206,7 +213,7 @@ impl<T> LocalPick<T> {
 impl<T> Drop for LocalPick<T> {
     #[inline]
     fn drop(&mut self) {
-        self.backend_entry().member.release();
+        self.snapshot.members[self.index].release();
     }
 }
 
