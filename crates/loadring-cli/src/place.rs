@@ -88,6 +88,9 @@ fn place_all(
     zone: Option<&str>,
 ) -> Result<(), Failure> {
     let hashing = balancer.policy().needs_key();
+    // One thread places every line, each guard dropped at once: the local
+    // handle's picks skip the shared reference counts.
+    let local = balancer.local();
     let mut line = Vec::new();
     let mut number = 0u64;
     loop {
@@ -120,7 +123,7 @@ fn place_all(
         if let Some(zone) = zone {
             request = request.in_zone(zone);
         }
-        let pick = balancer
+        let pick = local
             .pick(&request)
             .map_err(|e| Failure::Input(format!("line {number}: {e}")))?;
         out.write_all(text)?;

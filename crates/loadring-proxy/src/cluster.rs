@@ -224,7 +224,7 @@ impl Cluster {
                 .route(&key.request())
                 .ok()
                 .flatten()
-                .is_some_and(|owner| !owner.same_backend(pick.endpoint()));
+                .is_some_and(|owner| !owner.endpoint().same_backend(pick.endpoint()));
         Ok(Selected { pick, spilled })
     }
 

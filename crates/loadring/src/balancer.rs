@@ -2,18 +2,21 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
 use crate::describe::Layout;
 use crate::endpoint::{dedup, Endpoint, Id};
+use crate::engine::Engine;
 use crate::error::{BuildError, PickError, UnknownEndpoint};
 use crate::load::{Backend, Member, Pick};
+use crate::local::LocalBalancer;
 use crate::policy::{Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::Request;
+use crate::route::Route;
 use crate::spec::PolicySpec;
 
 /// A load balancer: one policy over a changing set of endpoints, each
@@ -98,13 +101,80 @@ pub struct Balancer<T = ()> {
     tallied: bool,
     /// Serializes writers; readers never touch it.
     writer: Mutex<()>,
+    /// Bumped after every snapshot published, so that a [`LocalBalancer`]
+    /// sees a change with one load.
+    generation: AtomicU64,
 }
 
-struct Snapshot<T> {
-    endpoints: Vec<Endpoint>,
-    backends: Vec<Arc<Backend<T>>>,
+/// One membership, immutable: what every pick reads.
+pub(crate) struct Snapshot<T> {
+    pub(crate) endpoints: Vec<Endpoint>,
+    pub(crate) backends: Vec<Arc<Backend<T>>>,
     /// `None` while there are no endpoints.
     picker: Option<Arc<dyn Picker>>,
+    /// The same picker, by concrete type where it is a hot built-in one.
+    engine: Option<Engine>,
+}
+
+impl<T> Snapshot<T> {
+    fn new(
+        endpoints: Vec<Endpoint>,
+        backends: Vec<Arc<Backend<T>>>,
+        picker: Option<Arc<dyn Picker>>,
+    ) -> Self {
+        let engine = picker.clone().map(Engine::new);
+        Snapshot {
+            endpoints,
+            backends,
+            picker,
+            engine,
+        }
+    }
+
+    /// The same membership with new values for the same endpoints.
+    fn with_backends(&self, backends: Vec<Arc<Backend<T>>>) -> Self {
+        Snapshot {
+            endpoints: self.endpoints.clone(),
+            backends,
+            picker: self.picker.clone(),
+            engine: self.engine.clone(),
+        }
+    }
+
+    /// Picks and reserves: the index of the backend.
+    #[inline]
+    pub(crate) fn pick_index(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
+        let i = engine.pick(req)?;
+        if i < self.backends.len() {
+            Ok(i)
+        } else {
+            // Only a policy from outside the crate can name an index beyond
+            // its pool; it reserved nothing there.
+            Err(PickError::NoEligibleEndpoint {
+                members: self.backends.len(),
+            })
+        }
+    }
+
+    /// The index a hashing policy routes to; `None` for other policies.
+    #[inline]
+    pub(crate) fn route_index(&self, req: &Request<'_>) -> Result<Option<usize>, PickError> {
+        let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
+        match engine.route(req) {
+            None => Ok(None),
+            Some(found) => {
+                let i = found?;
+                if i < self.backends.len() {
+                    Ok(Some(i))
+                } else {
+                    Err(PickError::NoEligibleEndpoint {
+                        members: self.backends.len(),
+                    })
+                }
+            }
+        }
+    }
 }
 
 impl<T> fmt::Debug for Balancer<T> {
@@ -177,14 +247,11 @@ impl<T> Balancer<T> {
         let balancer = Balancer {
             policy,
             spec: None,
-            snapshot: ArcSwap::from_pointee(Snapshot {
-                endpoints: Vec::new(),
-                backends: Vec::new(),
-                picker: None,
-            }),
+            snapshot: ArcSwap::from_pointee(Snapshot::new(Vec::new(), Vec::new(), None)),
             total,
             tallied,
             writer: Mutex::new(()),
+            generation: AtomicU64::new(0),
         };
         let backends = dedup(backends)?;
         let backends = backends
@@ -228,11 +295,7 @@ impl<T> Balancer<T> {
     ) -> Result<Snapshot<T>, BuildError> {
         let endpoints: Vec<Endpoint> = backends.iter().map(|b| b.endpoint.clone()).collect();
         if endpoints.is_empty() {
-            return Ok(Snapshot {
-                endpoints,
-                backends,
-                picker: None,
-            });
+            return Ok(Snapshot::new(endpoints, backends, None));
         }
         if endpoints.iter().all(|e| e.weight() == 0) {
             return Err(BuildError::all_weights_zero());
@@ -247,11 +310,7 @@ impl<T> Balancer<T> {
             Some(picker) => picker?,
             None => self.policy.build(pool)?,
         };
-        Ok(Snapshot {
-            endpoints,
-            backends,
-            picker: Some(picker),
-        })
+        Ok(Snapshot::new(endpoints, backends, Some(picker)))
     }
 
     /// Publishes `next`, retiring the backends of `current` it does not keep.
@@ -267,6 +326,23 @@ impl<T> Balancer<T> {
             }
         }
         self.snapshot.store(Arc::new(next));
+        self.generation.fetch_add(1, Release);
+    }
+
+    /// The generation of the published snapshot (see [`LocalBalancer`]).
+    pub(crate) fn generation(&self) -> &AtomicU64 {
+        &self.generation
+    }
+
+    /// The published snapshot, owned.
+    pub(crate) fn snapshot_arc(&self) -> Arc<Snapshot<T>> {
+        self.snapshot.load_full()
+    }
+
+    /// The engine of the published snapshot.
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> Option<Engine> {
+        self.snapshot.load().engine.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
@@ -317,11 +393,7 @@ impl<T> Balancer<T> {
             })
             .collect();
         let next = if same {
-            Snapshot {
-                endpoints: current.endpoints.clone(),
-                backends: next,
-                picker: current.picker.clone(),
-            }
+            current.with_backends(next)
         } else {
             self.build(next, None)?
         };
@@ -358,12 +430,7 @@ impl<T> Balancer<T> {
                     value,
                 });
                 if same {
-                    let next = Snapshot {
-                        endpoints: current.endpoints.clone(),
-                        backends,
-                        picker: current.picker.clone(),
-                    };
-                    (next, false)
+                    (current.with_backends(backends), false)
                 } else {
                     let change = reweighted.then_some(Change::Reweighted(i));
                     (self.build_after(&current, backends, change)?, true)
@@ -426,16 +493,16 @@ impl<T> Balancer<T> {
     #[inline]
     pub fn pick(&self, req: &Request<'_>) -> Result<Pick<T>, PickError> {
         let snapshot = self.snapshot.load();
-        let picker = snapshot.picker.as_ref().ok_or(PickError::NoEndpoints)?;
-        let i = picker.pick(req)?;
-        match snapshot.backends.get(i) {
-            Some(backend) => Ok(Pick::new(backend.clone())),
-            // Only a policy from outside the crate can name an index beyond
-            // its pool; it reserved nothing there.
-            None => Err(PickError::NoEligibleEndpoint {
-                members: snapshot.backends.len(),
-            }),
-        }
+        let i = snapshot.pick_index(req)?;
+        Ok(Pick::new(snapshot.backends[i].clone()))
+    }
+
+    /// A handle for one thread whose picks cost the policy's lookup and the
+    /// in-flight counter, nothing more: no shared reference counts, no
+    /// protection of the snapshot per pick. Its guards stay on the thread.
+    /// See [`LocalBalancer`] for when to use it.
+    pub fn local(&self) -> LocalBalancer<'_, T> {
+        LocalBalancer::new(self)
     }
 
     /// The policy's order of preference for `req`, lazily: for hashing
@@ -480,16 +547,18 @@ impl<T> Balancer<T> {
 
     /// The endpoint a hashing policy places `req` on with no load (the key's
     /// owner, walking past unhealthy and excluded endpoints), without
-    /// reserving anything; `Ok(None)` for policies that do not place by hash.
+    /// reserving anything and without allocating; `Ok(None)` for policies
+    /// that do not place by hash. For callers that only need placement: a
+    /// cache client sharding keys, `loadring place`.
     ///
     /// # Errors
     /// As [`Balancer::pick`].
-    pub fn route(&self, req: &Request<'_>) -> Result<Option<Endpoint>, PickError> {
+    #[inline]
+    pub fn route(&self, req: &Request<'_>) -> Result<Option<Route<T>>, PickError> {
         let snapshot = self.snapshot.load();
-        let picker = snapshot.picker.as_ref().ok_or(PickError::NoEndpoints)?;
-        match picker.route(req) {
+        match snapshot.route_index(req)? {
+            Some(i) => Ok(Some(Route::shared(snapshot, i))),
             None => Ok(None),
-            Some(found) => Ok(snapshot.endpoints.get(found?).cloned()),
         }
     }
 

@@ -16,8 +16,8 @@
 
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError};
-use crate::hash::{md5_le32, md5_words, murmur3_x86_32, point_name, Murmur3Prefix};
-use crate::hashing::{RingPlacement, Scheme};
+use crate::hash::{md5_le32, md5_words, point_name, Murmur3Prefix};
+use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::params::Params;
 use crate::policy::Change;
 use crate::pool::Pool;
@@ -112,10 +112,10 @@ impl BrpcRing {
         }
     }
 
-    fn key_hash(&self) -> fn(&[u8]) -> u64 {
+    fn key_hash(&self) -> RingKeyHash {
         match self.hash {
-            BrpcHash::Murmur3 => |k| u64::from(murmur3_x86_32(k, 0)),
-            BrpcHash::Md5 | BrpcHash::Ketama => |k| u64::from(md5_le32(k)),
+            BrpcHash::Murmur3 => RingKeyHash::Murmur3,
+            BrpcHash::Md5 | BrpcHash::Ketama => RingKeyHash::Other(|k| u64::from(md5_le32(k))),
         }
     }
 }
@@ -198,6 +198,7 @@ fn brpc_ranks(pool: &Pool) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
+    use crate::hash::murmur3_x86_32;
     use std::sync::atomic::AtomicI64;
     use std::sync::Arc;
 

@@ -156,7 +156,31 @@ pub(crate) fn slot_shares(slots: &[u32], endpoints: usize) -> Vec<f64> {
 pub(crate) struct RingPlacement<P: Point> {
     pub(crate) name: &'static str,
     pub(crate) ring: Ring<P>,
-    pub(crate) key_hash: fn(&[u8]) -> u64,
+    pub(crate) key_hash: RingKeyHash,
+}
+
+/// The key hash of a ring. The defaults of brpc (`c_murmurhash`) and Envoy
+/// (`ring_hash`) are named so that a pick calls them directly and the
+/// compiler inlines them; the other schemes' go through a function pointer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RingKeyHash {
+    /// MurmurHash3 x86_32, seed 0.
+    Murmur3,
+    /// XXH64, seed 0.
+    XxHash64,
+    /// Any other hash.
+    Other(fn(&[u8]) -> u64),
+}
+
+impl RingKeyHash {
+    #[inline]
+    pub(crate) fn code(self, key: &[u8]) -> u64 {
+        match self {
+            RingKeyHash::Murmur3 => u64::from(crate::hash::murmur3_x86_32(key, 0)),
+            RingKeyHash::XxHash64 => crate::hash::xxhash64(key, 0),
+            RingKeyHash::Other(hash) => hash(key),
+        }
+    }
 }
 
 impl<P: Point> Placement for RingPlacement<P> {
@@ -183,7 +207,7 @@ impl<P: Point> Placement for RingPlacement<P> {
     }
     #[inline]
     fn key_code(&self, key: &[u8]) -> u64 {
-        (self.key_hash)(key)
+        self.key_hash.code(key)
     }
     fn shares(&self, endpoints: usize) -> Vec<f64> {
         self.ring.shares(endpoints)
@@ -381,6 +405,19 @@ impl<T: Placement> Hashing<T> {
         }
     }
 
+    /// A pick whose key's owner is not eligible or (bounded) not below its
+    /// least cap: the walk, bounded or plain.
+    #[inline(never)]
+    fn pick_walking(&self, start: usize, req: &Request<'_>) -> Result<usize, PickError> {
+        match self.bound {
+            Some(factor) => self.pick_bounded(start, req, factor),
+            None => match self.first_eligible(start, req) {
+                Some(i) => Ok(self.pool.take(i)),
+                None => self.fallback(req),
+            },
+        }
+    }
+
     /// The cap the next pick applies to endpoint `i`.
     fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
         self.cap_at(factor, self.pool.total_load(), i)
@@ -395,16 +432,18 @@ impl<T: Placement> Picker for Hashing<T> {
     #[inline]
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let start = self.start(req)?;
-        match self.bound {
-            Some(factor) => self.pick_bounded(start, req, factor),
-            None => match self.first_eligible(start, req) {
-                Some(i) => {
-                    self.pool.reserve(i);
-                    Ok(i)
-                }
-                None => self.fallback(req),
-            },
+        // Most picks end at the key's own entry: its owner is eligible and
+        // (bounded) below the least cap it can have. That costs one look
+        // and one reservation, with nothing of the walk set up.
+        let owner = self.placement.owner(start);
+        if self.pool.eligible(owner, req) {
+            match self.bound {
+                None => return Ok(self.pool.take(owner)),
+                Some(_) if self.pool.try_reserve(owner, self.floors[owner]) => return Ok(owner),
+                Some(_) => {}
+            }
         }
+        self.pick_walking(start, req)
     }
 
     /// The clockwise walk from the request's entry, each endpoint at its
@@ -530,7 +569,7 @@ mod tests {
         RingPlacement {
             name: "test",
             ring: Ring::build(entries, &rank),
-            key_hash: |_| 0,
+            key_hash: RingKeyHash::Other(|_| 0),
         }
     }
 

@@ -58,7 +58,7 @@
 use crate::brpc::MAX_RING_POINTS;
 use crate::error::{spec_err, BuildError, BuildErrorKind, ParseError};
 use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
-use crate::hashing::{RingPlacement, Scheme};
+use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::params::Params;
 use crate::pool::Pool;
 use crate::ring::Ring;
@@ -207,7 +207,7 @@ impl Ketama {
         Ok(RingPlacement {
             name: self.name(),
             ring: Ring::build(entries, &rank),
-            key_hash: point_hash,
+            key_hash: RingKeyHash::Other(point_hash),
         })
     }
 

@@ -26,6 +26,14 @@
 //! [`Outcome`], and [`policy`] holds the traits a policy of your own
 //! implements to run with the same guards, health and exclusions.
 //!
+//! ## Picking fast
+//! [`Balancer::pick`]'s guard can go anywhere (another thread, a future);
+//! that costs shared reference counts on every pick. A thread that picks and
+//! releases itself takes a [`Balancer::local`] handle: its [`LocalPick`]
+//! guards cost the policy's lookup and the in-flight counter, nothing more.
+//! [`Balancer::route`] answers where a hashing policy places a request
+//! without reserving or allocating anything (a cache client sharding keys).
+//!
 //! ## Errors
 //! Nothing in this crate panics on bad input. Parsing returns [`ParseError`]
 //! (with the key, the value and what is accepted), building a balancer
@@ -42,6 +50,7 @@ pub mod clock;
 mod describe;
 mod duration;
 mod endpoint;
+mod engine;
 mod error;
 mod haproxy;
 pub mod hash;
@@ -49,6 +58,7 @@ mod hashing;
 mod ketama;
 mod lifecycle;
 mod load;
+mod local;
 pub mod maglev;
 mod nginx;
 mod params;
@@ -58,6 +68,7 @@ mod request;
 pub mod ring;
 mod ring_hash;
 mod rng;
+mod route;
 mod spec;
 mod twemproxy;
 mod wavelet;
@@ -70,7 +81,9 @@ pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
 pub use load::{Outcome, Pick};
+pub use local::{LocalBalancer, LocalPick};
 pub use request::Request;
+pub use route::Route;
 pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};
 
 /// The README's Rust example, compiled and run by `cargo test` so it cannot rot.

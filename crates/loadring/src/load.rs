@@ -21,18 +21,23 @@ const REMOVED: u64 = 1 << 63;
 const COUNT: u64 = REMOVED - 1;
 
 /// The shared state of one backend: identity, in-flight count, health.
+///
+/// What a pick reads and writes (the counter, health, observer, total) comes
+/// first, in one cache line of its own: two threads picking different
+/// backends never write to the same line.
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Member {
-    addr: Box<str>,
-    tag: Option<Box<str>>,
     /// Low 63 bits: requests in flight. Top bit: no longer a member.
     word: AtomicU64,
-    healthy: AtomicBool,
     /// In-flight requests summed over the current members of the balancer,
     /// if the balancer keeps that sum.
     total: Option<Arc<AtomicI64>>,
     /// What the policy learns from outcomes, if it learns anything.
     observer: Option<Arc<dyn Observer>>,
+    healthy: AtomicBool,
+    addr: Box<str>,
+    tag: Option<Box<str>>,
 }
 
 impl Member {

@@ -53,7 +53,7 @@ use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::error::{BuildError, BuildErrorKind, ParseError, PickError};
 use crate::hash::{crc32, crc32_update, CRC32_INIT};
-use crate::hashing::{HashingPolicy, RingPlacement, Scheme};
+use crate::hashing::{HashingPolicy, RingKeyHash, RingPlacement, Scheme};
 use crate::params::Params;
 use crate::policy::{check_pool, none_eligible, Order, Picker, Policy};
 use crate::pool::Pool;
@@ -210,7 +210,7 @@ fn consistent_ring(pool: &Pool) -> Result<RingPlacement<u32>> {
     Ok(RingPlacement {
         name: NAME,
         ring: Ring::build(entries, &rank),
-        key_hash: |k| u64::from(crc32(k)),
+        key_hash: RingKeyHash::Other(|k| u64::from(crc32(k))),
     })
 }
 

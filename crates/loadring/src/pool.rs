@@ -18,6 +18,8 @@ pub struct Pool {
     endpoints: Vec<Endpoint>,
     members: Vec<Arc<Member>>,
     weight_sum: u64,
+    /// No endpoint has weight 0: eligibility need not look at weights.
+    all_weighted: bool,
     whole: bool,
     total: Arc<AtomicI64>,
     /// Set while the endpoint lifecycle is in panic (too few endpoints
@@ -34,10 +36,12 @@ impl Pool {
     ) -> Self {
         debug_assert_eq!(endpoints.len(), members.len());
         let weight_sum = endpoints.iter().map(|e| u64::from(e.weight())).sum();
+        let all_weighted = endpoints.iter().all(|e| e.weight() > 0);
         Pool {
             endpoints,
             members,
             weight_sum,
+            all_weighted,
             whole,
             total,
             panic: None,
@@ -115,7 +119,7 @@ impl Pool {
     #[inline]
     pub fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
         let m = &self.members[i];
-        self.endpoints[i].weight() > 0
+        (self.all_weighted || self.endpoints[i].weight() > 0)
             && ((m.is_healthy() && m.admits(req)) || self.panicking())
             && !req.excludes(m.addr(), m.tag())
     }

@@ -30,7 +30,7 @@
 
 use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
-use crate::hashing::{RingPlacement, Scheme};
+use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::params::Params;
 use crate::pool::Pool;
 use crate::ring::Ring;
@@ -120,7 +120,7 @@ impl RingHash {
         Ok(RingPlacement {
             name: "ring_hash",
             ring: Ring::build(entries, &rank),
-            key_hash: |key| xxhash64(key, 0),
+            key_hash: RingKeyHash::XxHash64,
         })
     }
 }

@@ -2,12 +2,18 @@
 //!
 //! SplitMix64 (Steele, Lea, Flood): the state is a counter advanced by the
 //! odd "golden gamma" and each output is the counter's value passed through
-//! a bijective mixer. Advancing the counter is one `fetch_add`, so every
-//! picking thread gets its own output without a lock, and a given `seed=`
-//! replays the same stream on a single thread. The library thereby needs no
-//! `rand` dependency; SplitMix64 passes BigCrush, which is far more than a
-//! load balancer's coin flips ask for.
+//! a bijective mixer. The library thereby needs no `rand` dependency;
+//! SplitMix64 passes BigCrush, which is far more than a load balancer's coin
+//! flips ask for.
+//!
+//! Unseeded (the default), each thread draws from its own counter, a plain
+//! thread-local: picks on different threads share no cache line. A `seed=`
+//! asks for a replay, which needs one stream: the counter is then shared and
+//! advanced by one `fetch_add` per draw (lock-free, but a cache line every
+//! picking thread writes), and a given seed replays the same numbers on a
+//! single thread.
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -29,10 +35,16 @@ impl Seed {
     }
 }
 
-/// A shared SplitMix64 stream.
+/// A SplitMix64 stream: per thread, or shared when seeded.
 #[derive(Debug)]
 pub(crate) struct Rng {
-    state: AtomicU64,
+    /// The shared counter of a seeded stream; `None`: the thread's own.
+    shared: Option<AtomicU64>,
+}
+
+thread_local! {
+    /// The counter of this thread's unseeded stream, seeded at its first use.
+    static THREAD_STATE: Cell<u64> = Cell::new(fresh_seed());
 }
 
 impl Rng {
@@ -43,16 +55,23 @@ impl Rng {
     /// `local_first:seed=1 over random:seed=1`): their counters start at
     /// unrelated points, instead of producing the same numbers in lock-step.
     pub(crate) fn new(seed: Seed, stream: u64) -> Self {
-        let seed = seed.0.unwrap_or_else(fresh_seed);
         Rng {
-            state: AtomicU64::new(mix(seed ^ mix(stream))),
+            shared: seed.0.map(|seed| AtomicU64::new(mix(seed ^ mix(stream)))),
         }
     }
 
     /// The next 64 random bits.
     #[inline]
     pub(crate) fn next_u64(&self) -> u64 {
-        mix(self.state.fetch_add(GAMMA, Relaxed).wrapping_add(GAMMA))
+        let state = match &self.shared {
+            Some(shared) => shared.fetch_add(GAMMA, Relaxed).wrapping_add(GAMMA),
+            None => THREAD_STATE.with(|state| {
+                let next = state.get().wrapping_add(GAMMA);
+                state.set(next);
+                next
+            }),
+        };
+        mix(state)
     }
 
     /// A local SplitMix64 stream starting from the next shared output: the
@@ -116,7 +135,7 @@ mod tests {
         // The first outputs of the reference SplitMix64 seeded with 1234567
         // (Vigna's splitmix64.c; also the test vector of many ports).
         let rng = Rng {
-            state: AtomicU64::new(1_234_567),
+            shared: Some(AtomicU64::new(1_234_567)),
         };
         let got: Vec<u64> = (0..3).map(|_| rng.next_u64()).collect();
         assert_eq!(
@@ -142,6 +161,26 @@ mod tests {
         let fresh1 = Rng::new(Seed(None), 1).next_u64();
         let fresh2 = Rng::new(Seed(None), 1).next_u64();
         assert_ne!(fresh1, fresh2, "unseeded generators differ");
+    }
+
+    /// Unseeded, threads draw from streams of their own (no shared counter),
+    /// seeded apart: two threads do not see the same numbers, as they would
+    /// if every thread's stream started from one seed.
+    #[test]
+    fn unseeded_threads_draw_their_own_streams() {
+        let rng = Rng::new(Seed(None), 0);
+        assert!(rng.shared.is_none(), "no shared counter");
+        let draws = |rng: &Rng| (0..64).map(|_| rng.next_u64()).collect::<Vec<_>>();
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| draws(&rng));
+            let b = s.spawn(|| draws(&rng));
+            (a.join().unwrap(), b.join().unwrap())
+        });
+        let a: std::collections::HashSet<u64> = a.into_iter().collect();
+        assert!(b.iter().all(|x| !a.contains(x)), "the streams overlap");
+        // Each thread's own stream is SplitMix64: consecutive states differ by
+        // the gamma, so outputs never repeat within a thread.
+        assert_eq!(a.len(), 64);
     }
 
     #[test]

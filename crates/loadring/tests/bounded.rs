@@ -5,7 +5,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use loadring::{Balancer, Endpoint, Pick, PickError, PolicySpec, Request, UnknownEndpoint};
+use loadring::{
+    Balancer, Endpoint, LocalBalancer, LocalPick, Pick, PickError, PolicySpec, Request,
+    UnknownEndpoint,
+};
 use proptest::prelude::*;
 
 /// Six backends of weights 1, 1, 2, 1, 3, 1.
@@ -23,15 +26,29 @@ fn universe() -> Vec<Endpoint> {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Pick { key: u8, exclude: Option<u8> },
-    Drop { index: u8 },
-    Update { mask: u8 },
-    Health { endpoint: u8, healthy: bool },
+    /// `local`: through a [`LocalBalancer`] made before the first step, so
+    /// its cached snapshot must follow every update.
+    Pick {
+        key: u8,
+        exclude: Option<u8>,
+        local: bool,
+    },
+    Drop {
+        index: u8,
+    },
+    Update {
+        mask: u8,
+    },
+    Health {
+        endpoint: u8,
+        healthy: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0u8..4, proptest::option::of(0u8..6)).prop_map(|(key, exclude)| Op::Pick { key, exclude }),
+        6 => (0u8..4, proptest::option::of(0u8..6), any::<bool>())
+            .prop_map(|(key, exclude, local)| Op::Pick { key, exclude, local }),
         3 => any::<u8>().prop_map(|index| Op::Drop { index }),
         1 => (0u8..64).prop_map(|mask| Op::Update { mask }),
         1 => (0u8..6, any::<bool>()).prop_map(|(endpoint, healthy)| Op::Health { endpoint, healthy }),
@@ -45,7 +62,23 @@ struct Model {
     healthy: [bool; 6],
     /// Bumped when a backend leaves: guards of an older generation no longer count.
     generation: [u32; 6],
-    held: Vec<(usize, u32, Pick)>,
+    held: Vec<(usize, u32, Guard)>,
+}
+
+/// A guard of either kind: both must count and release alike.
+#[allow(dead_code)] // held for their drop
+enum Guard {
+    Shared(Pick),
+    Local(LocalPick),
+}
+
+impl Guard {
+    fn addr(&self) -> &str {
+        match self {
+            Guard::Shared(pick) => pick.addr(),
+            Guard::Local(pick) => pick.addr(),
+        }
+    }
 }
 
 impl Model {
@@ -63,6 +96,7 @@ impl Model {
 
 fn check_pick(
     balancer: &Balancer,
+    local: Option<&LocalBalancer<'_>>,
     model: &mut Model,
     key: u8,
     exclude: Option<u8>,
@@ -111,7 +145,11 @@ fn check_pick(
         .route(&req)
         .map(|e| e.map(|e| e.addr().to_string()));
     let total_before = balancer.total_in_flight();
-    match balancer.pick(&req) {
+    let picked = match local {
+        Some(local) => local.pick(&req).map(Guard::Local),
+        None => balancer.pick(&req).map(Guard::Shared),
+    };
+    match picked {
         Ok(pick) => {
             let i = model.index(pick.addr());
             prop_assert!(
@@ -167,6 +205,7 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let spec: PolicySpec = spec.parse().unwrap();
     let universe = universe();
     let balancer = Balancer::new(spec, universe.clone()).unwrap();
+    let local = balancer.local();
     let mut model = Model {
         universe,
         members: (0..6).collect(),
@@ -176,7 +215,14 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
     };
     for op in ops {
         match op {
-            Op::Pick { key, exclude } => check_pick(&balancer, &mut model, key, exclude)?,
+            Op::Pick {
+                key,
+                exclude,
+                local: through_local,
+            } => {
+                let local = through_local.then_some(&local);
+                check_pick(&balancer, local, &mut model, key, exclude)?
+            }
             Op::Drop { index } => {
                 if !model.held.is_empty() {
                     let i = index as usize % model.held.len();

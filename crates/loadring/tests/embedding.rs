@@ -357,7 +357,7 @@ fn owners(balancer: &Balancer, keys: &[String]) -> Vec<Option<String>> {
                 .route(&Request::key(k))
                 .ok()
                 .flatten()
-                .map(|e| e.id().to_string())
+                .map(|e| e.endpoint().id().to_string())
         })
         .collect()
 }

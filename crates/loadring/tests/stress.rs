@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
-use loadring::{Balancer, Endpoint, LoadFactor, PickError, Request};
+use loadring::{Balancer, Endpoint, LoadFactor, LocalPick, Pick, PickError, Request};
 
 const PICKERS: u64 = 4;
 const PICKS: u64 = 20_000;
@@ -16,6 +16,14 @@ fn endpoints(skip: Option<usize>) -> Vec<Endpoint> {
         .filter(|i| Some(*i) != skip)
         .map(|i| Endpoint::new(format!("10.1.0.{i}:80")).unwrap())
         .collect()
+}
+
+/// A guard of either kind: half the pickers go through a `LocalBalancer`,
+/// whose cached snapshot must follow the updater.
+#[allow(dead_code)] // held for their drop
+enum Guard {
+    Shared(Pick),
+    Local(LocalPick),
 }
 
 fn stress(spec: &str) {
@@ -34,6 +42,7 @@ fn stress(spec: &str) {
             .map(|t| {
                 let (balancer, worst) = (&balancer, &worst_overshoot);
                 s.spawn(move || {
+                    let local = (t % 2 == 1).then(|| balancer.local());
                     let mut held = VecDeque::new();
                     for i in 0..PICKS {
                         // Mostly one hot key, the rest spread out.
@@ -42,15 +51,22 @@ fn stress(spec: &str) {
                         } else {
                             "hot".to_string()
                         };
-                        match balancer.pick(&Request::key(&key)) {
-                            Ok(pick) => {
-                                let load = pick.in_flight();
+                        let req = Request::key(&key);
+                        let picked = match &local {
+                            Some(local) => local
+                                .pick(&req)
+                                .map(|p| (p.addr().to_string(), p.in_flight(), Guard::Local(p))),
+                            None => balancer
+                                .pick(&req)
+                                .map(|p| (p.addr().to_string(), p.in_flight(), Guard::Shared(p))),
+                        };
+                        match picked {
+                            Ok((addr, load, pick)) => {
                                 assert!(
                                     load <= bound,
-                                    "{} holds {load}, above the bound {bound}",
-                                    pick.addr()
+                                    "{addr} holds {load}, above the bound {bound}"
                                 );
-                                if let Ok(Some(cap)) = balancer.cap(pick.addr()) {
+                                if let Ok(Some(cap)) = balancer.cap(&*addr) {
                                     worst.fetch_max(load.saturating_sub(cap), Ordering::Relaxed);
                                 }
                                 held.push_back(pick);

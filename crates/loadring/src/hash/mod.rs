@@ -38,6 +38,7 @@ pub use self::sdbm::sdbm;
 pub use self::wt6::wt6;
 
 /// xxHash64 with the given seed (Envoy's `HashUtil::xxHash64`).
+#[inline]
 pub fn xxhash64(data: &[u8], seed: u64) -> u64 {
     xxhash_rust::xxh64::xxh64(data, seed)
 }

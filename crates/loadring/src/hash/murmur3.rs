@@ -7,6 +7,7 @@
 /// ```
 /// assert_eq!(loadring::hash::murmur3_x86_32(b"10.0.0.1:80-0", 0), 0xd012af39);
 /// ```
+#[inline]
 pub fn murmur3_x86_32(data: &[u8], seed: u32) -> u32 {
     let mut blocks = data.chunks_exact(4);
     let h = body(seed, &mut blocks);

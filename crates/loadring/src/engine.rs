@@ -1,0 +1,98 @@
+//! Static dispatch to the built-in pickers a pick meets most.
+//!
+//! A [`Picker`] is a trait object, so every pick through it is an indirect
+//! call the compiler cannot inline: the key hash, the lookup and the
+//! reservation stay separate functions. The most used hashing policies
+//! (brpc's and the other rings, Maglev) are recognised once, when a
+//! snapshot is built, and called by their concrete type from then on; every
+//! other policy (wrapped by the endpoint lifecycle, a locality policy, a
+//! policy from outside the crate) goes through the trait object as before.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::error::PickError;
+use crate::hashing::{Hashing, RingPlacement};
+use crate::maglev::MaglevTable;
+use crate::policy::Picker;
+use crate::request::Request;
+
+/// One picker, by concrete type where it is a hot built-in one.
+#[derive(Debug, Clone)]
+pub(crate) enum Engine {
+    /// A 32-bit ring (brpc, libketama, nginx).
+    Ring(Arc<Hashing<RingPlacement<u32>>>),
+    /// A 64-bit ring (Envoy's `ring_hash`).
+    Ring64(Arc<Hashing<RingPlacement<u64>>>),
+    /// Envoy's Maglev table.
+    Maglev(Arc<Hashing<MaglevTable>>),
+    /// Any other picker.
+    Other(Arc<dyn Picker>),
+}
+
+impl Engine {
+    pub(crate) fn new(picker: Arc<dyn Picker>) -> Self {
+        let any: Arc<dyn Any + Send + Sync> = picker.clone();
+        let any = match any.downcast() {
+            Ok(ring) => return Engine::Ring(ring),
+            Err(any) => any,
+        };
+        let any = match any.downcast() {
+            Ok(ring) => return Engine::Ring64(ring),
+            Err(any) => any,
+        };
+        match any.downcast() {
+            Ok(maglev) => Engine::Maglev(maglev),
+            Err(_) => Engine::Other(picker),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        match self {
+            Engine::Ring(ring) => ring.pick(req),
+            Engine::Ring64(ring) => ring.pick(req),
+            Engine::Maglev(maglev) => maglev.pick(req),
+            Engine::Other(picker) => picker.pick(req),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
+        match self {
+            Engine::Ring(ring) => ring.route(req),
+            Engine::Ring64(ring) => ring.route(req),
+            Engine::Maglev(maglev) => maglev.route(req),
+            Engine::Other(picker) => picker.route(req),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Balancer, Endpoint};
+
+    fn engine_of(spec: &str) -> Engine {
+        let endpoints = ["a:1", "b:1", "c:1"].map(|a| Endpoint::new(a).unwrap());
+        let balancer = Balancer::new(spec.parse().unwrap(), endpoints).unwrap();
+        balancer.engine().unwrap()
+    }
+
+    /// The hot policies are called by type; wrapped ones still work through
+    /// the trait object.
+    #[test]
+    fn hot_policies_are_recognised() {
+        assert!(matches!(engine_of("c_murmurhash"), Engine::Ring(_)));
+        assert!(matches!(engine_of("c_murmurhash_bl"), Engine::Ring(_)));
+        assert!(matches!(engine_of("ketama"), Engine::Ring(_)));
+        assert!(matches!(engine_of("maglev"), Engine::Maglev(_)));
+        assert!(matches!(engine_of("ring_hash"), Engine::Ring64(_)));
+        assert!(matches!(engine_of("haproxy_hash"), Engine::Other(_)));
+        assert!(matches!(
+            engine_of("c_murmurhash:eject_after=3"),
+            Engine::Other(_)
+        ));
+        assert!(matches!(engine_of("rr"), Engine::Other(_)));
+    }
+}

@@ -1,0 +1,220 @@
+//! `LocalBalancer`: one thread's handle on a balancer, picking at the cost
+//! of a lookup and the in-flight counter.
+//!
+//! [`Balancer::pick`] reads the shared snapshot through an atomic pointer
+//! (arc-swap's protection of the read: a store and a compare-and-swap on the
+//! thread's debt slot) and gives back a guard that owns a reference count on
+//! the backend (one atomic increment, one decrement at drop). Both are the
+//! price of a guard that can go anywhere: to another thread, into a future.
+//! A thread that picks and releases on its own pays them for nothing.
+//!
+//! The local handle keeps the snapshot it last used and checks, per pick,
+//! one counter the balancer bumps on every membership change (a plain load);
+//! its guards hold the snapshot by a non-atomic reference count. What is
+//! left of a pick is the policy's lookup and the in-flight counter's two
+//! atomic operations (reserve, release), which every pick needs.
+//!
+//! Its limits: guards stay on the thread ([`LocalPick`] is neither `Send`
+//! nor `Sync`), and a handle that stops picking keeps the last snapshot it
+//! saw (its ring or table and the backends) alive until it picks again or is
+//! dropped.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+use std::sync::atomic::Ordering::Acquire;
+use std::sync::Arc;
+
+use crate::balancer::{Balancer, Snapshot};
+use crate::endpoint::Endpoint;
+use crate::error::PickError;
+use crate::load::{Backend, Outcome};
+use crate::request::Request;
+use crate::route::Route;
+
+/// A snapshot and the balancer generation it was current at.
+pub(crate) struct Cached<T> {
+    generation: u64,
+    pub(crate) snapshot: Arc<Snapshot<T>>,
+}
+
+/// One thread's handle on a [`Balancer`], made by [`Balancer::local`]: picks
+/// that cost the policy's lookup and the in-flight counter, nothing more.
+///
+/// It sees membership changes at its next pick, like [`Balancer::pick`].
+/// Its guards ([`LocalPick`]) stay on the thread that picked; use
+/// [`Balancer::pick`] for a guard that moves into a future or to another
+/// thread. A handle keeps the last snapshot it picked from (the ring or
+/// table and the backends of that membership) alive until its next pick or
+/// its drop: keep handles on threads that pick, not in idle places.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, Request};
+///
+/// let endpoints = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"].map(|a| Endpoint::new(a).unwrap());
+/// let balancer = Balancer::new("c_murmurhash_bl".parse()?, endpoints)?;
+/// std::thread::scope(|s| {
+///     for worker in 0..2 {
+///         let balancer = &balancer;
+///         s.spawn(move || {
+///             let local = balancer.local();
+///             for i in 0..100 {
+///                 let key = format!("user:{worker}:{i}");
+///                 let pick = local.pick(&Request::key(&key)).unwrap();
+///                 assert_eq!(pick.in_flight(), 1);
+///                 // ... send the request to pick.addr() ...
+///             } // each guard releases its slot here
+///         });
+///     }
+/// });
+/// assert_eq!(balancer.total_in_flight(), 0);
+/// # Ok::<(), loadring::Error>(())
+/// ```
+pub struct LocalBalancer<'b, T = ()> {
+    balancer: &'b Balancer<T>,
+    cached: RefCell<Rc<Cached<T>>>,
+}
+
+impl<T> fmt::Debug for LocalBalancer<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalBalancer")
+            .field("balancer", self.balancer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'b, T> LocalBalancer<'b, T> {
+    pub(crate) fn new(balancer: &'b Balancer<T>) -> Self {
+        let cached = RefCell::new(Rc::new(Self::fresh(balancer)));
+        LocalBalancer { balancer, cached }
+    }
+
+    fn fresh(balancer: &Balancer<T>) -> Cached<T> {
+        // The generation is read first: a change published in between makes
+        // the next pick look again, never miss it.
+        let generation = balancer.generation().load(Acquire);
+        Cached {
+            generation,
+            snapshot: balancer.snapshot_arc(),
+        }
+    }
+
+    /// The current snapshot: the cached one unless the membership changed.
+    #[inline]
+    fn current(&self) -> Rc<Cached<T>> {
+        let generation = self.balancer.generation().load(Acquire);
+        {
+            let cached = self.cached.borrow();
+            if cached.generation == generation {
+                return cached.clone();
+            }
+        }
+        self.refresh()
+    }
+
+    #[cold]
+    fn refresh(&self) -> Rc<Cached<T>> {
+        let fresh = Rc::new(Self::fresh(self.balancer));
+        *self.cached.borrow_mut() = fresh.clone();
+        fresh
+    }
+
+    /// The balancer this handle picks from.
+    pub fn balancer(&self) -> &'b Balancer<T> {
+        self.balancer
+    }
+
+    /// Picks an endpoint for `req` and holds one in-flight slot on it until
+    /// the returned guard is dropped, as [`Balancer::pick`] does.
+    ///
+    /// # Errors
+    /// As [`Balancer::pick`].
+    #[inline]
+    pub fn pick(&self, req: &Request<'_>) -> Result<LocalPick<T>, PickError> {
+        let cached = self.current();
+        let index = cached.snapshot.pick_index(req)?;
+        Ok(LocalPick {
+            snapshot: cached,
+            index,
+        })
+    }
+
+    /// Where a hashing policy places `req` with no load, reserving nothing,
+    /// as [`Balancer::route`] does.
+    ///
+    /// # Errors
+    /// As [`Balancer::route`].
+    #[inline]
+    pub fn route(&self, req: &Request<'_>) -> Result<Option<Route<T>>, PickError> {
+        let cached = self.current();
+        match cached.snapshot.route_index(req)? {
+            Some(index) => Ok(Some(Route::local(cached, index))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// An endpoint picked through a [`LocalBalancer`], holding one in-flight slot
+/// until dropped, like [`Pick`](crate::Pick) but bound to the thread that
+/// picked (it is neither `Send` nor `Sync`).
+#[must_use = "the slot is released as soon as the guard is dropped"]
+pub struct LocalPick<T = ()> {
+    snapshot: Rc<Cached<T>>,
+    index: usize,
+}
+
+impl<T> LocalPick<T> {
+    #[inline]
+    fn backend_entry(&self) -> &Backend<T> {
+        &self.snapshot.snapshot.backends[self.index]
+    }
+
+    /// The caller's value for the picked endpoint.
+    pub fn backend(&self) -> &T {
+        &self.backend_entry().value
+    }
+
+    /// The picked endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.backend_entry().endpoint
+    }
+
+    /// The address of the picked endpoint.
+    pub fn addr(&self) -> &str {
+        self.backend_entry().endpoint.addr()
+    }
+
+    /// The tag of the picked endpoint, if it has one.
+    pub fn tag(&self) -> Option<&str> {
+        self.backend_entry().endpoint.tag()
+    }
+
+    /// Requests in flight on the picked endpoint, this one included.
+    pub fn in_flight(&self) -> u64 {
+        self.backend_entry().member.load()
+    }
+
+    /// Reports how the request went, then releases the slot (see
+    /// [`Pick::finish`](crate::Pick::finish)).
+    pub fn finish(self, outcome: Outcome) {
+        if let Some(observer) = self.backend_entry().member.observer() {
+            observer.observe(&outcome);
+        }
+    }
+}
+
+impl<T> Drop for LocalPick<T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.backend_entry().member.release();
+    }
+}
+
+impl<T> fmt::Debug for LocalPick<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalPick")
+            .field("endpoint", self.endpoint())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}

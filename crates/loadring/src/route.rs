@@ -1,0 +1,91 @@
+//! `Route`: where a hashing policy places a request, with nothing reserved.
+
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::balancer::Snapshot;
+use crate::endpoint::Endpoint;
+use crate::load::Backend;
+use crate::local::Cached;
+
+/// The endpoint a hashing policy places a request on with no load (see
+/// [`Balancer::route`](crate::Balancer::route)): a lookup only, nothing
+/// reserved, nothing allocated. It keeps the membership it was answered from
+/// alive while it lives, so hold it only as long as the answer is needed.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, Request};
+///
+/// let endpoints = ["a:11211", "b:11211"].map(|a| Endpoint::new(a).unwrap());
+/// let balancer = Balancer::new("ketama".parse()?, endpoints)?;
+/// let route = balancer.route(&Request::key("user:42"))?.expect("ketama places by hash");
+/// assert!(["a:11211", "b:11211"].contains(&route.addr()));
+/// assert_eq!(route.in_flight(), 0, "nothing reserved");
+/// # Ok::<(), loadring::Error>(())
+/// ```
+pub struct Route<T = ()> {
+    snapshot: Holder<T>,
+    index: usize,
+}
+
+/// What keeps the snapshot of a route alive.
+enum Holder<T> {
+    /// A read of the balancer's current snapshot (no reference count taken).
+    Shared(arc_swap::Guard<Arc<Snapshot<T>>>),
+    /// The snapshot cached by a [`LocalBalancer`](crate::LocalBalancer).
+    Local(Rc<Cached<T>>),
+}
+
+impl<T> Route<T> {
+    pub(crate) fn shared(snapshot: arc_swap::Guard<Arc<Snapshot<T>>>, index: usize) -> Self {
+        Route {
+            snapshot: Holder::Shared(snapshot),
+            index,
+        }
+    }
+
+    pub(crate) fn local(snapshot: Rc<Cached<T>>, index: usize) -> Self {
+        Route {
+            snapshot: Holder::Local(snapshot),
+            index,
+        }
+    }
+
+    #[inline]
+    fn backend_entry(&self) -> &Backend<T> {
+        let snapshot: &Snapshot<T> = match &self.snapshot {
+            Holder::Shared(guard) => guard,
+            Holder::Local(cached) => &cached.snapshot,
+        };
+        &snapshot.backends[self.index]
+    }
+
+    /// The endpoint.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.backend_entry().endpoint
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> &str {
+        self.backend_entry().endpoint.addr()
+    }
+
+    /// The caller's value for it.
+    pub fn backend(&self) -> &T {
+        &self.backend_entry().value
+    }
+
+    /// Requests in flight on it now.
+    pub fn in_flight(&self) -> u64 {
+        self.backend_entry().member.load()
+    }
+}
+
+impl<T> fmt::Debug for Route<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("endpoint", self.endpoint())
+            .finish_non_exhaustive()
+    }
+}
