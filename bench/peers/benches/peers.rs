@@ -25,15 +25,17 @@
 //!   hashes (it dedups equal CRC32s; the count of those is asserted small).
 //!   Maglev: both tables have 65537 slots (loadring's default
 //!   `table_size`, asserted on both sides).
-//! - **They agree before they are timed.** For a few hundred keys: `route`
-//!   and `pick` name the same endpoint, the bounded pick on an idle balancer
-//!   is the plain pick, pingora's `select` is its ketama ring's `node`, and
+//! - **They agree before they are timed.** For a few hundred keys: `route`,
+//!   `pick` and the local handle's `route` and `pick` name the same
+//!   endpoint, the bounded pick on an idle balancer is the plain pick, pingora's `select` is its ketama ring's `node`, and
 //!   every peer answers `Some`.
 //!
 //! Groups (functions):
 //!
 //! - `pick/{100,1024}`: `loadring_pick_drop` (`Balancer::pick`, then the guard
-//!   dropped: a reservation and its release), `pingora_ketama_node`
+//!   dropped: a reservation and its release), `loadring_local_pick_drop`
+//!   (the same through the thread's handle, `Balancer::local`: a cached
+//!   snapshot, a guard without reference counting), `pingora_ketama_node`
 //!   (`Continuum::node`: a lookup, no reservation), `pingora_lb_select`
 //!   (`LoadBalancer::select(key, 256)`: per call it loads the selector,
 //!   clones an `Arc` of it, SipHashes the backend into a fresh `HashSet`
@@ -44,26 +46,26 @@
 //!   by cmake. `--no-default-features` leaves them out and builds with Rust
 //!   and a C compiler only.
 //! - `route/{100,1024}`: `loadring_route` (`Balancer::route`: the key's
-//!   endpoint without a reservation) against `pingora_ketama_node`.
+//!   endpoint without a reservation, a borrowed `Route`, nothing allocated)
+//!   and `loadring_local_route` (the same through `Balancer::local`) against
+//!   `pingora_ketama_node`.
 //! - `maglev/{100,1024}`: loadring `maglev:table_size=65537` pick and drop,
-//!   and route, against the `maglev` crate's `get`.
+//!   and route, shared and local, against the `maglev` crate's `get`.
 //! - `build/{100,1024}`: `Balancer::new("c_murmurhash:replicas=160", ..)`
 //!   against `Continuum::new(&buckets)`; the inputs are built outside the
 //!   timed part (`iter_batched` clones the endpoints in).
 //! - `bounded/{100,1024}`: `c_murmurhash_bl:replicas=160` pick and drop
 //!   against plain `c_murmurhash:replicas=160` pick and drop, idle (each
 //!   guard dropped before the next pick).
-//! - `threads/{1,2}`: at 1024 endpoints, pick and drop (plain and bounded)
-//!   and, for reference, pingora-ketama's `node`, on 1 and on 2 threads at
-//!   once. Each thread makes `iters` calls on its own key sequence (thread `t`
+//! - `threads/{1,2}`: at 1024 endpoints, pick and drop (plain and bounded,
+//!   shared and through a local handle made on each thread), route (shared
+//!   and local) and, for reference, pingora-ketama's `node`, on 1 and on 2
+//!   threads at once. Each thread makes `iters` calls on its own key sequence (thread `t`
 //!   starts at key `t * 4096 / threads`); the time reported is the wall time
 //!   from the first thread's start to the last one's end divided by `iters`:
 //!   the time per pick *per thread*, so equal rows at 1 and 2 threads mean
 //!   perfect scaling. On a machine shared with other work the 2-thread rows
 //!   are the noisiest.
-//!
-//! The per-thread handle (`Balancer::local`) gets its rows in `pick`,
-//! `route`, `maglev` and `threads` once the library has it.
 
 use std::collections::HashSet;
 use std::hint::black_box;
@@ -199,23 +201,21 @@ fn check_ring_sizes(balancer: &Balancer, continuum: &Continuum, n: usize) {
     );
 }
 
-// The two calls that change with the library's API (`route` returns an
-// endpoint today), kept apart so the rows stay as they are.
-
 fn pick_addr(balancer: &Balancer, key: &[u8]) -> String {
     balancer.pick(&Request::key(key)).unwrap().addr().to_owned()
 }
 
-fn route_addr(balancer: &Balancer, key: &[u8]) -> String {
-    let route = balancer.route(&Request::key(key)).unwrap();
-    route.expect("a hashing policy routes").addr().to_owned()
-}
-
-/// `route` and `pick` name the same endpoint.
+/// `route` and `pick`, shared and local, name the same endpoint.
 fn check_route(balancer: &Balancer, keys: &[String]) {
+    let local = balancer.local();
     for k in &keys[..CHECKED] {
-        let k = k.as_bytes();
-        assert_eq!(route_addr(balancer, k), pick_addr(balancer, k));
+        let req = Request::key(k);
+        let picked = pick_addr(balancer, k.as_bytes());
+        let route = balancer.route(&req).unwrap().expect("a hashing policy");
+        assert_eq!(route.addr(), picked, "route is pick");
+        assert_eq!(local.pick(&req).unwrap().addr(), picked, "local pick");
+        let local_route = local.route(&req).unwrap().expect("a hashing policy");
+        assert_eq!(local_route.addr(), picked, "local route");
     }
     assert_eq!(balancer.total_in_flight(), 0, "a guard leaked");
 }
@@ -313,9 +313,13 @@ fn pick(c: &mut Criterion) {
             );
         }
 
+        let local = bal.local();
         let mut g = c.benchmark_group(format!("pick/{n}"));
         bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
             drop(black_box(bal.pick(&Request::key(k)).unwrap()));
+        });
+        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
+            drop(black_box(local.pick(&Request::key(k)).unwrap()));
         });
         bench_keys(&mut g, "pingora_ketama_node", &keys, |k| {
             black_box(continuum.node(k));
@@ -337,9 +341,13 @@ fn route(c: &mut Criterion) {
         check_ring_sizes(&bal, &continuum, n);
         check_route(&bal, &keys);
 
+        let local = bal.local();
         let mut g = c.benchmark_group(format!("route/{n}"));
         bench_keys(&mut g, "loadring_route", &keys, |k| {
             black_box(bal.route(&Request::key(k)).unwrap());
+        });
+        bench_keys(&mut g, "loadring_local_route", &keys, |k| {
+            black_box(local.route(&Request::key(k)).unwrap());
         });
         bench_keys(&mut g, "pingora_ketama_node", &keys, |k| {
             black_box(continuum.node(k));
@@ -362,12 +370,19 @@ fn maglev(c: &mut Criterion) {
             assert!(peer.get(k.as_bytes()).is_some(), "the maglev crate answers");
         }
 
+        let local = bal.local();
         let mut g = c.benchmark_group(format!("maglev/{n}"));
         bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
             drop(black_box(bal.pick(&Request::key(k)).unwrap()));
         });
+        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
+            drop(black_box(local.pick(&Request::key(k)).unwrap()));
+        });
         bench_keys(&mut g, "loadring_route", &keys, |k| {
             black_box(bal.route(&Request::key(k)).unwrap());
+        });
+        bench_keys(&mut g, "loadring_local_route", &keys, |k| {
+            black_box(local.route(&Request::key(k)).unwrap());
         });
         bench_keys(&mut g, "maglev_crate_get", &keys, |k| {
             black_box(peer.get(k));
@@ -436,13 +451,40 @@ fn threads(c: &mut Criterion) {
     let bounded = balancer(BOUNDED, &addrs);
     let continuum = Continuum::new(&buckets(&addrs));
     check_ring_sizes(&plain, &continuum, 1024);
+    check_route(&plain, &keys);
+    check_route(&bounded, &keys);
     for threads in [1, 2] {
         let mut g = c.benchmark_group(format!("threads/{threads}"));
         bench_threads(&mut g, "loadring_pick_drop", threads, &keys, || {
             |k: &[u8]| drop(black_box(plain.pick(&Request::key(k)).unwrap()))
         });
+        bench_threads(&mut g, "loadring_local_pick_drop", threads, &keys, || {
+            let local = plain.local();
+            move |k: &[u8]| drop(black_box(local.pick(&Request::key(k)).unwrap()))
+        });
         bench_threads(&mut g, "loadring_bounded_pick_drop", threads, &keys, || {
             |k: &[u8]| drop(black_box(bounded.pick(&Request::key(k)).unwrap()))
+        });
+        bench_threads(
+            &mut g,
+            "loadring_local_bounded_pick_drop",
+            threads,
+            &keys,
+            || {
+                let local = bounded.local();
+                move |k: &[u8]| drop(black_box(local.pick(&Request::key(k)).unwrap()))
+            },
+        );
+        bench_threads(&mut g, "loadring_route", threads, &keys, || {
+            |k: &[u8]| {
+                black_box(plain.route(&Request::key(k)).unwrap());
+            }
+        });
+        bench_threads(&mut g, "loadring_local_route", threads, &keys, || {
+            let local = plain.local();
+            move |k: &[u8]| {
+                black_box(local.route(&Request::key(k)).unwrap());
+            }
         });
         bench_threads(&mut g, "pingora_ketama_node", threads, &keys, || {
             |k: &[u8]| {
