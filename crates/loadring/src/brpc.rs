@@ -96,7 +96,7 @@ impl BrpcRing {
                 buf.extend_from_slice(endpoint.addr().as_bytes());
                 buf.push(b'-');
                 let prefix = Murmur3Prefix::new(buf, 0);
-                entries.extend((0..nodes).map(|i| (prefix.hash_decimal(i), owner)));
+                prefix.hash_decimals(nodes, |h| entries.push((h, owner)));
             }
             BrpcHash::Md5 => {
                 for i in 0..nodes {

@@ -261,7 +261,7 @@ impl<T: Placement> Hashing<T> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn start(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let code = match req.hash {
             Hash::Key(key) => self.placement.key_code(key),
@@ -471,8 +471,13 @@ impl<T: Placement> Picker for Hashing<T> {
         }
     }
 
+    #[inline]
     fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
         let found = self.start(req).and_then(|start| {
+            let owner = self.placement.owner(start);
+            if self.pool.eligible(owner, req) {
+                return Ok(owner);
+            }
             self.first_eligible(start, req)
                 .or_else(|| self.pool.least_loaded(req))
                 .ok_or_else(|| none_eligible(&self.pool))

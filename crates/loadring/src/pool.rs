@@ -116,7 +116,7 @@ impl Pool {
     /// outlier, see [`Observer::admits`](crate::policy::Observer::admits)),
     /// not excluded by the request, and of non-zero weight. In panic (see
     /// the lifecycle's `panic_below=`) health and admission are ignored.
-    #[inline]
+    #[inline(always)]
     pub fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
         let m = &self.members[i];
         (self.all_weighted || self.endpoints[i].weight() > 0)
