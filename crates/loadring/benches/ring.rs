@@ -1,5 +1,7 @@
-//! Ring lookup and build: loadring's `c_murmurhash` against the crates
-//! `hashring` and `pingora-ketama`, on the same endpoints in the same run.
+//! Ring lookup and build, loadring alone: brpc's `c_murmurhash` through
+//! `Balancer::pick` (shared and through the thread's local handle) against
+//! the raw `Ring::locate` under it, and `Balancer::new` against the ring's
+//! sort alone. What the balancer adds to the ring is the difference.
 //!
 //! ```text
 //! cargo bench -p loadring --bench ring -- --warm-up-time 1 --measurement-time 3
@@ -7,19 +9,16 @@
 //!
 //! Lookups cycle through 1024 pseudo-random codes (or 16-byte keys), so that
 //! neither the branch predictor nor the cache sees one hash over and over.
-//! Point counts: ours and hashring's are `endpoints x replicas`; pingora-ketama
-//! always makes 160 points per weight unit, so in the `x100` groups it has 1.6
-//! times more points than the others (one more binary-search step).
+//! The peers (pingora-ketama, pingora-load-balancing, the `maglev` crate) are
+//! measured on equal ring sizes and the same keys in `bench/peers`, a crate
+//! outside the workspace.
 
 use std::hint::black_box;
-use std::net::SocketAddr;
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
-use hashring::HashRing;
 use loadring::hash::murmur3_x86_32;
 use loadring::ring::Ring;
 use loadring::{Balancer, Endpoint, Request};
-use pingora_ketama::{Bucket, Continuum};
 
 /// Inputs per lookup benchmark (a power of two: the index is masked).
 const INPUTS: usize = 1024;
@@ -85,35 +84,6 @@ fn raw_ring(addrs: &[String], replicas: u32) -> Ring<u32> {
     Ring::build(murmur_entries(addrs, replicas), &rank)
 }
 
-#[derive(Clone, Copy, Debug, Hash, PartialEq)]
-struct VNode {
-    addr: SocketAddr,
-    id: u32,
-}
-
-fn vnodes(addrs: &[String], replicas: u32) -> Vec<VNode> {
-    addrs
-        .iter()
-        .flat_map(|a| {
-            let addr: SocketAddr = a.parse().unwrap();
-            (0..replicas).map(move |id| VNode { addr, id })
-        })
-        .collect()
-}
-
-fn hash_ring(addrs: &[String], replicas: u32) -> HashRing<VNode> {
-    let mut ring = HashRing::new();
-    ring.batch_add(vnodes(addrs, replicas));
-    ring
-}
-
-fn buckets(addrs: &[String]) -> Vec<Bucket> {
-    addrs
-        .iter()
-        .map(|a| Bucket::new(a.parse().unwrap(), 1))
-        .collect()
-}
-
 /// The raw ring and the balancer must agree, or the bench measures the wrong thing.
 fn check_raw_ring(balancer: &Balancer, ring: &Ring<u32>, addrs: &[String], codes: &[u32]) {
     for &c in codes {
@@ -130,8 +100,7 @@ fn lookup(c: &mut Criterion) {
         let bal = balancer(&addrs, replicas);
         let ring = raw_ring(&addrs, replicas);
         check_raw_ring(&bal, &ring, &addrs, &codes);
-        let hring = hash_ring(&addrs, replicas);
-        let continuum = Continuum::new(&buckets(&addrs));
+        let local = bal.local();
 
         let mut g = c.benchmark_group(format!("lookup_code/100x{replicas}"));
         g.bench_function("loadring_pick", |b| {
@@ -142,27 +111,19 @@ fn lookup(c: &mut Criterion) {
                 drop(black_box(pick));
             })
         });
+        g.bench_function("loadring_local_pick", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                let pick = local.pick(&Request::code(u64::from(codes[i]))).unwrap();
+                drop(black_box(pick));
+            })
+        });
         g.bench_function("loadring_ring", |b| {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) & (INPUTS - 1);
                 ring.owner(ring.locate(black_box(codes[i])))
-            })
-        });
-        g.bench_function("hashring", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                i = (i + 1) & (INPUTS - 1);
-                hring.get(&black_box(codes[i])).map(|v| v.addr)
-            })
-        });
-        // pingora-ketama only looks up keys: the code's 4 bytes are its
-        // shortest key (one CRC32 of 4 bytes, then its binary search).
-        g.bench_function("pingora_ketama", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                i = (i + 1) & (INPUTS - 1);
-                continuum.node(&black_box(codes[i]).to_le_bytes())
             })
         });
         g.finish();
@@ -176,25 +137,19 @@ fn lookup(c: &mut Criterion) {
                 drop(black_box(pick));
             })
         });
+        g.bench_function("loadring_local_pick", |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                let pick = local.pick(&Request::key(black_box(&keys[i]))).unwrap();
+                drop(black_box(pick));
+            })
+        });
         g.bench_function("loadring_ring", |b| {
             let mut i = 0;
             b.iter(|| {
                 i = (i + 1) & (INPUTS - 1);
                 ring.owner(ring.locate(murmur3_x86_32(black_box(&keys[i]), 0)))
-            })
-        });
-        g.bench_function("hashring", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                i = (i + 1) & (INPUTS - 1);
-                hring.get(black_box(&keys[i])).map(|v| v.addr)
-            })
-        });
-        g.bench_function("pingora_ketama", |b| {
-            let mut i = 0;
-            b.iter(|| {
-                i = (i + 1) & (INPUTS - 1);
-                continuum.node(black_box(&keys[i]))
             })
         });
         g.finish();
@@ -224,23 +179,6 @@ fn build(c: &mut Criterion) {
                 |e| Ring::build(e, &rank),
                 BatchSize::SmallInput,
             )
-        });
-        let nodes = vnodes(&addrs, 100);
-        g.bench_with_input(BenchmarkId::new("hashring", n), &n, |b, _| {
-            b.iter_batched(
-                || nodes.clone(),
-                |v| {
-                    let mut ring = HashRing::new();
-                    ring.batch_add(v);
-                    ring
-                },
-                BatchSize::SmallInput,
-            )
-        });
-        // 160 points per endpoint: pingora-ketama's fixed multiple.
-        let buckets = buckets(&addrs);
-        g.bench_with_input(BenchmarkId::new("pingora_ketama_x160", n), &n, |b, _| {
-            b.iter(|| Continuum::new(&buckets))
         });
     }
     g.finish();
