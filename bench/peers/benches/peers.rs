@@ -56,7 +56,7 @@
 //!   timed part (`iter_batched` clones the endpoints in).
 //! - `bounded/{100,1024}`: `c_murmurhash_bl:replicas=160` pick and drop
 //!   against plain `c_murmurhash:replicas=160` pick and drop, idle (each
-//!   guard dropped before the next pick).
+//!   guard dropped before the next pick), shared and through a local handle.
 //! - `threads/{1,2}`: at 1024 endpoints, pick and drop (plain and bounded,
 //!   shared and through a local handle made on each thread), route (shared
 //!   and local) and, for reference, pingora-ketama's `node`, on 1 and on 2
@@ -439,6 +439,13 @@ fn bounded(c: &mut Criterion) {
         });
         bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
             drop(black_box(plain.pick(&Request::key(k)).unwrap()));
+        });
+        let (bounded_local, plain_local) = (bounded.local(), plain.local());
+        bench_keys(&mut g, "loadring_local_bounded_pick_drop", &keys, |k| {
+            drop(black_box(bounded_local.pick(&Request::key(k)).unwrap()));
+        });
+        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
+            drop(black_box(plain_local.pick(&Request::key(k)).unwrap()));
         });
         g.finish();
     }

@@ -106,6 +106,24 @@ pub struct Balancer<T = ()> {
     generation: AtomicU64,
 }
 
+/// Picks with `engine` over `members` backends and reserves: the index of
+/// the backend.
+#[inline]
+pub(crate) fn pick_index(
+    engine: Option<&Engine>,
+    members: usize,
+    req: &Request<'_>,
+) -> Result<usize, PickError> {
+    let i = engine.ok_or(PickError::NoEndpoints)?.pick(req)?;
+    if i < members {
+        Ok(i)
+    } else {
+        // Only a policy from outside the crate can name an index beyond its
+        // pool; it reserved nothing there.
+        Err(PickError::NoEligibleEndpoint { members })
+    }
+}
+
 /// One membership, immutable: what every pick reads.
 pub(crate) struct Snapshot<T> {
     pub(crate) endpoints: Vec<Endpoint>,
@@ -144,17 +162,12 @@ impl<T> Snapshot<T> {
     /// Picks and reserves: the index of the backend.
     #[inline]
     pub(crate) fn pick_index(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
-        let i = engine.pick(req)?;
-        if i < self.backends.len() {
-            Ok(i)
-        } else {
-            // Only a policy from outside the crate can name an index beyond
-            // its pool; it reserved nothing there.
-            Err(PickError::NoEligibleEndpoint {
-                members: self.backends.len(),
-            })
-        }
+        pick_index(self.engine.as_ref(), self.backends.len(), req)
+    }
+
+    /// The engine, `None` while there are no endpoints.
+    pub(crate) fn engine(&self) -> Option<&Engine> {
+        self.engine.as_ref()
     }
 
     /// The index a hashing policy routes to; `None` for other policies.

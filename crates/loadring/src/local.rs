@@ -25,7 +25,8 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 
-use crate::balancer::{Balancer, Snapshot};
+use crate::balancer::{pick_index, Balancer, Snapshot};
+use crate::engine::Engine;
 use crate::endpoint::Endpoint;
 use crate::error::PickError;
 use crate::load::{Backend, Member, Outcome};
@@ -40,6 +41,8 @@ pub(crate) struct Cached<T> {
     /// the guard: a release follows two pointers to the counter instead of
     /// five (snapshot, backends, backend, member).
     members: Box<[Arc<Member>]>,
+    /// The snapshot's engine, one step nearer too.
+    engine: Option<Engine>,
 }
 
 /// One thread's handle on a [`Balancer`], made by [`Balancer::local`]: picks
@@ -99,10 +102,12 @@ impl<'b, T> LocalBalancer<'b, T> {
         let generation = balancer.generation().load(Acquire);
         let snapshot = balancer.snapshot_arc();
         let members = snapshot.backends.iter().map(|b| b.member.clone()).collect();
+        let engine = snapshot.engine().cloned();
         Cached {
             generation,
             snapshot,
             members,
+            engine,
         }
     }
 
@@ -139,7 +144,7 @@ impl<'b, T> LocalBalancer<'b, T> {
     #[inline]
     pub fn pick(&self, req: &Request<'_>) -> Result<LocalPick<T>, PickError> {
         let cached = self.current();
-        let index = cached.snapshot.pick_index(req)?;
+        let index = pick_index(cached.engine.as_ref(), cached.members.len(), req)?;
         Ok(LocalPick {
             snapshot: cached,
             index,
