@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -104,6 +104,8 @@ pub struct Balancer<T = ()> {
     /// Bumped after every snapshot published, so that a [`LocalBalancer`]
     /// sees a change with one load.
     generation: AtomicU64,
+    /// The members' counter slots held by local handles, one bit each.
+    slots: Arc<AtomicU32>,
 }
 
 /// Picks with `engine` over `members` backends and reserves: the index of
@@ -265,6 +267,7 @@ impl<T> Balancer<T> {
             tallied,
             writer: Mutex::new(()),
             generation: AtomicU64::new(0),
+            slots: Arc::new(AtomicU32::new(0)),
         };
         let backends = dedup(backends)?;
         let backends = backends
@@ -345,6 +348,11 @@ impl<T> Balancer<T> {
     /// The generation of the published snapshot (see [`LocalBalancer`]).
     pub(crate) fn generation(&self) -> &AtomicU64 {
         &self.generation
+    }
+
+    /// The counter slots held by local handles.
+    pub(crate) fn slots(&self) -> &Arc<AtomicU32> {
+        &self.slots
     }
 
     /// The published snapshot, owned.

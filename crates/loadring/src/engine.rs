@@ -7,6 +7,9 @@
 //! snapshot is built, and called by their concrete type from then on; every
 //! other policy (wrapped by the endpoint lifecycle, a locality policy, a
 //! policy from outside the crate) goes through the trait object as before.
+//!
+//! The plain ones among them also pick for a local handle with the
+//! reservation in the handle's own counter (see `load.rs`).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -54,6 +57,23 @@ impl Engine {
             Engine::Ring64(ring) => ring.pick(req),
             Engine::Maglev(maglev) => maglev.pick(req),
             Engine::Other(picker) => picker.pick(req),
+        }
+    }
+
+    /// A pick reserved in the local handle's counter `slot`, for plain
+    /// hashing policies (see [`Hashing::pick_in_slot`]); `None` for any
+    /// other policy.
+    #[inline]
+    pub(crate) fn pick_in_slot(
+        &self,
+        req: &Request<'_>,
+        slot: usize,
+    ) -> Option<Result<usize, PickError>> {
+        match self {
+            Engine::Ring(ring) => ring.pick_in_slot(req, slot),
+            Engine::Ring64(ring) => ring.pick_in_slot(req, slot),
+            Engine::Maglev(maglev) => maglev.pick_in_slot(req, slot),
+            Engine::Other(_) => None,
         }
     }
 

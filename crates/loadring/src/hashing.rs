@@ -418,6 +418,39 @@ impl<T: Placement> Hashing<T> {
         }
     }
 
+    /// Where a plain pick goes, without reserving: the key's owner, else the
+    /// first eligible endpoint clockwise, else the least-loaded eligible one.
+    #[inline]
+    fn locate(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        let start = self.start(req)?;
+        let owner = self.placement.owner(start);
+        if self.pool.eligible(owner, req) {
+            return Ok(owner);
+        }
+        self.first_eligible(start, req)
+            .or_else(|| self.pool.least_loaded(req))
+            .ok_or_else(|| none_eligible(&self.pool))
+    }
+
+    /// For a plain policy, the pick of [`Picker::pick`] with its
+    /// reservation in the local handle's counter `slot` (see
+    /// [`Pool::reserve_in_slot`]); `None` for a bounded one, whose cap needs
+    /// every reservation in the shared counters.
+    #[inline]
+    pub(crate) fn pick_in_slot(
+        &self,
+        req: &Request<'_>,
+        slot: usize,
+    ) -> Option<Result<usize, PickError>> {
+        if self.bound.is_some() {
+            return None;
+        }
+        Some(
+            self.locate(req)
+                .inspect(|&i| self.pool.reserve_in_slot(i, slot)),
+        )
+    }
+
     /// The cap the next pick applies to endpoint `i`.
     fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
         self.cap_at(factor, self.pool.total_load(), i)
@@ -473,16 +506,7 @@ impl<T: Placement> Picker for Hashing<T> {
 
     #[inline]
     fn route(&self, req: &Request<'_>) -> Option<Result<usize, PickError>> {
-        let found = self.start(req).and_then(|start| {
-            let owner = self.placement.owner(start);
-            if self.pool.eligible(owner, req) {
-                return Ok(owner);
-            }
-            self.first_eligible(start, req)
-                .or_else(|| self.pool.least_loaded(req))
-                .ok_or_else(|| none_eligible(&self.pool))
-        });
-        Some(found)
+        Some(self.locate(req))
     }
 
     fn cap(&self, i: usize) -> Option<u64> {

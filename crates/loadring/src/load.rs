@@ -9,8 +9,18 @@
 //! it costs each pick and each release an atomic add on a contended cache
 //! line. Only bounded policies read it on every pick; members of other
 //! balancers keep no total (it is summed over the members when asked).
+//!
+//! A plain hashing policy never reads a load to place a request, so a
+//! [`LocalBalancer`](crate::LocalBalancer) (a handle on one thread, whose
+//! guards stay on that thread) counts its picks in a slot of its own in each
+//! backend: only that handle writes its slot, with a plain load and store,
+//! no atomic read-modify-write. A backend's load is its shared count plus
+//! its slots. The slots sit in the backend's first cache line, next to the
+//! shared count and the health a pick reads anyway; a balancer has
+//! [`SLOTS`] of them, claimed by the handles alive at a time (handles beyond
+//! that count in the shared counter).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +29,9 @@ use crate::policy::Observer;
 
 const REMOVED: u64 = 1 << 63;
 const COUNT: u64 = REMOVED - 1;
+
+/// Slots per backend for the counts of local handles.
+pub(crate) const SLOTS: usize = 4;
 
 /// The shared state of one backend: identity, in-flight count, health.
 ///
@@ -35,6 +48,11 @@ pub(crate) struct Member {
     total: Option<Arc<AtomicI64>>,
     /// What the policy learns from outcomes, if it learns anything.
     observer: Option<Arc<dyn Observer>>,
+    /// Requests in flight reserved through local handles, one slot per
+    /// handle, each written by its handle only (see the module's doc).
+    /// 32 bits: a handle holding 2^32 guards on one backend would need
+    /// hundreds of gigabytes of guards.
+    slots: [AtomicU32; SLOTS],
     healthy: AtomicBool,
     addr: Box<str>,
     tag: Option<Box<str>>,
@@ -51,6 +69,7 @@ impl Member {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(Into::into),
             word: AtomicU64::new(0),
+            slots: Default::default(),
             healthy: AtomicBool::new(true),
             total,
             observer,
@@ -75,10 +94,32 @@ impl Member {
         self.tag.as_deref()
     }
 
-    /// Requests in flight on this backend.
+    /// Requests in flight on this backend: the shared count plus the slots
+    /// of local handles.
     #[inline]
     pub(crate) fn load(&self) -> u64 {
-        self.word.load(Relaxed) & COUNT
+        let slots: u64 = self.slots.iter().map(|s| u64::from(s.load(Relaxed))).sum();
+        (self.word.load(Relaxed) & COUNT) + slots
+    }
+
+    /// Takes one slot in the local handle's counter `slot`, whatever the
+    /// load. Only the handle holding `slot` calls this (a load and a store,
+    /// no read-modify-write), and only for members of balancers without a
+    /// running total.
+    #[inline]
+    pub(crate) fn reserve_in_slot(&self, slot: usize) {
+        debug_assert!(self.total.is_none(), "a tallied member counts in the total");
+        let counter = &self.slots[slot];
+        counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    /// Gives back what [`Member::reserve_in_slot`] took in `slot`.
+    #[inline]
+    pub(crate) fn release_in_slot(&self, slot: usize) {
+        let counter = &self.slots[slot];
+        let count = counter.load(Relaxed);
+        debug_assert!(count > 0, "release without a reservation in this slot");
+        counter.store(count.saturating_sub(1), Relaxed);
     }
 
     #[inline]

@@ -11,25 +11,31 @@
 //! The local handle keeps the snapshot it last used and checks, per pick,
 //! one counter the balancer bumps on every membership change (a plain load);
 //! its guards hold the snapshot by a non-atomic reference count. What is
-//! left of a pick is the policy's lookup and the in-flight counter's two
-//! atomic operations (reserve, release), which every pick needs.
+//! left of a pick is the policy's lookup and the in-flight count. Policies
+//! that read loads to decide (bounded, p2c, `la`...) count in the backend's
+//! shared counter (an atomic read-modify-write to reserve, one to release);
+//! plain hashing policies, which never read a load to place a key, count in
+//! a slot of the backend that the handle holds alone (a plain load and store
+//! each way), and a backend's load adds its slots when asked. A balancer
+//! has four such slots: a fifth handle alive at once counts in the shared
+//! counter.
 //!
 //! Its limits: guards stay on the thread ([`LocalPick`] is neither `Send`
-//! nor `Sync`), and a handle that stops picking keeps the last snapshot it
-//! saw (its ring or table and the backends) alive until it picks again or is
-//! dropped.
+//! nor `Sync`), a handle that stops picking keeps the last snapshot it saw
+//! (its ring or table and the backends) alive until it picks again or is
+//! dropped, and only four handles at a time get a slot of their own.
 
 use std::cell::RefCell;
 use std::fmt;
 use std::rc::Rc;
-use std::sync::atomic::Ordering::Acquire;
+use std::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::balancer::{pick_index, Balancer, Snapshot};
-use crate::engine::Engine;
 use crate::endpoint::Endpoint;
+use crate::engine::Engine;
 use crate::error::PickError;
-use crate::load::{Backend, Member, Outcome};
+use crate::load::{Backend, Member, Outcome, SLOTS};
 use crate::request::Request;
 use crate::route::Route;
 
@@ -43,10 +49,58 @@ pub(crate) struct Cached<T> {
     members: Box<[Arc<Member>]>,
     /// The snapshot's engine, one step nearer too.
     engine: Option<Engine>,
+    /// The counter slot of the handle that made this, if it holds one; kept
+    /// while any guard of the handle lives.
+    slot: Option<Rc<SlotClaim>>,
+}
+
+/// One of a balancer's counter slots, held by one local handle (and its
+/// guards) until the last of them is dropped.
+pub(crate) struct SlotClaim {
+    claimed: Arc<AtomicU32>,
+    slot: usize,
+}
+
+impl SlotClaim {
+    /// Claims a free slot in the bit set `claimed`, if any.
+    fn claim(claimed: &Arc<AtomicU32>) -> Option<SlotClaim> {
+        let mut current = claimed.load(Relaxed);
+        loop {
+            let slot = (!current).trailing_zeros() as usize;
+            if slot >= SLOTS {
+                return None;
+            }
+            // Acquire: the previous holder's last writes to this slot (its
+            // releases) happen before ours.
+            match claimed.compare_exchange_weak(current, current | 1 << slot, Acquire, Relaxed) {
+                Ok(_) => {
+                    return Some(SlotClaim {
+                        claimed: claimed.clone(),
+                        slot,
+                    })
+                }
+                Err(now) => current = now,
+            }
+        }
+    }
+}
+
+impl Drop for SlotClaim {
+    fn drop(&mut self) {
+        // Release: this holder's writes to the slot happen before the next
+        // holder's.
+        self.claimed
+            .fetch_and(!(1 << self.slot), std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// One thread's handle on a [`Balancer`], made by [`Balancer::local`]: picks
-/// that cost the policy's lookup and the in-flight counter, nothing more.
+/// that cost the policy's lookup and the in-flight count, nothing more. For
+/// plain hashing policies the count goes to a counter slot the handle holds
+/// alone in each backend (no atomic read-modify-write); a balancer has four
+/// slots, and a handle made while four others are alive counts in the
+/// shared counters instead (one atomic add to reserve, one to release), as
+/// the picks of other policies always do.
 ///
 /// It sees membership changes at its next pick, like [`Balancer::pick`].
 /// Its guards ([`LocalPick`]) stay on the thread that picked; use
@@ -80,6 +134,7 @@ pub(crate) struct Cached<T> {
 pub struct LocalBalancer<'b, T = ()> {
     balancer: &'b Balancer<T>,
     cached: RefCell<Rc<Cached<T>>>,
+    slot: Option<Rc<SlotClaim>>,
 }
 
 impl<T> fmt::Debug for LocalBalancer<'_, T> {
@@ -92,11 +147,16 @@ impl<T> fmt::Debug for LocalBalancer<'_, T> {
 
 impl<'b, T> LocalBalancer<'b, T> {
     pub(crate) fn new(balancer: &'b Balancer<T>) -> Self {
-        let cached = RefCell::new(Rc::new(Self::fresh(balancer)));
-        LocalBalancer { balancer, cached }
+        let slot = SlotClaim::claim(balancer.slots()).map(Rc::new);
+        let cached = RefCell::new(Rc::new(Self::fresh(balancer, &slot)));
+        LocalBalancer {
+            balancer,
+            cached,
+            slot,
+        }
     }
 
-    fn fresh(balancer: &Balancer<T>) -> Cached<T> {
+    fn fresh(balancer: &Balancer<T>, slot: &Option<Rc<SlotClaim>>) -> Cached<T> {
         // The generation is read first: a change published in between makes
         // the next pick look again, never miss it.
         let generation = balancer.generation().load(Acquire);
@@ -108,6 +168,7 @@ impl<'b, T> LocalBalancer<'b, T> {
             snapshot,
             members,
             engine,
+            slot: slot.clone(),
         }
     }
 
@@ -126,7 +187,7 @@ impl<'b, T> LocalBalancer<'b, T> {
 
     #[cold]
     fn refresh(&self) -> Rc<Cached<T>> {
-        let fresh = Rc::new(Self::fresh(self.balancer));
+        let fresh = Rc::new(Self::fresh(self.balancer, &self.slot));
         *self.cached.borrow_mut() = fresh.clone();
         fresh
     }
@@ -144,10 +205,20 @@ impl<'b, T> LocalBalancer<'b, T> {
     #[inline]
     pub fn pick(&self, req: &Request<'_>) -> Result<LocalPick<T>, PickError> {
         let cached = self.current();
+        if let (Some(engine), Some(claim)) = (&cached.engine, &cached.slot) {
+            if let Some(picked) = engine.pick_in_slot(req, claim.slot) {
+                return Ok(LocalPick {
+                    index: picked?,
+                    snapshot: cached,
+                    in_slot: true,
+                });
+            }
+        }
         let index = pick_index(cached.engine.as_ref(), cached.members.len(), req)?;
         Ok(LocalPick {
             snapshot: cached,
             index,
+            in_slot: false,
         })
     }
 
@@ -173,6 +244,9 @@ impl<'b, T> LocalBalancer<'b, T> {
 pub struct LocalPick<T = ()> {
     snapshot: Rc<Cached<T>>,
     index: usize,
+    /// Reserved in the handle's counter slot (a plain hashing policy), not
+    /// in the backend's shared counter.
+    in_slot: bool,
 }
 
 impl<T> LocalPick<T> {
@@ -218,7 +292,11 @@ impl<T> LocalPick<T> {
 impl<T> Drop for LocalPick<T> {
     #[inline]
     fn drop(&mut self) {
-        self.snapshot.members[self.index].release();
+        let member = &self.snapshot.members[self.index];
+        match &self.snapshot.slot {
+            Some(claim) if self.in_slot => member.release_in_slot(claim.slot),
+            _ => member.release(),
+        }
     }
 }
 

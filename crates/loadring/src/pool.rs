@@ -153,6 +153,14 @@ impl Pool {
         self.members[i].reserve();
     }
 
+    /// Reserves one in-flight slot on endpoint `i` in the counter of the
+    /// local handle holding `slot` (no atomic read-modify-write; see
+    /// `load.rs`). Not for a pool with a running total.
+    #[inline]
+    pub(crate) fn reserve_in_slot(&self, i: usize, slot: usize) {
+        self.members[i].reserve_in_slot(slot);
+    }
+
     /// Reserves one in-flight slot on endpoint `i` if its load stays within
     /// `cap`, atomically (concurrent reservations never take the load past
     /// the cap they were checked against).

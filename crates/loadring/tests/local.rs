@@ -2,6 +2,8 @@
 //! answers as `Balancer::pick`, the same accounting, and membership changes
 //! seen at the next pick.
 
+mod common;
+
 use std::time::Duration;
 
 use loadring::{Balancer, Endpoint, Outcome, Request};
@@ -184,4 +186,222 @@ fn an_empty_balancer_gives_the_same_errors() {
         local.pick(&Request::key("k")).unwrap().addr(),
         "10.0.0.1:80"
     );
+}
+
+/// Plain hashing policies count local picks in the picking thread's own
+/// counter: a backend's load is still exact, seen from any thread, while
+/// guards of both kinds are held on several threads.
+#[test]
+fn thread_counters_add_up_across_threads_and_guard_kinds() {
+    for spec in ["c_murmurhash", "maglev", "ring_hash"] {
+        let balancer = Balancer::new(spec.parse().unwrap(), endpoints(5)).unwrap();
+        let held_by_thread = 300u64;
+        let (hold, release) = (std::sync::Barrier::new(3), std::sync::Barrier::new(3));
+        // Read while every guard is held; checked after the threads are let
+        // go, so that a failed check cannot leave them waiting.
+        let (loads, total, per_endpoint, threads_ok) = std::thread::scope(|s| {
+            let threads: Vec<_> = (0..2)
+                .map(|t| {
+                    let (balancer, hold, release) = (&balancer, &hold, &release);
+                    s.spawn(move || {
+                        let local = balancer.local();
+                        let keys: Vec<String> =
+                            (0..held_by_thread).map(|k| format!("t{t}k{k}")).collect();
+                        // Both threads pick and release at once for a while:
+                        // two handles writing one counter would lose updates
+                        // here. A panic is caught so that the thread still
+                        // reaches the barriers (the others would wait forever).
+                        let work = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            for _ in 0..100 {
+                                for k in &keys {
+                                    drop(local.pick(&Request::key(k)).unwrap());
+                                }
+                            }
+                            keys.iter()
+                                .map(|k| local.pick(&Request::key(k)).unwrap())
+                                .collect::<Vec<_>>()
+                        }));
+                        hold.wait();
+                        release.wait();
+                        work.is_ok()
+                    })
+                })
+                .collect();
+            hold.wait();
+            let shared: Vec<_> = (0..100)
+                .map(|k| balancer.pick(&Request::key(&format!("s{k}"))).unwrap())
+                .collect();
+            let loads: u64 = balancer.loads().iter().map(|(_, l)| l).sum();
+            let total = balancer.total_in_flight();
+            let per_endpoint: Vec<(u64, u64)> = balancer
+                .loads()
+                .into_iter()
+                .map(|(endpoint, load)| {
+                    let on_it = shared.iter().filter(|p| p.endpoint() == &endpoint).count();
+                    (load, on_it as u64)
+                })
+                .collect();
+            drop(shared);
+            release.wait();
+            let threads_ok = threads.into_iter().all(|t| t.join().unwrap_or(false));
+            (loads, total, per_endpoint, threads_ok)
+        });
+        assert!(threads_ok, "{spec}: a picking thread panicked");
+        assert_eq!(loads, 2 * held_by_thread + 100, "{spec}");
+        assert_eq!(total, 2 * held_by_thread + 100, "{spec}");
+        for (load, shared_on_it) in per_endpoint {
+            assert!(load >= shared_on_it, "{spec}: {load} < {shared_on_it}");
+        }
+        assert_eq!(balancer.total_in_flight(), 0, "{spec}");
+        assert!(balancer.loads().iter().all(|(_, l)| *l == 0), "{spec}");
+    }
+}
+
+mod model {
+    use loadring::{Balancer, Endpoint, LocalPick, Pick, Request};
+    use proptest::prelude::*;
+
+    /// Local handles in the model: more than a balancer's counter slots, so
+    /// that some count in the shared counters.
+    const HANDLES: u8 = 6;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// `handle`: through that local handle, or shared if `>= HANDLES`.
+        Pick {
+            key: u8,
+            handle: u8,
+        },
+        /// Drops a handle (its guards stay) and makes a new one.
+        Renew {
+            handle: u8,
+        },
+        Drop {
+            index: u8,
+        },
+        Update {
+            mask: u8,
+        },
+        Health {
+            endpoint: u8,
+            healthy: bool,
+        },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..16, 0..HANDLES + 2).prop_map(|(key, handle)| Op::Pick { key, handle }),
+            1 => (0..HANDLES).prop_map(|handle| Op::Renew { handle }),
+            3 => any::<u8>().prop_map(|index| Op::Drop { index }),
+            1 => (0u8..32).prop_map(|mask| Op::Update { mask }),
+            1 => (0u8..5, any::<bool>()).prop_map(|(endpoint, healthy)| Op::Health { endpoint, healthy }),
+        ]
+    }
+
+    #[allow(dead_code)] // held for their drop
+    enum Guard {
+        Shared(Pick),
+        Local(LocalPick),
+    }
+
+    /// Any interleaving of shared and local picks, releases, membership and
+    /// health changes: every load is the number of live guards on the
+    /// current member, and everything comes back to zero.
+    fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
+        let universe: Vec<Endpoint> = (0..5)
+            .map(|i| Endpoint::new(format!("10.0.0.{}:80", i + 1)).unwrap())
+            .collect();
+        let balancer = Balancer::new(spec.parse().unwrap(), universe.clone()).unwrap();
+        let mut handles: Vec<_> = (0..HANDLES).map(|_| balancer.local()).collect();
+        let mut members: Vec<usize> = (0..5).collect();
+        let mut healthy = [true; 5];
+        let mut generation = [0u32; 5];
+        let mut held: Vec<(usize, u32, Guard)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Renew { handle } => {
+                    handles[handle as usize] = balancer.local();
+                }
+                Op::Pick { key, handle } => {
+                    let key = format!("key-{key}");
+                    let req = Request::key(&key);
+                    let picked = match handles.get(handle as usize) {
+                        Some(local) => local
+                            .pick(&req)
+                            .map(|p| (p.addr().to_string(), Guard::Local(p))),
+                        None => balancer
+                            .pick(&req)
+                            .map(|p| (p.addr().to_string(), Guard::Shared(p))),
+                    };
+                    let any_eligible = members.iter().any(|&i| healthy[i]);
+                    match picked {
+                        Ok((addr, guard)) => {
+                            let i = universe.iter().position(|e| e.addr() == addr).unwrap();
+                            prop_assert!(members.contains(&i) && healthy[i], "picked {addr}");
+                            held.push((i, generation[i], guard));
+                        }
+                        Err(e) => prop_assert!(!any_eligible, "{e} with an eligible member"),
+                    }
+                }
+                Op::Drop { index } => {
+                    if !held.is_empty() {
+                        let i = index as usize % held.len();
+                        drop(held.swap_remove(i));
+                    }
+                }
+                Op::Update { mask } => {
+                    let next: Vec<usize> = (0..5).filter(|i| mask & (1 << i) != 0).collect();
+                    for &gone in members.iter().filter(|i| !next.contains(i)) {
+                        generation[gone] += 1;
+                        healthy[gone] = true;
+                    }
+                    balancer
+                        .update(next.iter().map(|&i| universe[i].clone()))
+                        .unwrap();
+                    members = next;
+                }
+                Op::Health {
+                    endpoint,
+                    healthy: h,
+                } => {
+                    let i = endpoint as usize;
+                    if members.contains(&i) {
+                        balancer.set_healthy(universe[i].addr(), h).unwrap();
+                        healthy[i] = h;
+                    }
+                }
+            }
+            for (endpoint, load) in balancer.loads() {
+                let i = universe.iter().position(|e| e == &endpoint).unwrap();
+                let expected = held
+                    .iter()
+                    .filter(|(e, g, _)| *e == i && *g == generation[i])
+                    .count() as u64;
+                prop_assert_eq!(load, expected, "load of {}", endpoint.addr());
+            }
+        }
+        held.clear();
+        prop_assert_eq!(balancer.total_in_flight(), 0);
+        prop_assert!(balancer.loads().iter().all(|(_, l)| *l == 0));
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(crate::common::cases(200))]
+
+        #[test]
+        fn loads_are_exact_with_local_and_shared_guards_murmur(ops in proptest::collection::vec(op(), 1..100)) {
+            run("c_murmurhash", ops)?;
+        }
+
+        #[test]
+        fn loads_are_exact_with_local_and_shared_guards_maglev(ops in proptest::collection::vec(op(), 1..100)) {
+            run("maglev", ops)?;
+        }
+
+        #[test]
+        fn loads_are_exact_with_local_and_shared_guards_bounded(ops in proptest::collection::vec(op(), 1..100)) {
+            run("c_murmurhash_bl", ops)?;
+        }
+    }
 }
