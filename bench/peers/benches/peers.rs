@@ -53,7 +53,9 @@
 //!   and route, shared and local, against the `maglev` crate's `get`.
 //! - `build/{100,1024}`: `Balancer::new("c_murmurhash:replicas=160", ..)`
 //!   against `Continuum::new(&buckets)`; the inputs are built outside the
-//!   timed part (`iter_batched` clones the endpoints in).
+//!   timed part (`iter_batched` clones the endpoints in). Both sides are
+//!   measured twice, alike: dropped outside the timed part, and built and
+//!   dropped inside it (`_and_drop`).
 //! - `bounded/{100,1024}`: `c_murmurhash_bl:replicas=160` pick and drop
 //!   against plain `c_murmurhash:replicas=160` pick and drop, idle (each
 //!   guard dropped before the next pick), shared and through a local handle.
@@ -403,6 +405,10 @@ fn build(c: &mut Criterion) {
             n,
         );
 
+        // Both sides alike: built inside the timed part and dropped outside
+        // it (criterion drops `iter_batched` outputs after timing), then
+        // built and dropped inside it (what a rebuild costs a process in the
+        // long run, freeing included).
         let mut g = c.benchmark_group(format!("build/{n}"));
         g.sample_size(20);
         g.bench_function("loadring_balancer_new", |b| {
@@ -413,7 +419,25 @@ fn build(c: &mut Criterion) {
             )
         });
         g.bench_function("pingora_ketama_continuum_new", |b| {
-            b.iter(|| Continuum::new(black_box(&buckets)))
+            b.iter_batched(
+                || (),
+                |()| Continuum::new(black_box(&buckets)),
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function("loadring_balancer_new_and_drop", |b| {
+            b.iter_batched(
+                || (ring.clone(), eps.clone()),
+                |(ring, eps)| drop(black_box(Balancer::new(ring, eps).unwrap())),
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function("pingora_ketama_continuum_new_and_drop", |b| {
+            b.iter_batched(
+                || (),
+                |()| drop(black_box(Continuum::new(black_box(&buckets)))),
+                BatchSize::SmallInput,
+            )
         });
         g.finish();
     }

@@ -1,5 +1,5 @@
 //! Builds `c_murmurhash:replicas=160` balancers (or pingora-ketama
-//! continuums, the peer of `benches/build.rs`) in a loop, for a profiler or
+//! continuums, the peer of the `build` group in `bench/peers`) in a loop, for a profiler or
 //! for CPU time on a busy machine:
 //!
 //! ```text
