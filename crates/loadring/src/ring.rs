@@ -113,7 +113,7 @@ impl<P: Point> Ring<P> {
         }
         points.extend_from_slice(&self.points[from..]);
         owners.extend_from_slice(&self.owners[from..]);
-        Self::from_sorted(points, owners)
+        self.reindexed(points, owners, &added.points, true)
     }
 
     /// This ring without the entries of `owner`; with `renumber`, the owners
@@ -121,21 +121,72 @@ impl<P: Point> Ring<P> {
     pub(crate) fn without_owner(&self, owner: u32, renumber: bool) -> Self {
         let mut points = Vec::with_capacity(self.len());
         let mut owners = Vec::with_capacity(self.len());
-        for (&p, &o) in self.points.iter().zip(&self.owners) {
-            if o != owner {
-                points.push(p);
-                owners.push(if renumber && o > owner { o - 1 } else { o });
+        let mut removed = Vec::new();
+        // Few entries leave many: copy the runs between them in one go.
+        let mut from = 0;
+        for (i, &o) in self.owners.iter().enumerate() {
+            if o == owner {
+                points.extend_from_slice(&self.points[from..i]);
+                owners.extend_from_slice(&self.owners[from..i]);
+                removed.push(self.points[i]);
+                from = i + 1;
             }
         }
-        Self::from_sorted(points, owners)
+        points.extend_from_slice(&self.points[from..]);
+        owners.extend_from_slice(&self.owners[from..]);
+        if renumber {
+            // Branch-free, so the compiler vectorizes it.
+            for o in &mut owners {
+                *o -= u32::from(*o > owner);
+            }
+        }
+        self.reindexed(points, owners, &removed, false)
+    }
+
+    /// The ring over `points` and `owners`, which are this ring's with the
+    /// sorted `changed` points added (`added`) or removed. While the bucket
+    /// count stays the same the lookup index is this one's, shifted by the
+    /// changed points below each bucket (a few slice-wide adds) instead of
+    /// a histogram of every point.
+    fn reindexed(&self, points: Vec<P>, owners: Vec<u32>, changed: &[P], added: bool) -> Self {
+        if Self::index_bits(points.len()) != Self::index_bits(self.len()) {
+            return Self::from_sorted(points, owners);
+        }
+        let mut index = self.index.clone();
+        // index[b] counts the points below bucket b: a changed point in
+        // bucket c moves every index[b] with b > c by one.
+        let shift_from = |index: &mut [u32], delta: u32| {
+            for slot in index {
+                *slot = if added { *slot + delta } else { *slot - delta };
+            }
+        };
+        let (mut from, mut delta) = (0, 0u32);
+        for &p in changed {
+            let to = (p.to_u64() >> self.shift) as usize + 1;
+            shift_from(&mut index[from..to], delta);
+            from = to;
+            delta += 1;
+        }
+        shift_from(&mut index[from..], delta);
+        Ring {
+            points,
+            owners,
+            index,
+            shift: self.shift,
+        }
+    }
+
+    /// Bits of the bucket index for a ring of `len` points.
+    fn index_bits(len: usize) -> u32 {
+        (usize::BITS - len.max(1).leading_zeros() - 1)
+            .clamp(1, 22)
+            .min(P::BITS)
     }
 
     fn from_sorted(points: Vec<P>, owners: Vec<u32>) -> Self {
         // About one bucket per point (a power of two, rounded down) keeps each
         // bucket to one or two points, in the cache line its first point is in.
-        let bits = (usize::BITS - points.len().max(1).leading_zeros() - 1)
-            .clamp(1, 22)
-            .min(P::BITS);
+        let bits = Self::index_bits(points.len());
         let shift = P::BITS - bits;
         // index[b] = how many points lie below bucket b: a histogram of the
         // top bits, then its running sum (no branch per point).
@@ -326,6 +377,59 @@ fn radix_sort<P: Point>(mut entries: Vec<(P, u32)>) -> (Vec<P>, Vec<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Merging an endpoint's points in and taking them out again keeps
+    /// the lookup index exactly what a build from scratch makes, also when
+    /// the change crosses a power of two of points (the bucket count
+    /// changes) and when points collide with others.
+    #[test]
+    fn incremental_changes_keep_the_index_of_a_full_build() {
+        let entries = |owner: u32, n: u32| -> Vec<(u32, u32)> {
+            (0..n)
+                .map(|k| {
+                    (
+                        (k * 7919 + owner * 104_729).wrapping_mul(2_654_435_761),
+                        owner,
+                    )
+                })
+                .collect()
+        };
+        let rank: Vec<u32> = (0..8).collect();
+        for (before, extra) in [(1000, 24), (1000, 48), (1020, 4), (1024, 4), (8, 1)] {
+            let mut all: Vec<(u32, u32)> = (0..4).flat_map(|o| entries(o, before / 4)).collect();
+            // A point colliding with one already on the ring.
+            all.push((all[0].0, 5));
+            let base = Ring::build(all.clone(), &rank);
+            let added = entries(6, extra);
+            let merged = base.merge(added.clone(), &rank);
+            let full = Ring::build(all.iter().copied().chain(added).collect(), &rank);
+            assert_eq!(merged.points, full.points, "{before}+{extra}");
+            assert_eq!(merged.owners, full.owners, "{before}+{extra}");
+            assert_eq!(merged.shift, full.shift, "{before}+{extra}");
+            assert_eq!(
+                merged.index, full.index,
+                "{before}+{extra}: index after merge"
+            );
+            let removed = merged.without_owner(6, false);
+            assert_eq!(removed.points, base.points, "{before}+{extra}");
+            assert_eq!(
+                removed.index, base.index,
+                "{before}+{extra}: index after removal"
+            );
+            let renumbered = merged.without_owner(2, true);
+            let expected: Vec<(u32, u32)> = all
+                .iter()
+                .chain(&entries(6, extra))
+                .filter(|e| e.1 != 2)
+                .map(|&(p, o)| (p, if o > 2 { o - 1 } else { o }))
+                .collect();
+            let rank_after: Vec<u32> = (0..7).collect();
+            let full_after = Ring::build(expected, &rank_after);
+            assert_eq!(renumbered.points, full_after.points, "{before}+{extra}");
+            assert_eq!(renumbered.owners, full_after.owners, "{before}+{extra}");
+            assert_eq!(renumbered.index, full_after.index, "{before}+{extra}");
+        }
+    }
 
     fn naive<P: Point>(points: &[P], h: P) -> usize {
         points.iter().position(|&p| p >= h).unwrap_or(0)
