@@ -12,7 +12,9 @@ use crate::local::Cached;
 /// The endpoint a hashing policy places a request on with no load (see
 /// [`Balancer::route`](crate::Balancer::route)): a lookup only, nothing
 /// reserved, nothing allocated. It keeps the membership it was answered from
-/// alive while it lives, so hold it only as long as the answer is needed.
+/// alive while it lives, so hold it only as long as the answer is needed
+/// (it stays on the thread that asked: neither `Send` nor `Sync`; take
+/// [`Route::endpoint`]'s clone to keep the answer longer or elsewhere).
 ///
 /// ```
 /// use loadring::{Balancer, Endpoint, Request};
