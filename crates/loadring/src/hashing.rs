@@ -332,6 +332,8 @@ impl<T: Placement> Hashing<T> {
 
     /// The bounded walk: the first eligible entry whose endpoint is below its
     /// cap, reserved by compare-and-swap; else the least-loaded eligible one.
+    /// Out of line: the pick that ends at the key's owner stays small.
+    #[inline(never)]
     fn pick_bounded(
         &self,
         start: usize,
@@ -370,23 +372,18 @@ impl<T: Placement> Hashing<T> {
                 }
             }
         }
-        self.fallback(req)
+        self.fallback(req, factor)
     }
 
-    /// When the walk finds no eligible endpoint (with room, if bounded): the
+    /// When the bounded walk finds no eligible endpoint with room: the
     /// eligible endpoints the walk cannot reach are those without an entry
     /// (a weight too small for the scheme's arithmetic), so every eligible
-    /// endpoint is looked at once. Bounded: the first with room under its own
-    /// cap, else the one with the least load relative to its cap (a heavy
-    /// endpoint has room for more than a light one); plain: the least loaded.
+    /// endpoint is looked at once: the first with room under its own cap,
+    /// else the one with the least load relative to its cap (a heavy
+    /// endpoint has room for more than a light one). The plain pick's
+    /// fallback, the least loaded, is in [`Hashing::locate`].
     #[cold]
-    fn fallback(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        let Some(factor) = self.bound else {
-            return match self.pool.least_loaded(req) {
-                Some(i) => Ok(self.pool.take(i)),
-                None => Err(none_eligible(&self.pool)),
-            };
-        };
+    fn fallback(&self, req: &Request<'_>, factor: LoadFactor) -> Result<usize, PickError> {
         let total = self.pool.total_load();
         let mut lightest: Option<(usize, u128, u128)> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
@@ -405,21 +402,10 @@ impl<T: Placement> Hashing<T> {
         }
     }
 
-    /// A pick whose key's owner is not eligible or (bounded) not below its
-    /// least cap: the walk, bounded or plain.
-    #[inline(never)]
-    fn pick_walking(&self, start: usize, req: &Request<'_>) -> Result<usize, PickError> {
-        match self.bound {
-            Some(factor) => self.pick_bounded(start, req, factor),
-            None => match self.first_eligible(start, req) {
-                Some(i) => Ok(self.pool.take(i)),
-                None => self.fallback(req),
-            },
-        }
-    }
-
     /// Where a plain pick goes, without reserving: the key's owner, else the
-    /// first eligible endpoint clockwise, else the least-loaded eligible one.
+    /// first eligible endpoint clockwise, else the least-loaded eligible one
+    /// (an eligible endpoint without an entry is found there). Most picks end
+    /// at the owner, with nothing of the walk set up.
     #[inline]
     fn locate(&self, req: &Request<'_>) -> Result<usize, PickError> {
         let start = self.start(req)?;
@@ -464,19 +450,18 @@ impl<T: Placement> Picker for Hashing<T> {
 
     #[inline]
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        let Some(factor) = self.bound else {
+            return self.locate(req).map(|i| self.pool.take(i));
+        };
         let start = self.start(req)?;
-        // Most picks end at the key's own entry: its owner is eligible and
-        // (bounded) below the least cap it can have. That costs one look
+        // Most bounded picks end at the key's own entry too: its owner is
+        // eligible and below the least cap it can have. That costs one look
         // and one reservation, with nothing of the walk set up.
         let owner = self.placement.owner(start);
-        if self.pool.eligible(owner, req) {
-            match self.bound {
-                None => return Ok(self.pool.take(owner)),
-                Some(_) if self.pool.try_reserve(owner, self.floors[owner]) => return Ok(owner),
-                Some(_) => {}
-            }
+        if self.pool.eligible(owner, req) && self.pool.try_reserve(owner, self.floors[owner]) {
+            return Ok(owner);
         }
-        self.pick_walking(start, req)
+        self.pick_bounded(start, req, factor)
     }
 
     /// The clockwise walk from the request's entry, each endpoint at its
