@@ -117,6 +117,12 @@ pub(crate) fn pick_index(
     req: &Request<'_>,
 ) -> Result<usize, PickError> {
     let i = engine.ok_or(PickError::NoEndpoints)?.pick(req)?;
+    within(i, members)
+}
+
+/// `i`, if it names one of `members` backends.
+#[inline]
+fn within(i: usize, members: usize) -> Result<usize, PickError> {
     if i < members {
         Ok(i)
     } else {
@@ -130,9 +136,8 @@ pub(crate) fn pick_index(
 pub(crate) struct Snapshot<T> {
     pub(crate) endpoints: Vec<Endpoint>,
     pub(crate) backends: Vec<Arc<Backend<T>>>,
-    /// `None` while there are no endpoints.
-    picker: Option<Arc<dyn Picker>>,
-    /// The same picker, by concrete type where it is a hot built-in one.
+    /// The picker, by concrete type where it is a hot built-in one; `None`
+    /// while there are no endpoints.
     engine: Option<Engine>,
 }
 
@@ -142,12 +147,10 @@ impl<T> Snapshot<T> {
         backends: Vec<Arc<Backend<T>>>,
         picker: Option<Arc<dyn Picker>>,
     ) -> Self {
-        let engine = picker.clone().map(Engine::new);
         Snapshot {
             endpoints,
             backends,
-            picker,
-            engine,
+            engine: picker.map(Engine::new),
         }
     }
 
@@ -156,7 +159,6 @@ impl<T> Snapshot<T> {
         Snapshot {
             endpoints: self.endpoints.clone(),
             backends,
-            picker: self.picker.clone(),
             engine: self.engine.clone(),
         }
     }
@@ -178,16 +180,7 @@ impl<T> Snapshot<T> {
         let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
         match engine.route(req) {
             None => Ok(None),
-            Some(found) => {
-                let i = found?;
-                if i < self.backends.len() {
-                    Ok(Some(i))
-                } else {
-                    Err(PickError::NoEligibleEndpoint {
-                        members: self.backends.len(),
-                    })
-                }
-            }
+            Some(found) => within(found?, self.backends.len()).map(Some),
         }
     }
 }
@@ -490,8 +483,8 @@ impl<T> Balancer<T> {
         backends: Vec<Arc<Backend<T>>>,
         change: Option<Change>,
     ) -> Result<Snapshot<T>, BuildError> {
-        let incremental = match (&current.picker, change) {
-            (Some(picker), Some(change)) if !backends.is_empty() => Some((&**picker, change)),
+        let incremental = match (&current.engine, change) {
+            (Some(engine), Some(change)) if !backends.is_empty() => Some((engine.picker(), change)),
             _ => None,
         };
         self.build(backends, incremental)
@@ -555,7 +548,11 @@ impl<T> Balancer<T> {
     /// its hash range.
     pub fn candidates<'r>(&self, req: &Request<'r>) -> Result<Candidates<'r, T>, PickError> {
         let snapshot = self.snapshot.load_full();
-        let picker = snapshot.picker.clone().ok_or(PickError::NoEndpoints)?;
+        let picker = snapshot
+            .engine
+            .as_ref()
+            .ok_or(PickError::NoEndpoints)?
+            .shared();
         let order = picker.clone().candidates(req)?;
         Ok(Candidates {
             seen: vec![0; snapshot.backends.len().div_ceil(64)],
@@ -646,7 +643,7 @@ impl<T> Balancer<T> {
     pub fn cap<'a>(&self, id: impl Into<Id<'a>>) -> Result<Option<u64>, UnknownEndpoint> {
         let snapshot = self.snapshot.load();
         let i = Self::position(&snapshot, id.into())?;
-        Ok(snapshot.picker.as_ref().and_then(|p| p.cap(i)))
+        Ok(snapshot.engine.as_ref().and_then(|e| e.picker().cap(i)))
     }
 
     /// How the hash space is divided (hashing policies only).
@@ -656,9 +653,10 @@ impl<T> Balancer<T> {
     pub fn layout(&self) -> Result<Option<Layout>, PickError> {
         let snapshot = self.snapshot.load();
         Ok(snapshot
-            .picker
+            .engine
             .as_ref()
             .ok_or(PickError::NoEndpoints)?
+            .picker()
             .layout())
     }
 }

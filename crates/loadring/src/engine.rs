@@ -50,6 +50,26 @@ impl Engine {
         }
     }
 
+    /// The picker, whatever its type.
+    pub(crate) fn picker(&self) -> &dyn Picker {
+        match self {
+            Engine::Ring(ring) => &**ring,
+            Engine::Ring64(ring) => &**ring,
+            Engine::Maglev(maglev) => &**maglev,
+            Engine::Other(picker) => &**picker,
+        }
+    }
+
+    /// The picker, shared.
+    pub(crate) fn shared(&self) -> Arc<dyn Picker> {
+        match self {
+            Engine::Ring(ring) => ring.clone(),
+            Engine::Ring64(ring) => ring.clone(),
+            Engine::Maglev(maglev) => maglev.clone(),
+            Engine::Other(picker) => picker.clone(),
+        }
+    }
+
     #[inline]
     pub(crate) fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         match self {
