@@ -106,6 +106,8 @@ pub struct Balancer<T = ()> {
     generation: AtomicU64,
     /// The members' counter slots held by local handles, one bit each.
     slots: Arc<AtomicU32>,
+    /// Members marked unhealthy (kept by the members; read by picks).
+    unhealthy: Arc<AtomicU64>,
 }
 
 /// Picks with `engine` over `members` backends and reserves: the index of
@@ -261,6 +263,7 @@ impl<T> Balancer<T> {
             writer: Mutex::new(()),
             generation: AtomicU64::new(0),
             slots: Arc::new(AtomicU32::new(0)),
+            unhealthy: Arc::new(AtomicU64::new(0)),
         };
         let backends = dedup(backends)?;
         let backends = backends
@@ -287,6 +290,7 @@ impl<T> Balancer<T> {
             &endpoint,
             self.tallied.then(|| self.total.clone()),
             self.policy.observer(&endpoint),
+            self.unhealthy.clone(),
         );
         Arc::new(Backend {
             member: Arc::new(member),
@@ -312,7 +316,13 @@ impl<T> Balancer<T> {
         let members = backends.iter().map(|b| b.member.clone()).collect();
         // Without a running total the pool sums its members when asked, as a
         // sub-pool does.
-        let pool = Pool::new(endpoints.clone(), members, self.tallied, self.total.clone());
+        let pool = Pool::new(
+            endpoints.clone(),
+            members,
+            self.tallied,
+            self.total.clone(),
+            self.unhealthy.clone(),
+        );
         let rebuilt =
             incremental.and_then(|(previous, change)| self.policy.rebuild(previous, &pool, change));
         let picker = match rebuilt {

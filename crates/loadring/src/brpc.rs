@@ -199,22 +199,14 @@ fn brpc_ranks(pool: &Pool) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use crate::hash::murmur3_x86_32;
-    use std::sync::atomic::AtomicI64;
-    use std::sync::Arc;
 
     use proptest::prelude::*;
 
     use super::*;
     use crate::endpoint::{dedup, Endpoint};
-    use crate::load::Member;
 
     fn pool(endpoints: Vec<Endpoint>) -> Pool {
-        let total = Arc::new(AtomicI64::new(0));
-        let members = endpoints
-            .iter()
-            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None)))
-            .collect();
-        Pool::new(endpoints, members, true, total)
+        Pool::for_test(endpoints)
     }
 
     /// brpc's own way: add one server at a time, inserting its points into a

@@ -689,7 +689,8 @@ mod tests {
                 .map(|i| pool.member(i).clone())
                 .collect(),
             false,
-            std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0)),
+            std::sync::Arc::default(),
+            std::sync::Arc::default(),
         );
         server_ids(&pool)
     }

@@ -312,8 +312,6 @@ fn host_port(name: &str) -> Result<(&str, u16), BuildError> {
 #[cfg(test)]
 mod tests {
     use std::fmt::Write as _;
-    use std::sync::atomic::AtomicI64;
-    use std::sync::Arc;
 
     use md5::{Digest, Md5};
 
@@ -321,7 +319,6 @@ mod tests {
     use crate::endpoint::Endpoint;
     use crate::hash::md5;
     use crate::hashing::Placement;
-    use crate::load::Member;
     use crate::PolicySpec;
 
     fn ketama(spec: &str) -> Ketama {
@@ -332,13 +329,7 @@ mod tests {
     }
 
     fn pool(endpoints: &[&str]) -> Pool {
-        let total = Arc::new(AtomicI64::new(0));
-        let endpoints: Vec<Endpoint> = endpoints.iter().map(|e| e.parse().unwrap()).collect();
-        let members = endpoints
-            .iter()
-            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None)))
-            .collect();
-        Pool::new(endpoints, members, true, total)
+        Pool::for_test(endpoints.iter().map(|e| e.parse().unwrap()).collect())
     }
 
     const LIBKETAMA_SERVERS: [&str; 8] = [

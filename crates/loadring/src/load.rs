@@ -20,7 +20,7 @@
 //! [`SLOTS`] of them, claimed by the handles alive at a time (handles beyond
 //! that count in the shared counter).
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +28,9 @@ use crate::endpoint::Endpoint;
 use crate::policy::Observer;
 
 const REMOVED: u64 = 1 << 63;
-const COUNT: u64 = REMOVED - 1;
+/// Marked unhealthy (see [`Member::set_healthy`]).
+const UNHEALTHY: u64 = 1 << 62;
+const COUNT: u64 = UNHEALTHY - 1;
 
 /// Slots per backend for the counts of local handles.
 pub(crate) const SLOTS: usize = 4;
@@ -41,7 +43,8 @@ pub(crate) const SLOTS: usize = 4;
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub(crate) struct Member {
-    /// Low 63 bits: requests in flight. Top bit: no longer a member.
+    /// Low 62 bits: requests in flight. Bit 62: marked unhealthy. Top bit:
+    /// no longer a member.
     word: AtomicU64,
     /// In-flight requests summed over the current members of the balancer,
     /// if the balancer keeps that sum.
@@ -53,7 +56,9 @@ pub(crate) struct Member {
     /// 32 bits: a handle holding 2^32 guards on one backend would need
     /// hundreds of gigabytes of guards.
     slots: [AtomicU32; SLOTS],
-    healthy: AtomicBool,
+    /// Members of the balancer marked unhealthy, this one included while
+    /// it is (see [`Member::set_healthy`]).
+    unhealthy: Arc<AtomicU64>,
     addr: Box<str>,
     tag: Option<Box<str>>,
 }
@@ -64,13 +69,14 @@ impl Member {
         endpoint: &Endpoint,
         total: Option<Arc<AtomicI64>>,
         observer: Option<Arc<dyn Observer>>,
+        unhealthy: Arc<AtomicU64>,
     ) -> Self {
         Member {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(Into::into),
             word: AtomicU64::new(0),
             slots: Default::default(),
-            healthy: AtomicBool::new(true),
+            unhealthy,
             total,
             observer,
         }
@@ -79,7 +85,7 @@ impl Member {
     /// A member of a balancer that keeps no running total.
     #[cfg(test)]
     pub(crate) fn untallied(endpoint: &Endpoint) -> Self {
-        Member::new(endpoint, None, None)
+        Member::new(endpoint, None, None, Arc::default())
     }
 
     pub(crate) fn observer(&self) -> Option<&Arc<dyn Observer>> {
@@ -124,7 +130,7 @@ impl Member {
 
     #[inline]
     pub(crate) fn is_healthy(&self) -> bool {
-        self.healthy.load(Relaxed)
+        self.word.load(Relaxed) & UNHEALTHY == 0
     }
 
     /// Whether the policy's per-endpoint state admits `req` (not ejected).
@@ -133,8 +139,25 @@ impl Member {
         self.observer.as_ref().is_none_or(|o| o.admits(req))
     }
 
+    /// Marks the backend healthy or not. The balancer's count of unhealthy
+    /// members follows each change of a current member exactly once (the
+    /// mark shares the word of the removal flag: a change racing with the
+    /// removal is counted either here or by [`Member::retire`]), so that a
+    /// pick can tell from that one count that every member is healthy.
     pub(crate) fn set_healthy(&self, healthy: bool) {
-        self.healthy.store(healthy, Relaxed);
+        let prev = if healthy {
+            self.word.fetch_and(!UNHEALTHY, Relaxed)
+        } else {
+            self.word.fetch_or(UNHEALTHY, Relaxed)
+        };
+        let was_healthy = prev & UNHEALTHY == 0;
+        if prev & REMOVED == 0 && was_healthy != healthy {
+            if healthy {
+                self.unhealthy.fetch_sub(1, Relaxed);
+            } else {
+                self.unhealthy.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Takes one slot whatever the load.
@@ -189,6 +212,12 @@ impl Member {
     /// and its outstanding guards will release without touching the total.
     pub(crate) fn retire(&self) {
         let prev = self.word.fetch_or(REMOVED, Relaxed);
+        if prev & REMOVED != 0 {
+            return;
+        }
+        if prev & UNHEALTHY != 0 {
+            self.unhealthy.fetch_sub(1, Relaxed);
+        }
         self.count_in_total(prev, -((prev & COUNT) as i64));
     }
 }
@@ -353,7 +382,12 @@ mod tests {
     use super::*;
 
     fn member(total: &Arc<AtomicI64>) -> Member {
-        Member::new(&Endpoint::new("a").unwrap(), Some(total.clone()), None)
+        Member::new(
+            &Endpoint::new("a").unwrap(),
+            Some(total.clone()),
+            None,
+            Arc::default(),
+        )
     }
 
     #[test]
@@ -432,5 +466,59 @@ mod tests {
         }
         assert_eq!(over.load(Relaxed), 0, "a reservation went past the cap");
         assert_eq!(member.load(), 0);
+    }
+
+    /// The balancer's count of unhealthy members follows every change of a
+    /// current member once, and a member leaves it when it is removed.
+    #[test]
+    fn unhealthy_count_follows_marks_and_removal() {
+        let unhealthy = Arc::new(AtomicU64::new(0));
+        let endpoint = Endpoint::new("a").unwrap();
+        let a = Member::new(&endpoint, None, None, unhealthy.clone());
+        let b = Member::new(&endpoint, None, None, unhealthy.clone());
+        a.set_healthy(false);
+        a.set_healthy(false);
+        assert_eq!(unhealthy.load(Relaxed), 1, "marked twice, counted once");
+        b.set_healthy(true);
+        assert_eq!(unhealthy.load(Relaxed), 1, "already healthy");
+        b.set_healthy(false);
+        assert_eq!(unhealthy.load(Relaxed), 2);
+        a.reserve();
+        assert!(!a.is_healthy() && a.load() == 1, "the mark is not a load");
+        a.set_healthy(true);
+        assert!(a.is_healthy());
+        assert_eq!((unhealthy.load(Relaxed), a.load()), (1, 1));
+        b.retire();
+        assert_eq!(unhealthy.load(Relaxed), 0, "removed while unhealthy");
+        b.set_healthy(true);
+        b.set_healthy(false);
+        b.retire();
+        assert_eq!(
+            unhealthy.load(Relaxed),
+            0,
+            "a removed member counts no more"
+        );
+    }
+
+    /// Marks and removal racing from several threads leave the count exact.
+    #[test]
+    fn unhealthy_count_survives_races_with_removal() {
+        for _ in 0..200 {
+            let unhealthy = Arc::new(AtomicU64::new(0));
+            let endpoint = Endpoint::new("a").unwrap();
+            let member = Arc::new(Member::new(&endpoint, None, None, unhealthy.clone()));
+            std::thread::scope(|s| {
+                for t in 0..2 {
+                    let member = &member;
+                    s.spawn(move || {
+                        for i in 0..200 {
+                            member.set_healthy((i + t) % 2 == 0);
+                        }
+                    });
+                }
+                s.spawn(|| member.retire());
+            });
+            assert_eq!(unhealthy.load(Relaxed), 0, "the member was removed");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The endpoints one picker chooses among, with their shared state.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
@@ -18,8 +18,14 @@ pub struct Pool {
     endpoints: Vec<Endpoint>,
     members: Vec<Arc<Member>>,
     weight_sum: u64,
+    /// No endpoint has weight 0 and none has per-endpoint policy state
+    /// (an observer that may eject it): while every member is healthy and a
+    /// request excludes nothing, every endpoint is eligible.
+    plain: bool,
     /// No endpoint has weight 0: eligibility need not look at weights.
     all_weighted: bool,
+    /// Members of the balancer marked unhealthy (shared with the members).
+    unhealthy: Arc<AtomicU64>,
     whole: bool,
     total: Arc<AtomicI64>,
     /// Set while the endpoint lifecycle is in panic (too few endpoints
@@ -33,19 +39,35 @@ impl Pool {
         members: Vec<Arc<Member>>,
         whole: bool,
         total: Arc<AtomicI64>,
+        unhealthy: Arc<AtomicU64>,
     ) -> Self {
         debug_assert_eq!(endpoints.len(), members.len());
         let weight_sum = endpoints.iter().map(|e| u64::from(e.weight())).sum();
         let all_weighted = endpoints.iter().all(|e| e.weight() > 0);
+        let plain = all_weighted && members.iter().all(|m| m.observer().is_none());
         Pool {
             endpoints,
             members,
             weight_sum,
+            plain,
             all_weighted,
+            unhealthy,
             whole,
             total,
             panic: None,
         }
+    }
+
+    /// A whole pool over `endpoints`, with members of its own (for tests).
+    #[cfg(test)]
+    pub(crate) fn for_test(endpoints: Vec<Endpoint>) -> Pool {
+        let total = Arc::new(AtomicI64::new(0));
+        let unhealthy = Arc::new(AtomicU64::new(0));
+        let members = endpoints
+            .iter()
+            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None, unhealthy.clone())))
+            .collect();
+        Pool::new(endpoints, members, true, total, unhealthy)
     }
 
     /// This pool, ignoring health and ejection while `panic` is set.
@@ -59,7 +81,13 @@ impl Pool {
     pub(crate) fn subset(&self, indices: &[usize]) -> Pool {
         let endpoints = indices.iter().map(|&i| self.endpoints[i].clone()).collect();
         let members = indices.iter().map(|&i| self.members[i].clone()).collect();
-        let mut pool = Pool::new(endpoints, members, false, self.total.clone());
+        let mut pool = Pool::new(
+            endpoints,
+            members,
+            false,
+            self.total.clone(),
+            self.unhealthy.clone(),
+        );
         pool.panic = self.panic.clone();
         pool
     }
@@ -118,6 +146,15 @@ impl Pool {
     /// the lifecycle's `panic_below=`) health and admission are ignored.
     #[inline(always)]
     pub fn eligible(&self, i: usize, req: &Request<'_>) -> bool {
+        // The common case, decided without reading the endpoint's own state
+        // (a cache line of its own per endpoint).
+        if self.plain
+            && i < self.members.len()
+            && !req.excludes_any()
+            && self.unhealthy.load(Relaxed) == 0
+        {
+            return true;
+        }
         let m = &self.members[i];
         (self.all_weighted || self.endpoints[i].weight() > 0)
             && ((m.is_healthy() && m.admits(req)) || self.panicking())

@@ -126,6 +126,12 @@ impl<'a> Request<'a> {
         self.zone
     }
 
+    /// Whether the request excludes any endpoint.
+    #[inline]
+    pub(crate) fn excludes_any(&self) -> bool {
+        !self.excluded.is_empty() || !self.excluded_ids.is_empty()
+    }
+
     /// Whether the endpoint with this identity is excluded.
     #[inline]
     pub(crate) fn excludes(&self, addr: &str, tag: Option<&str>) -> bool {

@@ -329,20 +329,12 @@ pub(crate) fn weight_units(pool: &Pool) -> Vec<u64> {
 /// A whole pool of endpoints `e0, e1, ...` with the given weights.
 #[cfg(test)]
 pub(crate) fn test_pool(weights: &[u32]) -> Pool {
-    use crate::load::Member;
-    use std::sync::atomic::AtomicI64;
-
-    let total = Arc::new(AtomicI64::new(0));
     let endpoints: Vec<Endpoint> = weights
         .iter()
         .enumerate()
         .map(|(i, &w)| Endpoint::new(format!("e{i}")).unwrap().with_weight(w))
         .collect();
-    let members = endpoints
-        .iter()
-        .map(|e| Arc::new(Member::new(e, Some(total.clone()), None)))
-        .collect();
-    Pool::new(endpoints, members, true, total)
+    Pool::for_test(endpoints)
 }
 
 /// Picks `count` times with guards released at once; the pool indices.
