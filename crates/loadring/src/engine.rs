@@ -80,19 +80,19 @@ impl Engine {
         }
     }
 
-    /// A pick reserved in the local handle's counter `slot`, for plain
-    /// hashing policies (see [`Hashing::pick_in_slot`]); `None` for any
-    /// other policy.
-    #[inline]
-    pub(crate) fn pick_in_slot(
+    /// A pick for a local handle holding counter `slot` (see
+    /// [`Hashing::pick_local`]): the index and the slot its reservation is
+    /// counted in; `None` for a policy not called by type.
+    #[inline(always)]
+    pub(crate) fn pick_local(
         &self,
         req: &Request<'_>,
-        slot: usize,
-    ) -> Option<Result<usize, PickError>> {
+        slot: u32,
+    ) -> Option<Result<(usize, u32), PickError>> {
         match self {
-            Engine::Ring(ring) => ring.pick_in_slot(req, slot),
-            Engine::Ring64(ring) => ring.pick_in_slot(req, slot),
-            Engine::Maglev(maglev) => maglev.pick_in_slot(req, slot),
+            Engine::Ring(ring) => Some(ring.pick_local(req, slot)),
+            Engine::Ring64(ring) => Some(ring.pick_local(req, slot)),
+            Engine::Maglev(maglev) => Some(maglev.pick_local(req, slot)),
             Engine::Other(_) => None,
         }
     }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::error::{BuildError, PickError};
+use crate::local_pick::SHARED;
 use crate::policy::{none_eligible, Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::{Hash, Request};
@@ -413,28 +414,56 @@ impl<T: Placement> Hashing<T> {
         if self.pool.eligible(owner, req) {
             return Ok(owner);
         }
+        self.locate_past(start, req)
+    }
+
+    /// The pick of [`Picker::pick`] for a local handle holding counter
+    /// `slot` (or [`SHARED`] if it holds none): the index and where its
+    /// reservation is counted. A plain policy reserves in the slot (see
+    /// [`Pool::reserve_in_slot`]); a bounded one in the shared counter,
+    /// whose compare-and-swap against the cap sees every reservation.
+    /// Written out here, not through [`Picker::pick`], so that the common
+    /// case (the key's owner takes it) is inlined into the handle's pick.
+    #[inline(always)]
+    pub(crate) fn pick_local(
+        &self,
+        req: &Request<'_>,
+        slot: u32,
+    ) -> Result<(usize, u32), PickError> {
+        let start = self.start(req)?;
+        let owner = self.placement.owner(start);
+        let eligible = self.pool.eligible(owner, req);
+        match self.bound {
+            None => {
+                let found = if eligible {
+                    owner
+                } else {
+                    self.locate_past(start, req)?
+                };
+                if slot == SHARED {
+                    Ok((self.pool.take(found), SHARED))
+                } else {
+                    self.pool.reserve_in_slot(found, slot as usize);
+                    Ok((found, slot))
+                }
+            }
+            Some(factor) => {
+                if eligible && self.pool.try_reserve(owner, self.floors[owner]) {
+                    return Ok((owner, SHARED));
+                }
+                Ok((self.pick_bounded(start, req, factor)?, SHARED))
+            }
+        }
+    }
+
+    /// Where a plain pick goes when the key's owner is not eligible: the
+    /// first eligible endpoint clockwise from `start`, else the least-loaded
+    /// eligible one. Out of line: most picks end at the owner.
+    #[inline(never)]
+    fn locate_past(&self, start: usize, req: &Request<'_>) -> Result<usize, PickError> {
         self.first_eligible(start, req)
             .or_else(|| self.pool.least_loaded(req))
             .ok_or_else(|| none_eligible(&self.pool))
-    }
-
-    /// For a plain policy, the pick of [`Picker::pick`] with its
-    /// reservation in the local handle's counter `slot` (see
-    /// [`Pool::reserve_in_slot`]); `None` for a bounded one, whose cap needs
-    /// every reservation in the shared counters.
-    #[inline]
-    pub(crate) fn pick_in_slot(
-        &self,
-        req: &Request<'_>,
-        slot: usize,
-    ) -> Option<Result<usize, PickError>> {
-        if self.bound.is_some() {
-            return None;
-        }
-        Some(
-            self.locate(req)
-                .inspect(|&i| self.pool.reserve_in_slot(i, slot)),
-        )
     }
 
     /// The cap the next pick applies to endpoint `i`.

@@ -10,8 +10,9 @@
 //!
 //! The local handle keeps the snapshot it last used and checks, per pick,
 //! one counter the balancer bumps on every membership change (a plain load);
-//! its guards hold the snapshot by a non-atomic reference count. What is
-//! left of a pick is the policy's lookup and the in-flight count. Policies
+//! its guards borrow the handle and point into that snapshot, which the
+//! handle keeps while they live (see `local_pick.rs`). What is left of a
+//! pick is the policy's lookup and the in-flight count. Policies
 //! that read loads to decide (bounded, p2c, `la`...) count in the backend's
 //! shared counter (an atomic read-modify-write to reserve, one to release);
 //! plain hashing policies, which never read a load to place a key, count in
@@ -21,41 +22,24 @@
 //! counter.
 //!
 //! Its limits: guards stay on the thread ([`LocalPick`] is neither `Send`
-//! nor `Sync`), a handle that stops picking keeps the last snapshot it saw
-//! (its ring or table and the backends) alive until it picks again or is
-//! dropped, and only four handles at a time get a slot of their own.
+//! nor `Sync`) and cannot outlive the handle, a handle that stops picking
+//! keeps the last snapshot it saw (its ring or table and the backends) alive
+//! until it picks again or is dropped (and an earlier one while a guard of
+//! it lives), and only four handles at a time get a slot of their own.
 
-use std::cell::RefCell;
 use std::fmt;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::balancer::{pick_index, Balancer, Snapshot};
-use crate::endpoint::Endpoint;
-use crate::engine::Engine;
+use crate::balancer::{pick_index, Balancer};
 use crate::error::PickError;
-use crate::load::{Backend, Member, Outcome, SLOTS};
+use crate::load::SLOTS;
+use crate::local_pick::{Cached, Kept, LocalPick, SHARED};
 use crate::request::Request;
 use crate::route::Route;
 
-/// A snapshot and the balancer generation it was current at.
-pub(crate) struct Cached<T> {
-    generation: u64,
-    pub(crate) snapshot: Arc<Snapshot<T>>,
-    /// The snapshot's in-flight counters, by backend index, one step from
-    /// the guard: a release follows two pointers to the counter instead of
-    /// five (snapshot, backends, backend, member).
-    members: Box<[Arc<Member>]>,
-    /// The snapshot's engine, one step nearer too.
-    engine: Option<Engine>,
-    /// The counter slot of the handle that made this, if it holds one; kept
-    /// while any guard of the handle lives.
-    slot: Option<Rc<SlotClaim>>,
-}
-
-/// One of a balancer's counter slots, held by one local handle (and its
-/// guards) until the last of them is dropped.
+/// One of a balancer's counter slots, held by one local handle until it is
+/// dropped (after its guards, which borrow it).
 pub(crate) struct SlotClaim {
     claimed: Arc<AtomicU32>,
     slot: usize,
@@ -103,11 +87,12 @@ impl Drop for SlotClaim {
 /// the picks of other policies always do.
 ///
 /// It sees membership changes at its next pick, like [`Balancer::pick`].
-/// Its guards ([`LocalPick`]) stay on the thread that picked; use
-/// [`Balancer::pick`] for a guard that moves into a future or to another
-/// thread. A handle keeps the last snapshot it picked from (the ring or
-/// table and the backends of that membership) alive until its next pick or
-/// its drop: keep handles on threads that pick, not in idle places.
+/// Its guards ([`LocalPick`]) borrow the handle and stay on the thread that
+/// picked; use [`Balancer::pick`] for a guard that moves into a future or to
+/// another thread, or outlives the handle. A handle keeps the last snapshot
+/// it picked from (the ring or table and the backends of that membership)
+/// alive until its next pick or its drop, and an earlier one while a guard
+/// of it lives: keep handles on threads that pick, not in idle places.
 ///
 /// ```
 /// use loadring::{Balancer, Endpoint, Request};
@@ -133,8 +118,10 @@ impl Drop for SlotClaim {
 /// ```
 pub struct LocalBalancer<'b, T = ()> {
     balancer: &'b Balancer<T>,
-    cached: RefCell<Rc<Cached<T>>>,
-    slot: Option<Rc<SlotClaim>>,
+    kept: Kept<T>,
+    /// Dropped after `kept`, with the handle: its guards, which count in the
+    /// slot, cannot outlive the handle.
+    slot: Option<SlotClaim>,
 }
 
 impl<T> fmt::Debug for LocalBalancer<'_, T> {
@@ -147,54 +134,36 @@ impl<T> fmt::Debug for LocalBalancer<'_, T> {
 
 impl<'b, T> LocalBalancer<'b, T> {
     pub(crate) fn new(balancer: &'b Balancer<T>) -> Self {
-        let slot = SlotClaim::claim(balancer.slots()).map(Rc::new);
-        let cached = RefCell::new(Rc::new(Self::fresh(balancer, &slot)));
+        let slot = SlotClaim::claim(balancer.slots());
+        let number = slot.as_ref().map_or(SHARED, |claim| claim.slot as u32);
         LocalBalancer {
             balancer,
-            cached,
+            kept: Kept::new(Self::fresh(balancer, number)),
             slot,
         }
     }
 
-    fn fresh(balancer: &Balancer<T>, slot: &Option<Rc<SlotClaim>>) -> Cached<T> {
+    fn fresh(balancer: &Balancer<T>, slot: u32) -> Cached<T> {
         // The generation is read first: a change published in between makes
         // the next pick look again, never miss it.
         let generation = balancer.generation().load(Acquire);
-        let snapshot = balancer.snapshot_arc();
-        let members = snapshot.backends.iter().map(|b| b.member.clone()).collect();
-        let engine = snapshot.engine().cloned();
-        Cached {
-            generation,
-            snapshot,
-            members,
-            engine,
-            slot: slot.clone(),
-        }
+        Cached::new(generation, balancer.snapshot_arc(), slot)
     }
 
-    /// The current snapshot: the cached one unless the membership changed.
-    #[inline]
-    fn current(&self) -> Rc<Cached<T>> {
-        let generation = self.balancer.generation().load(Acquire);
-        {
-            let cached = self.cached.borrow();
-            if cached.generation == generation {
-                return cached.clone();
-            }
-        }
-        self.refresh()
-    }
-
-    #[cold]
-    fn refresh(&self) -> Rc<Cached<T>> {
-        let fresh = Rc::new(Self::fresh(self.balancer, &self.slot));
-        *self.cached.borrow_mut() = fresh.clone();
-        fresh
+    /// This handle's counter slot, or [`SHARED`].
+    fn slot_number(&self) -> u32 {
+        self.slot.as_ref().map_or(SHARED, |claim| claim.slot as u32)
     }
 
     /// The balancer this handle picks from.
     pub fn balancer(&self) -> &'b Balancer<T> {
         self.balancer
+    }
+
+    /// Earlier snapshots kept for the guards of theirs still alive.
+    #[cfg(test)]
+    pub(crate) fn retired(&self) -> usize {
+        self.kept.retired()
     }
 
     /// Picks an endpoint for `req` and holds one in-flight slot on it until
@@ -203,23 +172,24 @@ impl<'b, T> LocalBalancer<'b, T> {
     /// # Errors
     /// As [`Balancer::pick`].
     #[inline]
-    pub fn pick(&self, req: &Request<'_>) -> Result<LocalPick<T>, PickError> {
-        let cached = self.current();
-        if let (Some(engine), Some(claim)) = (&cached.engine, &cached.slot) {
-            if let Some(picked) = engine.pick_in_slot(req, claim.slot) {
-                return Ok(LocalPick {
-                    index: picked?,
-                    slot: Some(claim.slot),
-                    snapshot: cached,
-                });
+    pub fn pick(&self, req: &Request<'_>) -> Result<LocalPick<'_, T>, PickError> {
+        let generation = self.balancer.generation().load(Acquire);
+        let fresh = || Self::fresh(self.balancer, self.slot_number());
+        self.kept.pick(generation, fresh, |cached| {
+            if let Some(engine) = &cached.engine {
+                if let Some(picked) = engine.pick_local(req, cached.slot) {
+                    return picked;
+                }
             }
-        }
-        let index = pick_index(cached.engine.as_ref(), cached.members.len(), req)?;
-        Ok(LocalPick {
-            snapshot: cached,
-            index,
-            slot: None,
+            Self::pick_shared(cached, req)
         })
+    }
+
+    /// A pick counted in the backend's shared counter.
+    #[inline(never)]
+    fn pick_shared(cached: &Cached<T>, req: &Request<'_>) -> Result<(usize, u32), PickError> {
+        let index = pick_index(cached.engine.as_ref(), cached.members.len(), req)?;
+        Ok((index, SHARED))
     }
 
     /// Where a hashing policy places `req` with no load, reserving nothing,
@@ -229,83 +199,13 @@ impl<'b, T> LocalBalancer<'b, T> {
     /// As [`Balancer::route`].
     #[inline]
     pub fn route(&self, req: &Request<'_>) -> Result<Option<Route<T>>, PickError> {
-        let cached = self.current();
+        let generation = self.balancer.generation().load(Acquire);
+        let cached = self.kept.current(generation, || {
+            Self::fresh(self.balancer, self.slot_number())
+        });
         match cached.snapshot.route_index(req)? {
             Some(index) => Ok(Some(Route::local(cached, index))),
             None => Ok(None),
         }
-    }
-}
-
-/// An endpoint picked through a [`LocalBalancer`], holding one in-flight slot
-/// until dropped, like [`Pick`](crate::Pick) but bound to the thread that
-/// picked (it is neither `Send` nor `Sync`).
-#[must_use = "the slot is released as soon as the guard is dropped"]
-pub struct LocalPick<T = ()> {
-    snapshot: Rc<Cached<T>>,
-    index: usize,
-    /// The handle's counter slot the reservation is in (a plain hashing
-    /// policy), or `None`: the backend's shared counter. Kept here, not
-    /// read from the claim, so that a release follows one pointer less.
-    slot: Option<usize>,
-}
-
-impl<T> LocalPick<T> {
-    #[inline]
-    fn backend_entry(&self) -> &Backend<T> {
-        &self.snapshot.snapshot.backends[self.index]
-    }
-
-    /// The caller's value for the picked endpoint.
-    pub fn backend(&self) -> &T {
-        &self.backend_entry().value
-    }
-
-    /// The picked endpoint.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend_entry().endpoint
-    }
-
-    /// The address of the picked endpoint.
-    pub fn addr(&self) -> &str {
-        self.backend_entry().endpoint.addr()
-    }
-
-    /// The tag of the picked endpoint, if it has one.
-    pub fn tag(&self) -> Option<&str> {
-        self.backend_entry().endpoint.tag()
-    }
-
-    /// Requests in flight on the picked endpoint, this one included.
-    pub fn in_flight(&self) -> u64 {
-        self.backend_entry().member.load()
-    }
-
-    /// Reports how the request went, then releases the slot (see
-    /// [`Pick::finish`](crate::Pick::finish)).
-    pub fn finish(self, outcome: Outcome) {
-        if let Some(observer) = self.backend_entry().member.observer() {
-            observer.observe(&outcome);
-        }
-    }
-}
-
-impl<T> Drop for LocalPick<T> {
-    #[inline]
-    fn drop(&mut self) {
-        let member = &self.snapshot.members[self.index];
-        match self.slot {
-            Some(slot) => member.release_in_slot(slot),
-            None => member.release(),
-        }
-    }
-}
-
-impl<T> fmt::Debug for LocalPick<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LocalPick")
-            .field("endpoint", self.endpoint())
-            .field("in_flight", &self.in_flight())
-            .finish()
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::balancer::Snapshot;
 use crate::endpoint::Endpoint;
 use crate::load::Backend;
-use crate::local::Cached;
+use crate::local_pick::Cached;
 
 /// The endpoint a hashing policy places a request on with no load (see
 /// [`Balancer::route`](crate::Balancer::route)): a lookup only, nothing

@@ -56,23 +56,23 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// The test's own account of what the balancer should hold.
-struct Model {
+struct Model<'h> {
     universe: Vec<Endpoint>,
     members: Vec<usize>,
     healthy: [bool; 6],
     /// Bumped when a backend leaves: guards of an older generation no longer count.
     generation: [u32; 6],
-    held: Vec<(usize, u32, Guard)>,
+    held: Vec<(usize, u32, Guard<'h>)>,
 }
 
 /// A guard of either kind: both must count and release alike.
 #[allow(dead_code)] // held for their drop
-enum Guard {
+enum Guard<'h> {
     Shared(Pick),
-    Local(LocalPick),
+    Local(LocalPick<'h>),
 }
 
-impl Guard {
+impl Guard<'_> {
     fn addr(&self) -> &str {
         match self {
             Guard::Shared(pick) => pick.addr(),
@@ -81,7 +81,7 @@ impl Guard {
     }
 }
 
-impl Model {
+impl Model<'_> {
     fn index(&self, addr: &str) -> usize {
         self.universe.iter().position(|e| e.addr() == addr).unwrap()
     }
@@ -94,10 +94,10 @@ impl Model {
     }
 }
 
-fn check_pick(
+fn check_pick<'h>(
     balancer: &Balancer,
-    local: Option<&LocalBalancer<'_>>,
-    model: &mut Model,
+    local: Option<&'h LocalBalancer<'_>>,
+    model: &mut Model<'h>,
     key: u8,
     exclude: Option<u8>,
 ) -> Result<(), TestCaseError> {

@@ -272,7 +272,8 @@ mod model {
             key: u8,
             handle: u8,
         },
-        /// Drops a handle (its guards stay) and makes a new one.
+        /// Drops every guard (a guard cannot outlive its handle), then
+        /// the handle, and makes a new one (which may take the freed slot).
         Renew {
             handle: u8,
         },
@@ -299,9 +300,9 @@ mod model {
     }
 
     #[allow(dead_code)] // held for their drop
-    enum Guard {
+    enum Guard<'h> {
         Shared(Pick),
-        Local(LocalPick),
+        Local(LocalPick<'h>),
     }
 
     /// Any interleaving of shared and local picks, releases, membership and
@@ -320,7 +321,9 @@ mod model {
         for op in ops {
             match op {
                 Op::Renew { handle } => {
+                    drop(held);
                     handles[handle as usize] = balancer.local();
+                    held = Vec::new();
                 }
                 Op::Pick { key, handle } => {
                     let key = format!("key-{key}");

@@ -21,9 +21,9 @@ fn endpoints(skip: Option<usize>) -> Vec<Endpoint> {
 /// A guard of either kind: half the pickers go through a `LocalBalancer`,
 /// whose cached snapshot must follow the updater.
 #[allow(dead_code)] // held for their drop
-enum Guard {
+enum Guard<'h> {
     Shared(Pick),
-    Local(LocalPick),
+    Local(LocalPick<'h>),
 }
 
 fn stress(spec: &str) {
