@@ -30,8 +30,9 @@
 //! [`Balancer::pick`]'s guard can go anywhere (another thread, a future);
 //! that costs shared reference counts on every pick. A thread that picks and
 //! releases itself takes a [`Balancer::local`] handle: its [`LocalPick`]
-//! guards cost the policy's lookup and the in-flight count, nothing more
-//! (for plain hashing policies, not even an atomic read-modify-write).
+//! guards borrow the handle and cost the policy's lookup and the in-flight
+//! count, nothing more (for plain hashing policies, not even an atomic
+//! read-modify-write).
 //! [`Balancer::route`] answers where a hashing policy places a request
 //! without reserving or allocating anything (a cache client sharding keys).
 //!

@@ -16,11 +16,10 @@
 //!    the handle (and its [`Kept`] snapshots) can be.
 //! 2. [`Kept`] lets go of a snapshot it no longer picks from only when every
 //!    guard made from it has been dropped: each snapshot counts the guards
-//!    made from it and the guards dropped, in two plain counters (two, not
-//!    one up and down, so that a pick and the release before it do not wait
-//!    on each other). A snapshot replaced while guards of it live waits in
-//!    [`Kept`]'s retired list and is let go at a later replacement once its
-//!    counts agree, or with the handle.
+//!    made from it and the guards dropped (two plain counters that only
+//!    grow). A snapshot replaced while guards of it live waits in [`Kept`]'s
+//!    retired list and is let go at a later replacement once its counts
+//!    agree, or with the handle.
 //! 3. A snapshot owns its backends and their counters (`Arc`s), so a pointer
 //!    to one lives as long as the snapshot.
 //!
@@ -211,6 +210,12 @@ impl<T> LocalPick<'_, T> {
     #[inline]
     fn backend_entry(&self) -> &Backend<T> {
         &self.cached().snapshot.backends[self.index]
+    }
+
+    /// The slot the reservation is counted in.
+    #[cfg(test)]
+    pub(crate) fn slot(&self) -> u32 {
+        self.slot
     }
 
     /// The caller's value for the picked endpoint.

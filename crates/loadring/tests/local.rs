@@ -54,6 +54,35 @@ fn local_picks_and_routes_agree_with_shared_picks() {
     }
 }
 
+/// A local guard tells its endpoint as a shared one does: address, tag,
+/// the caller's value, the load with every guard counted.
+#[test]
+fn local_guards_describe_their_endpoint() {
+    for spec in ["maglev", "c_murmurhash_bl", "rr"] {
+        let backends = (0..3).map(|i| {
+            let endpoint = Endpoint::new(format!("10.0.0.{i}:80"))
+                .unwrap()
+                .with_tag(format!("t{i}"))
+                .unwrap();
+            (endpoint, i * 10)
+        });
+        let balancer = Balancer::with_backends(spec.parse().unwrap(), backends).unwrap();
+        let local = balancer.local();
+        let req = Request::key("user:42");
+        let first = local.pick(&req).unwrap();
+        let second = local.pick(&req).unwrap();
+        let i: usize = first.addr()["10.0.0.".len()..][..1].parse().unwrap();
+        assert_eq!(first.tag(), Some(format!("t{i}").as_str()), "{spec}");
+        assert_eq!(first.endpoint().tag(), first.tag(), "{spec}");
+        assert_eq!(*first.backend(), i * 10, "{spec}");
+        let together = u64::from(first.addr() == second.addr()) + 1;
+        assert_eq!(first.in_flight(), together, "{spec}");
+        assert!(format!("{first:?}").contains(first.addr()), "{spec}");
+        drop((first, second));
+        assert_eq!(balancer.total_in_flight(), 0, "{spec}");
+    }
+}
+
 /// Non-hashing policies share their state between the two ways of picking
 /// (round robin goes on where the other left off) and do not route.
 #[test]
