@@ -230,6 +230,7 @@ mod tests {
         slots.sort_unstable();
         assert_eq!(slots, (0..SLOTS as u32).collect::<Vec<_>>());
         assert_eq!(balancer.local().slot_number(), SHARED, "all taken");
+        assert!(format!("{:?}", handles[0]).starts_with("LocalBalancer { balancer: Balancer"));
         let freed = handles.remove(1).slot_number();
         assert_eq!(
             balancer.local().slot_number(),
