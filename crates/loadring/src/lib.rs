@@ -76,6 +76,7 @@ mod ring_hash;
 mod rng;
 mod route;
 mod spec;
+mod tally;
 mod twemproxy;
 mod wavelet;
 

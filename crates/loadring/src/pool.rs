@@ -1,11 +1,12 @@
 //! The endpoints one picker chooses among, with their shared state.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
 use crate::load::Member;
 use crate::request::Request;
+use crate::tally::Tally;
 
 /// The endpoints a [`Picker`](crate::policy::Picker) chooses among, by index,
 /// with what it needs to know of each: weight, health, requests in flight.
@@ -27,7 +28,7 @@ pub struct Pool {
     /// Members of the balancer marked unhealthy (shared with the members).
     unhealthy: Arc<AtomicU64>,
     whole: bool,
-    total: Arc<AtomicI64>,
+    total: Arc<Tally>,
     /// Set while the endpoint lifecycle is in panic (too few endpoints
     /// healthy): health and ejection are then ignored (see `lifecycle.rs`).
     panic: Option<Arc<AtomicBool>>,
@@ -38,7 +39,7 @@ impl Pool {
         endpoints: Vec<Endpoint>,
         members: Vec<Arc<Member>>,
         whole: bool,
-        total: Arc<AtomicI64>,
+        total: Arc<Tally>,
         unhealthy: Arc<AtomicU64>,
     ) -> Self {
         debug_assert_eq!(endpoints.len(), members.len());
@@ -61,7 +62,7 @@ impl Pool {
     /// A whole pool over `endpoints`, with members of its own (for tests).
     #[cfg(test)]
     pub(crate) fn for_test(endpoints: Vec<Endpoint>) -> Pool {
-        let total = Arc::new(AtomicI64::new(0));
+        let total = Arc::new(Tally::default());
         let unhealthy = Arc::new(AtomicU64::new(0));
         let members = endpoints
             .iter()
@@ -133,8 +134,7 @@ impl Pool {
     #[inline]
     pub fn total_load(&self) -> u64 {
         if self.whole {
-            // Transiently negative while a removal and a reservation race.
-            self.total.load(Relaxed).max(0) as u64
+            self.total.total()
         } else {
             self.members.iter().map(|m| m.load()).sum()
         }
