@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Release};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -18,7 +18,6 @@ use crate::pool::Pool;
 use crate::request::Request;
 use crate::route::Route;
 use crate::spec::PolicySpec;
-use crate::tally::Tally;
 
 /// A load balancer: one policy over a changing set of endpoints, each
 /// carrying a value of the caller's type `T` (a connection pool, a client, a
@@ -33,10 +32,9 @@ use crate::tally::Tally;
 /// the backend (address and tag), so they survive changes that keep it.
 ///
 /// Bounded policies also keep a running total of the requests in flight,
-/// which their cap needs (an atomic add per pick and per release, on a
-/// stripe of the total per thread so that threads do not share its line);
-/// other policies skip it and [`Balancer::total_in_flight`] sums the
-/// members instead.
+/// which their cap needs on every pick; other policies skip that shared
+/// counter (one contended atomic add less per pick and per release) and
+/// [`Balancer::total_in_flight`] sums the members instead.
 ///
 /// ```
 /// use loadring::{Balancer, Endpoint, Request};
@@ -91,15 +89,14 @@ use crate::tally::Tally;
 /// go over one: to the eligible endpoint with the least load for its cap. Under `T` threads each reservation is a
 /// compare-and-swap against the cap computed from the total its pick read, so
 /// no reservation exceeds that cap; the total read may lag behind picks and
-/// releases of other threads (summed over its stripes, it is never more than
-/// were in flight at one moment of the read). With at most `G` guards alive at once and at
+/// releases of other threads. With at most `G` guards alive at once and at
 /// least `n` eligible endpoints, no endpoint holds more than
 /// `max(cap(G + T), (G + T) / n) + T` requests (the stress tests check it).
 pub struct Balancer<T = ()> {
     policy: Arc<dyn Policy>,
     spec: Option<PolicySpec>,
     snapshot: ArcSwap<Snapshot<T>>,
-    total: Arc<Tally>,
+    total: Arc<AtomicI64>,
     /// Whether members count their reservations in `total` (bounded policies).
     tallied: bool,
     /// Serializes writers; readers never touch it.
@@ -255,7 +252,7 @@ impl<T> Balancer<T> {
         policy: Arc<dyn Policy>,
         backends: impl IntoIterator<Item = (Endpoint, T)>,
     ) -> Result<Self, BuildError> {
-        let total = Arc::new(Tally::default());
+        let total = Arc::new(AtomicI64::new(0));
         let tallied = policy.load_factor().is_some();
         let balancer = Balancer {
             policy,
@@ -637,7 +634,7 @@ impl<T> Balancer<T> {
     /// Requests in flight on the current members.
     pub fn total_in_flight(&self) -> u64 {
         if self.tallied {
-            self.total.total()
+            self.total.load(Relaxed).max(0) as u64
         } else {
             self.snapshot
                 .load()

@@ -76,7 +76,6 @@ mod ring_hash;
 mod rng;
 mod route;
 mod spec;
-mod tally;
 mod twemproxy;
 mod wavelet;
 

@@ -5,10 +5,10 @@
 //! out of the member total exactly once: either by the release (it saw the
 //! backend still a member) or by the removal (its count included the slot).
 //!
-//! The member total ([`Tally`], striped so that threads do not share one
-//! line) costs each pick and each release an atomic add. Only bounded
-//! policies read it; members of other balancers keep no total (it is summed
-//! over the members when asked).
+//! The member total is one counter shared by every picking thread, so keeping
+//! it costs each pick and each release an atomic add on a contended cache
+//! line. Only bounded policies read it on every pick; members of other
+//! balancers keep no total (it is summed over the members when asked).
 //!
 //! A plain hashing policy never reads a load to place a request, so a
 //! [`LocalBalancer`](crate::LocalBalancer) (a handle on one thread, whose
@@ -20,13 +20,12 @@
 //! [`SLOTS`] of them, claimed by the handles alive at a time (handles beyond
 //! that count in the shared counter).
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::endpoint::Endpoint;
 use crate::policy::Observer;
-use crate::tally::Tally;
 
 const REMOVED: u64 = 1 << 63;
 /// Marked unhealthy (see [`Member::set_healthy`]).
@@ -49,7 +48,7 @@ pub(crate) struct Member {
     word: AtomicU64,
     /// In-flight requests summed over the current members of the balancer,
     /// if the balancer keeps that sum.
-    total: Option<Arc<Tally>>,
+    total: Option<Arc<AtomicI64>>,
     /// What the policy learns from outcomes, if it learns anything.
     observer: Option<Arc<dyn Observer>>,
     /// Requests in flight reserved through local handles, one slot per
@@ -68,7 +67,7 @@ impl Member {
     /// A member whose reservations are also counted in `total`, if given.
     pub(crate) fn new(
         endpoint: &Endpoint,
-        total: Option<Arc<Tally>>,
+        total: Option<Arc<AtomicI64>>,
         observer: Option<Arc<dyn Observer>>,
         unhealthy: Arc<AtomicU64>,
     ) -> Self {
@@ -174,7 +173,7 @@ impl Member {
     fn count_in_total(&self, prev: u64, delta: i64) {
         if let Some(total) = &self.total {
             if prev & REMOVED == 0 {
-                total.add(delta);
+                total.fetch_add(delta, Relaxed);
             }
         }
     }
@@ -382,7 +381,7 @@ impl<T> Drop for Pick<T> {
 mod tests {
     use super::*;
 
-    fn member(total: &Arc<Tally>) -> Member {
+    fn member(total: &Arc<AtomicI64>) -> Member {
         Member::new(
             &Endpoint::new("a").unwrap(),
             Some(total.clone()),
@@ -393,31 +392,35 @@ mod tests {
 
     #[test]
     fn reserve_and_release_move_the_total() {
-        let total = Arc::new(Tally::default());
+        let total = Arc::new(AtomicI64::new(0));
         let m = member(&total);
         m.reserve();
         assert!(m.try_reserve(2));
         assert!(!m.try_reserve(2), "the cap is 2");
-        assert_eq!((m.load(), total.total()), (2, 2));
+        assert_eq!((m.load(), total.load(Relaxed)), (2, 2));
         m.release();
         m.release();
-        assert_eq!((m.load(), total.total()), (0, 0));
+        assert_eq!((m.load(), total.load(Relaxed)), (0, 0));
     }
 
     #[test]
     fn retired_members_leave_the_total_once() {
-        let total = Arc::new(Tally::default());
+        let total = Arc::new(AtomicI64::new(0));
         let m = member(&total);
         m.reserve();
         m.reserve();
         m.retire();
-        assert_eq!(total.total(), 0, "removal takes its load out of the total");
+        assert_eq!(
+            total.load(Relaxed),
+            0,
+            "removal takes its load out of the total"
+        );
         m.release();
         m.reserve();
         m.release();
         m.release();
         assert_eq!(
-            (m.load(), total.total()),
+            (m.load(), total.load(Relaxed)),
             (0, 0),
             "late releases do not count twice"
         );

@@ -1,12 +1,11 @@
 //! The endpoints one picker chooses among, with their shared state.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
 use crate::load::Member;
 use crate::request::Request;
-use crate::tally::Tally;
 
 /// The endpoints a [`Picker`](crate::policy::Picker) chooses among, by index,
 /// with what it needs to know of each: weight, health, requests in flight.
@@ -28,7 +27,7 @@ pub struct Pool {
     /// Members of the balancer marked unhealthy (shared with the members).
     unhealthy: Arc<AtomicU64>,
     whole: bool,
-    total: Arc<Tally>,
+    total: Arc<AtomicI64>,
     /// Set while the endpoint lifecycle is in panic (too few endpoints
     /// healthy): health and ejection are then ignored (see `lifecycle.rs`).
     panic: Option<Arc<AtomicBool>>,
@@ -39,7 +38,7 @@ impl Pool {
         endpoints: Vec<Endpoint>,
         members: Vec<Arc<Member>>,
         whole: bool,
-        total: Arc<Tally>,
+        total: Arc<AtomicI64>,
         unhealthy: Arc<AtomicU64>,
     ) -> Self {
         debug_assert_eq!(endpoints.len(), members.len());
@@ -62,7 +61,7 @@ impl Pool {
     /// A whole pool over `endpoints`, with members of its own (for tests).
     #[cfg(test)]
     pub(crate) fn for_test(endpoints: Vec<Endpoint>) -> Pool {
-        let total = Arc::new(Tally::default());
+        let total = Arc::new(AtomicI64::new(0));
         let unhealthy = Arc::new(AtomicU64::new(0));
         let members = endpoints
             .iter()
@@ -134,7 +133,8 @@ impl Pool {
     #[inline]
     pub fn total_load(&self) -> u64 {
         if self.whole {
-            self.total.total()
+            // Transiently negative while a removal and a reservation race.
+            self.total.load(Relaxed).max(0) as u64
         } else {
             self.members.iter().map(|m| m.load()).sum()
         }
