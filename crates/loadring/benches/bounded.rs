@@ -9,7 +9,9 @@
 //! bounded walk always finds room at the key's natural owner: the figures are
 //! the price of the bounded bookkeeping (the cap check, the compare-and-swap
 //! reservation, the shared total of requests in flight), not of spilling.
-//! Picks cycle through 1024 pseudo-random request codes.
+//! Picks cycle through 1024 pseudo-random request codes, except in
+//! `hot_key_past_floor`, where guards are held so that each pick of one hot
+//! key reads the running total (the path of every bounded pick under load).
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -109,6 +111,62 @@ fn pick_cost(c: &mut Criterion) {
     g.finish();
 }
 
+/// A hot key past its endpoint's least cap: the pick reads the running total
+/// to compute the cap (the path the total's stripes make longer to read).
+/// 200 guards are held: one on the hot code's endpoint (load 1, at the least
+/// cap), 199 on other endpoints (the total the cap is computed from); each
+/// timed pick of the hot code reads the total, finds room under the cap (3,
+/// room for both threads' picks) and reserves on the hot endpoint, then
+/// releases.
+fn hot_key(c: &mut Criterion) {
+    let bal = balancer("c_murmurhash_bl:load_factor=1.25");
+    let hot = 0x1234_5678u64;
+    let first = bal.pick(&Request::code(hot)).unwrap();
+    let owner = first.addr().to_string();
+    let mut held = vec![first];
+    for code in codes() {
+        if held.len() == 200 {
+            break;
+        }
+        let pick = bal.pick(&Request::code(code)).unwrap();
+        if pick.addr() != owner {
+            held.push(pick);
+        }
+    }
+    assert_eq!(bal.total_in_flight(), 200);
+    assert_eq!(bal.cap(&*owner).unwrap(), Some(3), "the hot endpoint's cap");
+    let hot_pick = |bal: &Balancer| {
+        let pick = bal.pick(&Request::code(hot)).unwrap();
+        debug_assert_eq!(pick.addr(), owner);
+        drop(black_box(pick));
+    };
+    let mut g = c.benchmark_group("hot_key_past_floor");
+    g.bench_function("1_thread", |b| b.iter(|| hot_pick(&bal)));
+    g.bench_function("2_threads", |b| {
+        b.iter_custom(|iters| {
+            let barrier = Barrier::new(2);
+            thread::scope(|s| {
+                let run = || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        hot_pick(&bal);
+                    }
+                    start.elapsed()
+                };
+                let a = s.spawn(run);
+                let c = s.spawn(run);
+                a.join().unwrap().max(c.join().unwrap())
+            })
+        })
+    });
+    g.finish();
+    let on_owner = held.iter().filter(|p| p.addr() == owner).count();
+    assert_eq!(on_owner, 1, "no held guard spilled onto the hot endpoint");
+    drop(held);
+    assert_eq!(bal.total_in_flight(), 0);
+}
+
 /// Picks on `picked` while another thread updates `updated` every millisecond,
 /// alternating between two memberships.
 fn picks_beside_updates(
@@ -205,5 +263,5 @@ fn during_updates(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pick_cost, during_updates);
+criterion_group!(benches, pick_cost, hot_key, during_updates);
 criterion_main!(benches);
