@@ -112,7 +112,7 @@ fn pick_cost(c: &mut Criterion) {
 }
 
 /// A hot key past its endpoint's least cap: the pick reads the running total
-/// to compute the cap (the path the total's stripes make longer to read).
+/// to compute the cap (the path of every bounded pick under load).
 /// 200 guards are held: one on the hot code's endpoint (load 1, at the least
 /// cap), 199 on other endpoints (the total the cap is computed from); each
 /// timed pick of the hot code reads the total, finds room under the cap (3,
