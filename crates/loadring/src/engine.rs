@@ -8,8 +8,8 @@
 //! other policy (wrapped by the endpoint lifecycle, a locality policy, a
 //! policy from outside the crate) goes through the trait object as before.
 //!
-//! The plain ones among them also pick for a local handle with the
-//! reservation in the handle's own counter (see `load.rs`).
+//! They also pick for a local handle, plain ones with the reservation in
+//! the handle's own counter (see `load.rs`).
 
 use std::any::Any;
 use std::sync::Arc;

@@ -417,13 +417,14 @@ impl<T: Placement> Hashing<T> {
         self.locate_past(start, req)
     }
 
-    /// The pick of [`Picker::pick`] for a local handle holding counter
-    /// `slot` (or [`SHARED`] if it holds none): the index and where its
-    /// reservation is counted. A plain policy reserves in the slot (see
-    /// [`Pool::reserve_in_slot`]); a bounded one in the shared counter,
-    /// whose compare-and-swap against the cap sees every reservation.
-    /// Written out here, not through [`Picker::pick`], so that the common
-    /// case (the key's owner takes it) is inlined into the handle's pick.
+    /// A pick by a local handle holding counter `slot` (or [`SHARED`], also
+    /// [`Picker::pick`]'s): the index and where its reservation is counted.
+    /// A plain policy reserves in the slot (see [`Pool::reserve_in_slot`]);
+    /// a bounded one in the shared counter, whose compare-and-swap against
+    /// the cap sees every reservation. Most picks end at the key's own
+    /// entry: its owner is eligible and (bounded) below the least cap it can
+    /// have, one look and one reservation with nothing of the walk set up;
+    /// inlined, so that this case costs no call in the handle's pick.
     #[inline(always)]
     pub(crate) fn pick_local(
         &self,
@@ -477,20 +478,10 @@ impl<T: Placement> Picker for Hashing<T> {
         &self.pool
     }
 
+    /// The local handle's pick, counted in the shared counter.
     #[inline]
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        let Some(factor) = self.bound else {
-            return self.locate(req).map(|i| self.pool.take(i));
-        };
-        let start = self.start(req)?;
-        // Most bounded picks end at the key's own entry too: its owner is
-        // eligible and below the least cap it can have. That costs one look
-        // and one reservation, with nothing of the walk set up.
-        let owner = self.placement.owner(start);
-        if self.pool.eligible(owner, req) && self.pool.try_reserve(owner, self.floors[owner]) {
-            return Ok(owner);
-        }
-        self.pick_bounded(start, req, factor)
+        self.pick_local(req, SHARED).map(|(i, _)| i)
     }
 
     /// The clockwise walk from the request's entry, each endpoint at its

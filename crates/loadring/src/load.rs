@@ -16,7 +16,7 @@
 //! backend: only that handle writes its slot, with a plain load and store,
 //! no atomic read-modify-write. A backend's load is its shared count plus
 //! its slots. The slots sit in the backend's first cache line, next to the
-//! shared count and the health a pick reads anyway; a balancer has
+//! shared count (whose word also holds the health mark); a balancer has
 //! [`SLOTS`] of them, claimed by the handles alive at a time (handles beyond
 //! that count in the shared counter).
 
