@@ -238,6 +238,35 @@ fn bench_keys(
     });
 }
 
+/// The rows `loadring_{kind}pick_drop` (`Balancer::pick`, then the guard
+/// dropped) and `loadring_local_{kind}pick_drop` (the same through a local
+/// handle, dropped when the rows are done).
+fn bench_picks(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    kind: &str,
+    balancer: &Balancer,
+    keys: &[String],
+) {
+    bench_keys(g, &format!("loadring_{kind}pick_drop"), keys, |k| {
+        drop(black_box(balancer.pick(&Request::key(k)).unwrap()));
+    });
+    let local = balancer.local();
+    bench_keys(g, &format!("loadring_local_{kind}pick_drop"), keys, |k| {
+        drop(black_box(local.pick(&Request::key(k)).unwrap()));
+    });
+}
+
+/// The rows `loadring_route` and `loadring_local_route`.
+fn bench_routes(g: &mut BenchmarkGroup<'_, WallTime>, balancer: &Balancer, keys: &[String]) {
+    bench_keys(g, "loadring_route", keys, |k| {
+        black_box(balancer.route(&Request::key(k)).unwrap());
+    });
+    let local = balancer.local();
+    bench_keys(g, "loadring_local_route", keys, |k| {
+        black_box(local.route(&Request::key(k)).unwrap());
+    });
+}
+
 /// `threads` threads each make `iters` calls at once, each on its own key
 /// sequence; returns the wall time from the first start to the last end, so
 /// that criterion's time per iteration is the time per call per thread.
@@ -315,14 +344,8 @@ fn pick(c: &mut Criterion) {
             );
         }
 
-        let local = bal.local();
         let mut g = c.benchmark_group(format!("pick/{n}"));
-        bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
-            drop(black_box(bal.pick(&Request::key(k)).unwrap()));
-        });
-        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
-            drop(black_box(local.pick(&Request::key(k)).unwrap()));
-        });
+        bench_picks(&mut g, "", &bal, &keys);
         bench_keys(&mut g, "pingora_ketama_node", &keys, |k| {
             black_box(continuum.node(k));
         });
@@ -343,14 +366,8 @@ fn route(c: &mut Criterion) {
         check_ring_sizes(&bal, &continuum, n);
         check_route(&bal, &keys);
 
-        let local = bal.local();
         let mut g = c.benchmark_group(format!("route/{n}"));
-        bench_keys(&mut g, "loadring_route", &keys, |k| {
-            black_box(bal.route(&Request::key(k)).unwrap());
-        });
-        bench_keys(&mut g, "loadring_local_route", &keys, |k| {
-            black_box(local.route(&Request::key(k)).unwrap());
-        });
+        bench_routes(&mut g, &bal, &keys);
         bench_keys(&mut g, "pingora_ketama_node", &keys, |k| {
             black_box(continuum.node(k));
         });
@@ -372,20 +389,9 @@ fn maglev(c: &mut Criterion) {
             assert!(peer.get(k.as_bytes()).is_some(), "the maglev crate answers");
         }
 
-        let local = bal.local();
         let mut g = c.benchmark_group(format!("maglev/{n}"));
-        bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
-            drop(black_box(bal.pick(&Request::key(k)).unwrap()));
-        });
-        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
-            drop(black_box(local.pick(&Request::key(k)).unwrap()));
-        });
-        bench_keys(&mut g, "loadring_route", &keys, |k| {
-            black_box(bal.route(&Request::key(k)).unwrap());
-        });
-        bench_keys(&mut g, "loadring_local_route", &keys, |k| {
-            black_box(local.route(&Request::key(k)).unwrap());
-        });
+        bench_picks(&mut g, "", &bal, &keys);
+        bench_routes(&mut g, &bal, &keys);
         bench_keys(&mut g, "maglev_crate_get", &keys, |k| {
             black_box(peer.get(k));
         });
@@ -458,19 +464,8 @@ fn bounded(c: &mut Criterion) {
         assert_eq!(bounded.total_in_flight(), 0, "a guard leaked");
 
         let mut g = c.benchmark_group(format!("bounded/{n}"));
-        bench_keys(&mut g, "loadring_bounded_pick_drop", &keys, |k| {
-            drop(black_box(bounded.pick(&Request::key(k)).unwrap()));
-        });
-        bench_keys(&mut g, "loadring_pick_drop", &keys, |k| {
-            drop(black_box(plain.pick(&Request::key(k)).unwrap()));
-        });
-        let (bounded_local, plain_local) = (bounded.local(), plain.local());
-        bench_keys(&mut g, "loadring_local_bounded_pick_drop", &keys, |k| {
-            drop(black_box(bounded_local.pick(&Request::key(k)).unwrap()));
-        });
-        bench_keys(&mut g, "loadring_local_pick_drop", &keys, |k| {
-            drop(black_box(plain_local.pick(&Request::key(k)).unwrap()));
-        });
+        bench_picks(&mut g, "bounded_", &bounded, &keys);
+        bench_picks(&mut g, "", &plain, &keys);
         g.finish();
     }
 }
