@@ -39,6 +39,11 @@ pub struct Args {
     /// Further candidates tried after a connect failure (default 1).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     retries: Option<String>,
+    /// Request bodies of at most this many bytes are read whole first, so
+    /// the request can be retried; bigger ones stream, sent once (default
+    /// 65536; 0: every body streams).
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    retry_buffer: Option<String>,
     /// How long connecting to a backend may take (default 1s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
@@ -104,6 +109,7 @@ impl Args {
             ("--key", !self.key.is_empty()),
             ("--admin", self.admin.is_some()),
             ("--retries", self.retries.is_some()),
+            ("--retry-buffer", self.retry_buffer.is_some()),
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--timeout", self.timeout.is_some()),
             ("--health-path", self.health_path.is_some()),
@@ -159,6 +165,14 @@ impl Args {
         cluster.key = KeySpec::parse(&self.key).map_err(|e| CliError(format!("--key: {e}")))?;
         if let Some(n) = count("--retries", &self.retries)? {
             cluster.retries = n;
+        }
+        if let Some(text) = &self.retry_buffer {
+            cluster.retry_buffer = text.parse::<u64>().map_err(|_| {
+                CliError(format!(
+                    "--retry-buffer: `{text}` is not a number of bytes: accepted 0..={}",
+                    loadring_proxy::config::MAX_RETRY_BUFFER
+                ))
+            })?;
         }
         if let Some(d) = duration("--connect-timeout", &self.connect_timeout)? {
             cluster.connect_timeout = d;

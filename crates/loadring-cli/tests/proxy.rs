@@ -504,6 +504,28 @@ fn bad_input_fails_cleanly_before_serving() {
                 "rr",
                 "-e",
                 "127.0.0.1:1",
+                "--retry-buffer",
+                "64k",
+            ],
+            "--retry-buffer: `64k` is not a number of bytes: accepted 0..=16777216",
+        ),
+        (
+            vec![
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+                "--retry-buffer",
+                "16777217",
+            ],
+            "--retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+        ),
+        (
+            vec![
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
                 "--health-path",
                 "health",
             ],

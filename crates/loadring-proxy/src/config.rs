@@ -22,6 +22,12 @@ pub struct ConfigError(pub String);
 
 /// Retries by default: one more candidate after a connect failure.
 pub const DEFAULT_RETRIES: u32 = 1;
+/// Request bodies up to this many bytes are read whole before the first
+/// attempt, so that a failed attempt can be retried with them.
+pub const DEFAULT_RETRY_BUFFER: u64 = 64 * 1024;
+/// The largest `retry_buffer` accepted: each request in flight may hold
+/// that much.
+pub const MAX_RETRY_BUFFER: u64 = 16 * 1024 * 1024;
 /// How long a connection to a backend may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a backend may take to send its response headers.
@@ -74,6 +80,10 @@ pub struct ClusterConfig {
     /// Further candidates tried after a connect failure or a connection
     /// closed before a response.
     pub retries: u32,
+    /// Request bodies of at most this many bytes are read whole before the
+    /// first attempt, so the request can be retried; bigger ones stream and
+    /// are sent once. 0: every body streams.
+    pub retry_buffer: u64,
     /// How long a connection to a backend may take.
     pub connect_timeout: Duration,
     /// How long a backend may take to send its response headers.
@@ -135,6 +145,7 @@ impl ClusterConfig {
             discover: None,
             key: KeySpec::default(),
             retries: DEFAULT_RETRIES,
+            retry_buffer: DEFAULT_RETRY_BUFFER,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: DEFAULT_TIMEOUT,
             health: HealthConfig::default(),
@@ -202,6 +213,12 @@ impl ClusterConfig {
             if value == 0 {
                 return Err(ConfigError(format!("{flag}: must be at least 1")));
             }
+        }
+        if self.retry_buffer > MAX_RETRY_BUFFER {
+            return Err(ConfigError(format!(
+                "--retry-buffer: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
+                self.retry_buffer
+            )));
         }
         if self.health.interval.is_zero() {
             return Err(ConfigError(
@@ -349,6 +366,8 @@ struct RawCluster {
     #[serde(default)]
     key: OneOrMany,
     retries: Option<u32>,
+    /// Signed, so that a negative value is named with its key.
+    retry_buffer: Option<i64>,
     connect_timeout: Option<String>,
     timeout: Option<String>,
     health_path: Option<String>,
@@ -458,6 +477,14 @@ impl RawCluster {
         };
         c.key = KeySpec::parse(&keys).map_err(|e| ConfigError(format!("key: {e}")))?;
         c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
+        c.retry_buffer = match self.retry_buffer {
+            None => DEFAULT_RETRY_BUFFER,
+            Some(bytes) => u64::try_from(bytes).map_err(|_| {
+                ConfigError(format!(
+                    "retry_buffer: `{bytes}` is not a number of bytes: accepted 0..={MAX_RETRY_BUFFER}"
+                ))
+            })?,
+        };
         c.connect_timeout = duration(
             "connect_timeout",
             self.connect_timeout.as_deref(),
@@ -495,6 +522,7 @@ policy = "c_murmurhash_bl:load_factor=1.25"
 endpoints = ["127.0.0.1:9001", "127.0.0.1:9002 weight=2"]
 key = ["header:x-user", "cookie:sid"]
 retries = 2
+retry_buffer = 1024
 timeout = "2s"
 health_path = "/healthz"
 health_interval = "500ms"
@@ -523,6 +551,8 @@ cluster = "users"
         assert_eq!(users.policy.name(), "c_murmurhash_bl");
         assert_eq!(users.key.sources().len(), 2);
         assert_eq!(users.retries, 2);
+        assert_eq!(users.retry_buffer, 1024);
+        assert_eq!(c.clusters[1].retry_buffer, DEFAULT_RETRY_BUFFER);
         assert_eq!(users.timeout, Duration::from_secs(2));
         assert_eq!(users.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
         assert_eq!(users.health.path.as_deref(), Some("/healthz"));
@@ -557,6 +587,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("retries = 2", "retries = 2\nretry = 1"),
                 "unknown field `retry`",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = 16777217"),
+                "cluster `users`: --retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
+                "cluster `users`: retry_buffer: `-1` is not a number of bytes: accepted 0..=16777216",
             ),
             (
                 TWO_CLUSTERS.replace("127.0.0.1:9003", "localhost"),

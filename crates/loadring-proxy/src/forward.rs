@@ -11,7 +11,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Body, Incoming};
+use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use loadring::Outcome;
@@ -20,6 +20,7 @@ use crate::body::GuardedBody;
 use crate::cluster::{Cluster, SelectError};
 use crate::health::report_failure;
 use crate::metrics::Metrics;
+use crate::request_body::RequestBody;
 
 /// Bodies both ways.
 pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -83,16 +84,30 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(header::TRANSFER_ENCODING);
 }
 
-/// Appends the client's address to `X-Forwarded-For`.
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// Appends the client's address to `X-Forwarded-For`: one header, the
+/// addresses of every earlier one (in order, several lines joined as one
+/// list) then the client's.
 pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
-    let peer = peer.to_canonical().to_string();
-    let value = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(previous) => format!("{previous}, {peer}"),
-        None => peer,
-    };
-    headers.remove("x-forwarded-for");
-    if let Ok(value) = HeaderValue::from_str(&value) {
-        headers.insert("x-forwarded-for", value);
+    use std::fmt::Write as _;
+    let mut value = String::with_capacity(48);
+    for previous in headers.get_all(&X_FORWARDED_FOR) {
+        if let Ok(previous) = previous.to_str() {
+            value.push_str(previous);
+            value.push_str(", ");
+        }
+    }
+    // Writing into a String cannot fail.
+    let _ = write!(value, "{}", peer.to_canonical());
+    // The String's buffer becomes the value's: no copy.
+    match HeaderValue::from_maybe_shared(Bytes::from(value)) {
+        Ok(value) => {
+            headers.insert(X_FORWARDED_FOR, value);
+        }
+        Err(_) => {
+            headers.remove(X_FORWARDED_FOR);
+        }
     }
 }
 
@@ -167,6 +182,8 @@ pub fn local_response(status: StatusCode, text: &str) -> Response<ProxyBody> {
 #[derive(Debug, Clone)]
 pub struct Forwarder {
     cluster: Arc<Cluster>,
+    /// The cluster's name as the metrics label it is on every request.
+    label: Arc<str>,
     client: Client,
     metrics: Arc<Metrics>,
 }
@@ -175,6 +192,7 @@ impl Forwarder {
     /// A forwarder for `cluster` over `client`.
     pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
         Forwarder {
+            label: cluster.name().into(),
             cluster,
             client,
             metrics,
@@ -188,10 +206,11 @@ impl Forwarder {
 
     /// Forwards `request` from `peer`: the policy's endpoint first, then
     /// (after a connect failure, or a connection closed before a response
-    /// on an idempotent request, when the body can be sent again) the next
+    /// on an idempotent request, when the body can be sent again: none, or
+    /// one of at most `retry_buffer` bytes, read whole first) the next
     /// candidates, up to `retries` more; 503 when no endpoint is eligible,
     /// 502 when the attempts got no response, 504 when the backend did not
-    /// answer in time.
+    /// answer in time, 400 when the client's body could not be read.
     pub async fn forward(
         &self,
         request: Request<Incoming>,
@@ -214,13 +233,27 @@ impl Forwarder {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        // Only a body already complete (none at all) can be sent twice: a
-        // streamed one goes once, so its request is not retried.
-        let replayable = body.is_end_stream();
-        let idempotent = is_idempotent(&parts.method);
-        let mut body = Some(body);
-        let mut tried: Vec<String> = Vec::new();
         let retries = cluster.config().retries;
+        // A body read whole can be sent again; with no retry allowed there
+        // is no reason to hold it back.
+        let read_ahead = if retries == 0 {
+            0
+        } else {
+            cluster.config().retry_buffer
+        };
+        let mut body = match RequestBody::read(body, read_ahead).await {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::debug!(cluster = name, "reading the request body: {e}");
+                return local_response(
+                    StatusCode::BAD_REQUEST,
+                    &format!("the request body could not be read: {e}"),
+                );
+            }
+        };
+        let replayable = body.is_replayable();
+        let idempotent = is_idempotent(&parts.method);
+        let mut tried: Vec<String> = Vec::new();
         let timeout = cluster.config().timeout;
         let mut attempt = 0;
         loop {
@@ -256,14 +289,19 @@ impl Forwarder {
                 .authority(upstream.authority().clone())
                 .path_and_query(path_and_query.clone())
                 .build();
-            let outgoing_body = match (replayable, body.take()) {
-                (false, Some(b)) => b.boxed_unsync(),
-                _ => empty_body(),
+            let Some(outgoing_body) = body.next_attempt() else {
+                // Unreachable: a body sent once is never retried.
+                return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
             };
-            let mut outgoing = Request::new(outgoing_body);
+            let mut outgoing = Request::new(outgoing_body.boxed_unsync());
             *outgoing.method_mut() = parts.method.clone();
             *outgoing.version_mut() = Version::HTTP_11;
-            *outgoing.headers_mut() = parts.headers.clone();
+            // The last attempt takes the headers; earlier ones a copy.
+            *outgoing.headers_mut() = if replayable && attempt < retries {
+                parts.headers.clone()
+            } else {
+                std::mem::take(&mut parts.headers)
+            };
             match uri {
                 Ok(uri) => *outgoing.uri_mut() = uri,
                 Err(e) => {
@@ -277,7 +315,8 @@ impl Forwarder {
             match tokio::time::timeout(timeout, self.client.request(outgoing)).await {
                 Ok(Ok(response)) => {
                     let status = response.status();
-                    self.metrics.request(name, upstream.addr(), status.as_u16());
+                    self.metrics
+                        .request(&self.label, upstream.shared_addr(), status.as_u16());
                     if status.is_server_error() {
                         report_failure(cluster, &upstream);
                     } else {
@@ -291,7 +330,8 @@ impl Forwarder {
                 }
                 Ok(Err(error)) => {
                     pick.finish(Outcome::failure(started.elapsed()));
-                    self.metrics.request(name, upstream.addr(), 502);
+                    self.metrics
+                        .request(&self.label, upstream.shared_addr(), 502);
                     report_failure(cluster, &upstream);
                     let retryable = replayable
                         && match classify(&error) {
@@ -320,7 +360,8 @@ impl Forwarder {
                 }
                 Err(_) => {
                     pick.finish(Outcome::failure(started.elapsed()));
-                    self.metrics.request(name, upstream.addr(), 504);
+                    self.metrics
+                        .request(&self.label, upstream.shared_addr(), 504);
                     report_failure(cluster, &upstream);
                     tracing::warn!(
                         cluster = name,
@@ -364,5 +405,10 @@ mod tests {
         assert_eq!(h["x-forwarded-for"], "10.0.0.1");
         append_forwarded_for(&mut h, "::ffff:10.0.0.2".parse().unwrap());
         assert_eq!(h["x-forwarded-for"], "10.0.0.1, 10.0.0.2");
+        // Several lines: one list, in order, then the client.
+        h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.3"));
+        append_forwarded_for(&mut h, "2001:db8::1".parse().unwrap());
+        let all: Vec<_> = h.get_all("x-forwarded-for").iter().collect();
+        assert_eq!(all, ["10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::1"]);
     }
 }

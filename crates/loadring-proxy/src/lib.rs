@@ -50,6 +50,7 @@ pub mod health;
 pub mod key;
 pub mod metrics;
 pub mod reload;
+mod request_body;
 pub mod server;
 pub mod upstream;
 

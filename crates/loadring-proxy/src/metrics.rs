@@ -6,7 +6,10 @@
 //! series carry only their own labels (`endpoint`, `code`); with several,
 //! a `cluster` label is added.
 
+use std::sync::Arc;
+
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -15,6 +18,26 @@ use prometheus_client::registry::Registry;
 use crate::cluster::Cluster;
 
 type Labels = Vec<(String, String)>;
+
+/// The labels of `loadring_requests_total`, counted on every attempt: made
+/// of shared strings, so finding the series allocates nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct RequestLabels {
+    /// Only when the series carry a `cluster` label.
+    cluster: Option<Arc<str>>,
+    endpoint: Arc<str>,
+    code: u16,
+}
+
+impl EncodeLabelSet for RequestLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(cluster) = &self.cluster {
+            ("cluster", &**cluster).encode(encoder.encode_label())?;
+        }
+        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("code", self.code).encode(encoder.encode_label())
+    }
+}
 
 /// Every series the proxy exports.
 #[derive(Debug)]
@@ -25,7 +48,7 @@ pub struct Metrics {
     labelled_by_cluster: bool,
     in_flight: Family<Labels, Gauge>,
     healthy: Family<Labels, Gauge>,
-    requests: Family<Labels, Counter>,
+    requests: Family<RequestLabels, Counter>,
     retries: PerCluster,
     spilled: PerCluster,
 }
@@ -71,7 +94,7 @@ impl Metrics {
         let mut registry = Registry::default();
         let in_flight = Family::<Labels, Gauge>::default();
         let healthy = Family::<Labels, Gauge>::default();
-        let requests = Family::<Labels, Counter>::default();
+        let requests = Family::<RequestLabels, Counter>::default();
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
         registry.register(
@@ -120,12 +143,13 @@ impl Metrics {
         labels
     }
 
-    /// Counts an attempt on `endpoint` that ended with `code`.
-    pub fn request(&self, cluster: &str, endpoint: &str, code: u16) {
-        let labels = self.labels(
-            cluster,
-            &[("endpoint", endpoint), ("code", &code.to_string())],
-        );
+    /// Counts an attempt of `cluster` on `endpoint` that ended with `code`.
+    pub fn request(&self, cluster: &Arc<str>, endpoint: &Arc<str>, code: u16) {
+        let labels = RequestLabels {
+            cluster: self.labelled_by_cluster.then(|| cluster.clone()),
+            endpoint: endpoint.clone(),
+            code,
+        };
         self.requests.get_or_create(&labels).inc();
     }
 

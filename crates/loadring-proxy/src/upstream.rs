@@ -2,7 +2,7 @@
 //! evidence (active checks, consecutive failed requests) that decides its
 //! mark in the balancer.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use http::uri::Authority;
@@ -13,7 +13,8 @@ use loadring::{Endpoint, Id};
 /// balancer's in-flight counters do.
 #[derive(Debug)]
 pub struct Upstream {
-    addr: String,
+    /// Shared: every request's metrics series names it.
+    addr: Arc<str>,
     tag: Option<String>,
     authority: Authority,
     health: Mutex<Evidence>,
@@ -43,7 +44,7 @@ impl Upstream {
             .parse()
             .map_err(|_| format!("endpoint `{}`: not host:port", endpoint.addr()))?;
         Ok(Upstream {
-            addr: endpoint.addr().to_string(),
+            addr: endpoint.addr().into(),
             tag: endpoint.tag().map(str::to_string),
             authority,
             health: Mutex::new(Evidence {
@@ -57,6 +58,11 @@ impl Upstream {
 
     /// `host:port`.
     pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// `host:port`, shared.
+    pub fn shared_addr(&self) -> &Arc<str> {
         &self.addr
     }
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{eventually, get, metric, metric_sum, request};
+use common::{chunked, eventually, get, metric, metric_sum, request, request_raw};
 use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -269,6 +269,176 @@ async fn a_killed_backend_costs_no_failed_request_with_one_retry() {
         Some(0.0),
         "ejected after 5 failures"
     );
+}
+
+/// A body of at most `retry_buffer` bytes (announced, or chunked) is read
+/// whole and sent again after a connect failure, POST included; a bigger
+/// one streams once, so its request is not retried; on a live backend the
+/// bigger body arrives whole (what was read ahead, then the rest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_up_to_the_retry_buffer_are_sent_again_and_bigger_ones_stream_once() {
+    let b = backends(2).await;
+    let mut c = cluster("c_murmurhash", &["header:x-user"], &[&b[0], &b[1]]);
+    c.retries = 1;
+    c.retry_buffer = 64;
+    c.health.eject_after = 0;
+    let proxy = start(c).await;
+    let mut owners = std::collections::HashMap::new();
+    for i in 0..40 {
+        let user = format!("user{i}");
+        owners.insert(
+            user.clone(),
+            get(proxy.addr, "/", &[("x-user", &user)]).await.backend(),
+        );
+    }
+    let dead_addr = b[0].addr().to_string();
+    let alive_addr = b[1].addr().to_string();
+    let on_dead = owners
+        .iter()
+        .find(|(_, o)| **o == dead_addr)
+        .unwrap()
+        .0
+        .clone();
+    let on_alive = owners
+        .iter()
+        .find(|(_, o)| **o == alive_addr)
+        .unwrap()
+        .0
+        .clone();
+    let mut b = b.into_iter();
+    b.next().unwrap().kill();
+    let _alive = b.next().unwrap();
+
+    let post = |user: &str| format!("POST /upload HTTP/1.1\r\nx-user: {user}\r\n");
+    let sized =
+        |user: &str, body: &str| format!("{}Content-Length: {}\r\n", post(user), body.len());
+    let chunked_head = |user: &str| format!("{}Transfer-Encoding: chunked\r\n", post(user));
+    let small = "s".repeat(64);
+    let big = "b".repeat(65);
+    let (part1, part2, part3) = ("1".repeat(40), "2".repeat(40), "3".repeat(20));
+    let big_parts = format!("{part1}{part2}{part3}");
+
+    for (what, head, body, expected) in [
+        (
+            "announced, at the limit",
+            sized(&on_dead, &small),
+            small.clone(),
+            &small,
+        ),
+        (
+            "chunked, under the limit",
+            chunked_head(&on_dead),
+            chunked(&["ab", "cd"]),
+            &"abcd".to_string(),
+        ),
+    ] {
+        let reply = request_raw(proxy.addr, &head, &body).await.unwrap();
+        assert_eq!(reply.status, 200, "{what}: {}", reply.body);
+        assert_eq!(reply.backend(), alive_addr, "{what}");
+        assert_eq!(&reply.body, expected, "{what}: the whole body, sent again");
+    }
+    assert_eq!(
+        metric(&proxy.metrics().await, "loadring_retries_total"),
+        Some(2.0)
+    );
+
+    for (what, head, body) in [
+        (
+            "announced, over the limit",
+            sized(&on_dead, &big),
+            big.clone(),
+        ),
+        (
+            "chunked, over the limit",
+            chunked_head(&on_dead),
+            chunked(&[&part1, &part2, &part3]),
+        ),
+    ] {
+        let reply = request_raw(proxy.addr, &head, &body).await.unwrap();
+        assert_eq!(reply.status, 502, "{what}: sent once: {}", reply.body);
+    }
+    assert_eq!(
+        metric(&proxy.metrics().await, "loadring_retries_total"),
+        Some(2.0),
+        "no retry of a streamed body"
+    );
+
+    for (what, head, body, expected) in [
+        (
+            "announced, over the limit",
+            sized(&on_alive, &big),
+            big.clone(),
+            &big,
+        ),
+        (
+            "chunked, over the limit",
+            chunked_head(&on_alive),
+            chunked(&[&part1, &part2, &part3]),
+            &big_parts,
+        ),
+    ] {
+        let reply = request_raw(proxy.addr, &head, &body).await.unwrap();
+        assert_eq!(reply.status, 200, "{what}: {}", reply.body);
+        assert_eq!(&reply.body, expected, "{what}: read ahead, then the rest");
+    }
+}
+
+/// A body that is not read ahead streams: the backend gets the request
+/// before the body has ended (announced over the limit, or any body when
+/// no retry is allowed). One that is read ahead reaches it only whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_not_read_ahead_reach_the_backend_as_they_arrive() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let chunked_head = "Transfer-Encoding: chunked\r\n";
+    for (what, retries, length_header, body, streams) in [
+        (
+            "announced over the limit",
+            1,
+            "Content-Length: 65\r\n",
+            "b".repeat(65),
+            true,
+        ),
+        (
+            "chunked, no retry allowed",
+            0,
+            chunked_head,
+            chunked(&["abc"]),
+            true,
+        ),
+        (
+            "chunked, read ahead",
+            1,
+            chunked_head,
+            chunked(&["abc"]),
+            false,
+        ),
+    ] {
+        let b = backends(1).await;
+        let mut c = cluster("rr", &[], &[&b[0]]);
+        c.retries = retries;
+        c.retry_buffer = 64;
+        let proxy = start(c).await;
+        let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+        let head =
+            format!("POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{length_header}\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let reached = eventually(Duration::from_millis(400), || async {
+            b[0].requests() == 1
+        })
+        .await;
+        assert_eq!(
+            reached, streams,
+            "{what}: the backend has the request before the body"
+        );
+        stream.write_all(body.as_bytes()).await.unwrap();
+        let mut reply = String::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut reply))
+            .await
+            .expect("a reply in time")
+            .unwrap();
+        assert!(reply.starts_with("HTTP/1.1 200"), "{what}: {reply}");
+        assert_eq!(b[0].requests(), 1, "{what}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

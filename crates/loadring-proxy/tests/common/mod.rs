@@ -68,6 +68,32 @@ pub async fn request(
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
 }
 
+/// `head` (request line and headers, each ending in CRLF, without the
+/// blank line) then `body` exactly as given, on a fresh connection.
+pub async fn request_raw(addr: SocketAddr, head: &str, body: &str) -> std::io::Result<Reply> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(addr).await?;
+        let text = format!("{head}Host: {addr}\r\nConnection: close\r\n\r\n{body}");
+        stream.write_all(text.as_bytes()).await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        parse(&raw)
+    };
+    tokio::time::timeout(STEP, exchange)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
+}
+
+/// `body` in chunked encoding, one chunk per part.
+pub fn chunked(parts: &[&str]) -> String {
+    let mut text: String = parts
+        .iter()
+        .map(|p| format!("{:x}\r\n{p}\r\n", p.len()))
+        .collect();
+    text.push_str("0\r\n\r\n");
+    text
+}
+
 pub async fn get(addr: SocketAddr, target: &str, headers: &[(&str, &str)]) -> Reply {
     request(addr, "GET", target, headers, "")
         .await
