@@ -466,6 +466,49 @@ async fn no_answer_is_502_and_no_eligible_endpoint_is_503() {
     drop(alive);
 }
 
+/// With `panic_below=` in the policy, a cluster whose endpoints are mostly
+/// out (ejected here) serves every request over all of them instead of
+/// answering 503; without it, the 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_threshold_serves_over_all_endpoints_when_most_are_out() {
+    for (policy, panics) in [
+        ("c_murmurhash:panic_below=50", true),
+        ("c_murmurhash", false),
+    ] {
+        let b = backends(2).await;
+        let mut c = cluster(policy, &["header:x-user"], &[&b[0], &b[1]]);
+        c.health.eject_after = 1;
+        c.health.eject_for = Duration::from_secs(60);
+        let proxy = start(c).await;
+        // One failed request on each backend ejects it: a key of each,
+        // found by asking the proxy, answered 500.
+        let mut ejected = std::collections::HashSet::new();
+        for i in 0..200 {
+            let key = format!("user{i}");
+            let owner = get(proxy.addr, "/", &[("x-user", &key)]).await.backend();
+            if ejected.insert(owner) {
+                let reply = get(proxy.addr, "/?status=500", &[("x-user", &key)]).await;
+                assert_eq!(reply.status, 500, "{policy}");
+            }
+            if ejected.len() == 2 {
+                break;
+            }
+        }
+        let metrics = proxy.metrics().await;
+        assert_eq!(
+            metric_sum(&metrics, "loadring_endpoint_healthy"),
+            0.0,
+            "{policy}: both ejected: {metrics}"
+        );
+        let reply = get(proxy.addr, "/", &[("x-user", "anyone")]).await;
+        if panics {
+            assert_eq!(reply.status, 200, "{policy}: served in panic");
+        } else {
+            assert_eq!(reply.status, 503, "{policy}: nothing eligible");
+        }
+    }
+}
+
 /// Active checks (every 100 ms, out after 2 failures, back after 1 pass)
 /// and passive ejection (2 failed requests, out for 600 ms) only move
 /// health marks: keys leave the endpoint and come back to it.
