@@ -44,36 +44,35 @@ pub async fn request(
     headers: &[(&str, &str)],
     body: &str,
 ) -> std::io::Result<Reply> {
-    let exchange = async {
-        let mut stream = TcpStream::connect(addr).await?;
-        let mut text = format!("{method} {target} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-            text.push_str(&format!("Host: {addr}\r\n"));
-        }
-        for (k, v) in headers {
-            text.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if !body.is_empty() {
-            text.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        text.push_str("\r\n");
-        text.push_str(body);
-        stream.write_all(text.as_bytes()).await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        parse(&raw)
-    };
-    tokio::time::timeout(STEP, exchange)
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "request timed out"))?
+    let mut text = format!("{method} {target} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        text.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        text.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() {
+        text.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    text.push_str("\r\n");
+    text.push_str(body);
+    exchange(addr, &text).await
 }
 
 /// `head` (request line and headers, each ending in CRLF, without the
 /// blank line) then `body` exactly as given, on a fresh connection.
 pub async fn request_raw(addr: SocketAddr, head: &str, body: &str) -> std::io::Result<Reply> {
+    exchange(
+        addr,
+        &format!("{head}Host: {addr}\r\nConnection: close\r\n\r\n{body}"),
+    )
+    .await
+}
+
+/// Sends `text` on a fresh connection and reads the reply to its end.
+async fn exchange(addr: SocketAddr, text: &str) -> std::io::Result<Reply> {
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await?;
-        let text = format!("{head}Host: {addr}\r\nConnection: close\r\n\r\n{body}");
         stream.write_all(text.as_bytes()).await?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await?;
