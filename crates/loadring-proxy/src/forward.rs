@@ -244,10 +244,11 @@ impl Forwarder {
         let mut body = match RequestBody::read(body, read_ahead).await {
             Ok(body) => body,
             Err(e) => {
-                tracing::debug!(cluster = name, "reading the request body: {e}");
+                let why = describe(&e);
+                tracing::debug!(cluster = name, "reading the request body: {why}");
                 return local_response(
                     StatusCode::BAD_REQUEST,
-                    &format!("the request body could not be read: {e}"),
+                    &format!("the request body could not be read: {why}"),
                 );
             }
         };

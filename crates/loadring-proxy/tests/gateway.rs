@@ -381,6 +381,23 @@ async fn bodies_up_to_the_retry_buffer_are_sent_again_and_bigger_ones_stream_onc
         assert_eq!(reply.status, 200, "{what}: {}", reply.body);
         assert_eq!(&reply.body, expected, "{what}: read ahead, then the rest");
     }
+
+    // A body the client cannot finish: 400, saying why.
+    let reply = request_raw(
+        proxy.addr,
+        &chunked_head(&on_alive),
+        "zz\r\nabc\r\n0\r\n\r\n",
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert!(
+        reply
+            .body
+            .starts_with("the request body could not be read: "),
+        "{}",
+        reply.body
+    );
 }
 
 /// A body that is not read ahead streams: the backend gets the request
