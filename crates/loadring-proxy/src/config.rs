@@ -332,13 +332,21 @@ impl ProxyConfig {
     }
 }
 
+/// Where a TOML error is: its line, and the key when the error is in a
+/// value (`retries = -1`: serde's message names the type, not the key).
 fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
-    match span {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!(" (line {line})")
-        }
-        None => String::new(),
+    let Some(before) = span.and_then(|span| text.get(..span.start)) else {
+        return String::new();
+    };
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let key = before[line_start..]
+        .split_once('=')
+        .map(|(key, _)| key.trim())
+        .filter(|key| !key.is_empty() && key.len() <= 64);
+    match key {
+        Some(key) => format!(" (line {line}, key `{key}`)"),
+        None => format!(" (line {line})"),
     }
 }
 
@@ -591,6 +599,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = 16777217"),
                 "cluster `users`: --retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("retries = 2", "retries = -2"),
+                "expected u32 (line 11, key `retries`)",
+            ),
+            (
+                TWO_CLUSTERS.replace("eject_after = 0", "eject_after = \"x\""),
+                "(line 16, key `eject_after`)",
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
