@@ -32,11 +32,13 @@ impl<B: Body> GuardedBody<B> {
     /// attempt began, `succeeded` whether its status was a success.
     pub fn new(inner: B, pick: Pick<Backend>, started: Instant, succeeded: bool) -> Self {
         GuardedBody {
+            // A body with nothing in it (a 204, an answer to HEAD) is never
+            // polled: it has ended already.
+            ended: inner.is_end_stream(),
             inner,
             pick: Some(pick),
             started,
             succeeded,
-            ended: false,
             broken: false,
         }
     }
@@ -54,7 +56,9 @@ impl<B: Body<Data = Bytes> + Unpin> Body for GuardedBody<B> {
         match &frame {
             None => self.ended = true,
             Some(Err(_)) => self.broken = true,
-            Some(Ok(_)) => {}
+            // hyper stops polling once the body says it has ended (a body of
+            // known length, its last bytes just read): no `None` will come.
+            Some(Ok(_)) => self.ended = self.inner.is_end_stream(),
         }
         Poll::Ready(frame)
     }
