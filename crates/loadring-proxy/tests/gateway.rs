@@ -526,6 +526,60 @@ async fn a_panic_threshold_serves_over_all_endpoints_when_most_are_out() {
     }
 }
 
+/// The policy's own outlier ejection (its lifecycle keys, fed by each
+/// response's outcome) works in the proxy, with Envoy's cap: of two
+/// endpoints failing, `max_ejection_percent=50` ejects one and keeps the
+/// other serving; with 100 both go and nothing is left (503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
+    for (percent, second_ejected) in [(50, false), (100, true)] {
+        let policy =
+            format!("c_murmurhash:eject_after=1 eject_for=60s max_ejection_percent={percent}");
+        let b = backends(2).await;
+        let mut c = cluster(&policy, &["header:x-user"], &[&b[0], &b[1]]);
+        c.health.eject_after = 0;
+        c.retries = 0;
+        let proxy = start(c).await;
+        // A key of each backend, found by asking the proxy.
+        let mut keys: Vec<(String, String)> = Vec::new();
+        for i in 0..200 {
+            let key = format!("user{i}");
+            let owner = get(proxy.addr, "/", &[("x-user", &key)]).await.backend();
+            if keys.iter().all(|(_, o)| *o != owner) {
+                keys.push((key, owner));
+            }
+        }
+        assert_eq!(keys.len(), 2, "{policy}");
+        let (first, first_owner) = &keys[0];
+        let (second, second_owner) = &keys[1];
+
+        let reply = get(proxy.addr, "/?status=500", &[("x-user", first)]).await;
+        assert_eq!(reply.status, 500, "{policy}");
+        assert!(
+            eventually(Duration::from_secs(2), || async {
+                get(proxy.addr, "/", &[("x-user", first)]).await.backend() == *second_owner
+            })
+            .await,
+            "{policy}: {first_owner} ejected, its key on the other endpoint"
+        );
+
+        let reply = get(proxy.addr, "/?status=500", &[("x-user", second)]).await;
+        assert_eq!(reply.status, 500, "{policy}");
+        // Give the failure's outcome time to land before judging.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reply = get(proxy.addr, "/", &[("x-user", second)]).await;
+        if second_ejected {
+            assert_eq!(reply.status, 503, "{policy}: every endpoint ejected");
+        } else {
+            assert_eq!(
+                (reply.status, reply.backend()),
+                (200, second_owner.clone()),
+                "{policy}: the cap keeps {second_owner} in"
+            );
+        }
+    }
+}
+
 /// Active checks (every 100 ms, out after 2 failures, back after 1 pass)
 /// and passive ejection (2 failed requests, out for 600 ms) only move
 /// health marks: keys leave the endpoint and come back to it.
