@@ -439,10 +439,10 @@ async fn bodies_not_read_ahead_reach_the_backend_as_they_arrive() {
         let head =
             format!("POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{length_header}\r\n");
         stream.write_all(head.as_bytes()).await.unwrap();
-        let reached = eventually(Duration::from_millis(400), || async {
-            b[0].requests() == 1
-        })
-        .await;
+        // Up to 5 s for a request that streams (it comes at once), 400 ms
+        // of silence for one that must wait for its body.
+        let window = Duration::from_millis(if streams { 5000 } else { 400 });
+        let reached = eventually(window, || async { b[0].requests() == 1 }).await;
         assert_eq!(
             reached, streams,
             "{what}: the backend has the request before the body"
@@ -565,12 +565,19 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
 
         let reply = get(proxy.addr, "/?status=500", &[("x-user", second)]).await;
         assert_eq!(reply.status, 500, "{policy}");
-        // Give the failure's outcome time to land before judging.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let reply = get(proxy.addr, "/", &[("x-user", second)]).await;
         if second_ejected {
-            assert_eq!(reply.status, 503, "{policy}: every endpoint ejected");
+            assert!(
+                eventually(Duration::from_secs(2), || async {
+                    get(proxy.addr, "/", &[("x-user", second)]).await.status == 503
+                })
+                .await,
+                "{policy}: every endpoint ejected"
+            );
         } else {
+            // Time for the failure's outcome to land (it does within that
+            // time in the case above).
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let reply = get(proxy.addr, "/", &[("x-user", second)]).await;
             assert_eq!(
                 (reply.status, reply.backend()),
                 (200, second_owner.clone()),
