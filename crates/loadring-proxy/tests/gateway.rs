@@ -574,8 +574,8 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
                 "{policy}: every endpoint ejected"
             );
         } else {
-            // Time for the failure's outcome to land (it does within that
-            // time in the case above).
+            // Time for the failure's outcome to land (it lands at once when
+            // the response has been sent; the case above shows it does).
             tokio::time::sleep(Duration::from_millis(300)).await;
             let reply = get(proxy.addr, "/", &[("x-user", second)]).await;
             assert_eq!(
