@@ -20,7 +20,7 @@ use crate::body::GuardedBody;
 use crate::cluster::{Cluster, SelectError};
 use crate::health::report_failure;
 use crate::metrics::Metrics;
-use crate::request_body::RequestBody;
+use crate::request_body::{ReadError, RequestBody};
 
 /// Bodies both ways.
 pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
@@ -241,14 +241,21 @@ impl Forwarder {
         } else {
             cluster.config().retry_buffer
         };
-        let mut body = match RequestBody::read(body, read_ahead).await {
+        let mut body = match RequestBody::read(body, read_ahead, cluster.config().timeout).await {
             Ok(body) => body,
-            Err(e) => {
+            Err(ReadError::Client(e)) => {
                 let why = describe(&e);
                 tracing::debug!(cluster = name, "reading the request body: {why}");
                 return local_response(
                     StatusCode::BAD_REQUEST,
                     &format!("the request body could not be read: {why}"),
+                );
+            }
+            Err(ReadError::Stalled(idle)) => {
+                tracing::debug!(cluster = name, "the request body stalled for {idle:?}");
+                return local_response(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!("the request body stalled: nothing for {idle:?}"),
                 );
             }
         };

@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -34,6 +35,15 @@ pub(crate) enum RequestBody {
     Spent,
 }
 
+/// Why a body could not be read ahead.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The client went away or sent a malformed body.
+    Client(hyper::Error),
+    /// The client sent nothing for this long.
+    Stalled(Duration),
+}
+
 /// Chunks (and trailers) read from the client.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Buffered {
@@ -46,11 +56,16 @@ impl RequestBody {
     /// Reads `body` whole if it has at most `limit` bytes; stops at the
     /// first chunk past the limit (or at once, when the body's announced
     /// length is over it) and streams the rest. `limit` 0: never read ahead.
+    /// The client may pause at most `idle` between two pieces of the body.
     ///
     /// # Errors
     /// Reading from the client failed (it went away, or sent a malformed
-    /// body).
-    pub(crate) async fn read(mut body: Incoming, limit: u64) -> Result<Self, hyper::Error> {
+    /// body), or it sent nothing for `idle`.
+    pub(crate) async fn read(
+        mut body: Incoming,
+        limit: u64,
+        idle: Duration,
+    ) -> Result<Self, ReadError> {
         if body.is_end_stream() {
             return Ok(RequestBody::Empty);
         }
@@ -58,8 +73,13 @@ impl RequestBody {
         if limit == 0 || body.size_hint().lower() > limit {
             return Ok(RequestBody::Streamed(read, body));
         }
-        while let Some(frame) = body.frame().await {
-            match frame?.into_data() {
+        loop {
+            let frame = match tokio::time::timeout(idle, body.frame()).await {
+                Err(_) => return Err(ReadError::Stalled(idle)),
+                Ok(None) => break,
+                Ok(Some(frame)) => frame.map_err(ReadError::Client)?,
+            };
+            match frame.into_data() {
                 Ok(data) => {
                     read.len += data.len() as u64;
                     read.chunks.push_back(data);

@@ -455,6 +455,44 @@ async fn bodies_not_read_ahead_reach_the_backend_as_they_arrive() {
     }
 }
 
+/// A client that stops sending a body being read ahead gets 408 after
+/// `timeout` of silence; the backend never sees the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_while_read_ahead_gets_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = backends(1).await;
+    let mut c = cluster("rr", &[], &[&b[0]]);
+    c.timeout = Duration::from_millis(300);
+    let proxy = start(c).await;
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = "POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = std::time::Instant::now();
+    let read = async {
+        let mut reply = Vec::new();
+        let mut buf = [0; 1024];
+        // Until the answer's body, or the connection's end.
+        while !String::from_utf8_lossy(&reply).contains("stalled") {
+            let n = stream.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            reply.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&reply).to_string()
+    };
+    let reply = tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .expect("an answer, not a wait for the rest of the body");
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(
+        reply.contains("the request body stalled: nothing for 300ms"),
+        "{reply}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(b[0].requests(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_answer_is_502_and_no_eligible_endpoint_is_503() {
     let b = backends(2).await;
