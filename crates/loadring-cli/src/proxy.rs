@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig};
 
 use crate::CliError;
 
@@ -205,7 +205,7 @@ impl Args {
             clusters: vec![cluster],
             routes: Vec::new(),
         };
-        config.validate()?;
+        config.validate_as(Naming::Flags)?;
         Ok(config)
     }
 }
@@ -228,6 +228,12 @@ pub(crate) fn init_logging() {
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let config = args.config()?;
+    // Errors name what the user wrote: the file's keys or the flags.
+    let naming = if args.config.is_some() {
+        Naming::Keys
+    } else {
+        Naming::Flags
+    };
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -237,7 +243,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Installed before binding: from then on SIGTERM and SIGINT drain
         // instead of killing.
         let stop = stop_signal().map_err(|e| CliError(format!("signals: {e}")))?;
-        let proxy = Proxy::bind(config).await?;
+        let proxy = Proxy::bind_as(config, naming).await?;
         tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
         proxy.serve(stop).await?;
         Ok(())

@@ -435,6 +435,13 @@ fn bad_input_fails_cleanly_before_serving() {
         "listen = \"127.0.0.1:1\"\n[[cluster]]\npolicy = \"rr\"\nendpoint = [\"127.0.0.1:2\"]\n",
     )
     .unwrap();
+    let zero_rise_toml = dir.join("zero-rise.toml");
+    std::fs::write(
+        &zero_rise_toml,
+        "listen = \"127.0.0.1:1\"\n[[cluster]]\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:2\"]\nhealth_rise = 0\n",
+    )
+    .unwrap();
+    let zero_rise_toml = zero_rise_toml.to_str().unwrap();
     let broken_toml = dir.join("broken.toml");
     std::fs::write(&broken_toml, "listen = \n").unwrap();
     let empty_file = dir.join("empty.txt");
@@ -555,6 +562,19 @@ fn bad_input_fails_cleanly_before_serving() {
     all.push((
         vec!["proxy", "--config", bad_toml],
         "unknown field `endpoint`".into(),
+    ));
+    // A config file's problem is named by its key, a flag's by the flag.
+    all.push((
+        vec!["proxy", "--config", zero_rise_toml],
+        "health_rise: must be at least 1".into(),
+    ));
+    all.push((
+        [
+            base.as_slice(),
+            &["--policy", "rr", "-e", "127.0.0.1:1", "--health-rise", "0"],
+        ]
+        .concat(),
+        "--health-rise: must be at least 1".into(),
     ));
     all.push((
         vec!["proxy", "--config", broken_toml],

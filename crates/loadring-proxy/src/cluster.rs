@@ -68,7 +68,9 @@ impl Cluster {
     /// # Errors
     /// A bad endpoint or file, or a policy that cannot be built over them.
     pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
-        let endpoints = config.read_endpoints()?;
+        let endpoints = config
+            .read_endpoints()
+            .map_err(|e| ConfigError(format!("endpoints file {}", e.0)))?;
         let spec = config.policy.clone();
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),

@@ -166,35 +166,57 @@ impl ClusterConfig {
 
     /// Checks what a cluster needs: host:port addresses, a key for a
     /// hashing policy, no key for the others, at least one endpoint.
+    /// Errors name the config file's keys (see [`ClusterConfig::validate_as`]).
     ///
     /// # Errors
-    /// The first problem, naming the flag or key.
+    /// The first problem, naming the key.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as(Naming::Keys)
+    }
+
+    /// [`ClusterConfig::validate`], its errors naming settings as `naming`
+    /// says: the config file's keys or the command line's flags.
+    ///
+    /// # Errors
+    /// The first problem, naming the key or flag.
+    pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
+        let name = |key| naming.name(key);
         let is_hashing = self.policy.is_hashing();
         if is_hashing && self.key.is_empty() {
             return Err(ConfigError(format!(
-                "--key: policy `{}` hashes a key: give --key SOURCE ({})",
+                "{}: policy `{}` hashes a key: give {} SOURCE ({})",
+                name("key"),
                 self.policy,
+                name("key"),
                 crate::key::KEY_SOURCES
             )));
         }
         if !is_hashing && !self.key.is_empty() {
             return Err(ConfigError(format!(
-                "--key: policy `{}` does not hash keys: drop --key or pick a hashing policy",
-                self.policy
+                "{}: policy `{}` does not hash keys: drop {} or pick a hashing policy",
+                name("key"),
+                self.policy,
+                name("key")
             )));
         }
         if self.discover.is_some() && self.endpoints_file.is_some() {
-            return Err(ConfigError(
-                "--discover and --endpoints: give one (--discover file:PATH follows a file)".into(),
-            ));
+            return Err(ConfigError(format!(
+                "{} and {}: give one ({} file:PATH follows a file)",
+                name("discover"),
+                name("endpoints_file"),
+                name("discover")
+            )));
         }
-        let endpoints = self.read_endpoints()?;
+        let endpoints = self
+            .read_endpoints()
+            .map_err(|e| ConfigError(format!("{} {}", name("endpoints_file"), e.0)))?;
         if endpoints.is_empty() && self.discover.is_none() {
-            return Err(ConfigError(
-                "no endpoints: give -e ENDPOINT (repeatable), --endpoints FILE or --discover SOURCE"
-                    .into(),
-            ));
+            return Err(ConfigError(format!(
+                "no endpoints: give {}, {} or {}",
+                name("endpoints"),
+                name("endpoints_file"),
+                name("discover")
+            )));
         }
         for e in &endpoints {
             check_backend_addr(e.addr()).map_err(ConfigError)?;
@@ -202,30 +224,67 @@ impl ClusterConfig {
         if let Some(path) = &self.health.path {
             if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
                 return Err(ConfigError(format!(
-                    "--health-path `{path}`: expected a path starting with `/`"
+                    "{} `{path}`: expected a path starting with `/`",
+                    name("health_path")
                 )));
             }
         }
-        for (flag, value) in [
-            ("--health-rise", self.health.rise),
-            ("--health-fall", self.health.fall),
+        for (key, value) in [
+            ("health_rise", self.health.rise),
+            ("health_fall", self.health.fall),
         ] {
             if value == 0 {
-                return Err(ConfigError(format!("{flag}: must be at least 1")));
+                return Err(ConfigError(format!("{}: must be at least 1", name(key))));
             }
         }
         if self.retry_buffer > MAX_RETRY_BUFFER {
             return Err(ConfigError(format!(
-                "--retry-buffer: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
+                "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
+                name("retry_buffer"),
                 self.retry_buffer
             )));
         }
         if self.health.interval.is_zero() {
-            return Err(ConfigError(
-                "--health-interval: must be more than 0ms".into(),
-            ));
+            return Err(ConfigError(format!(
+                "{}: must be more than 0ms",
+                name("health_interval")
+            )));
         }
         Ok(())
+    }
+}
+
+/// How an error names a setting: as the config file's key or as the
+/// command line's flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// `health_rise`, `endpoints_file`: a TOML config (and code that fills
+    /// [`ClusterConfig`] itself, whose fields have those names).
+    Keys,
+    /// `--health-rise`, `--endpoints`: `loadring proxy`'s flags.
+    Flags,
+}
+
+impl Naming {
+    /// The setting whose config key is `key`, as this naming calls it.
+    pub fn name(self, key: &'static str) -> &'static str {
+        match self {
+            Naming::Keys => key,
+            Naming::Flags => match key {
+                "key" => "--key",
+                "discover" => "--discover",
+                "endpoints" => "-e ENDPOINT (repeatable)",
+                "endpoints_file" => "--endpoints",
+                "health_path" => "--health-path",
+                "health_rise" => "--health-rise",
+                "health_fall" => "--health-fall",
+                "health_interval" => "--health-interval",
+                "retry_buffer" => "--retry-buffer",
+                "listen" => "--listen",
+                "admin" => "--admin",
+                other => other,
+            },
+        }
     }
 }
 
@@ -245,19 +304,29 @@ pub fn check_backend_addr(addr: &str) -> Result<(), String> {
 /// Reads an endpoints file.
 ///
 /// # Errors
-/// An unreadable file or a bad line, naming the file.
+/// An unreadable file or a bad line, naming the file (the caller says
+/// which setting it came from).
 pub fn read_endpoints_file(path: &Path) -> Result<Vec<Endpoint>, ConfigError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("--endpoints {}: {e}", path.display())))?;
-    parse_endpoints(&text).map_err(|e| ConfigError(format!("--endpoints {}: {e}", path.display())))
+        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
+    parse_endpoints(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
 }
 
 impl ProxyConfig {
-    /// Checks every cluster and route.
+    /// Checks every cluster and route; errors name the config file's keys.
     ///
     /// # Errors
     /// The first problem.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as(Naming::Keys)
+    }
+
+    /// [`ProxyConfig::validate`], its errors naming settings as `naming`
+    /// says.
+    ///
+    /// # Errors
+    /// The first problem.
+    pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
         if self.clusters.is_empty() {
             return Err(ConfigError(
                 "no clusters: a config needs at least one [[cluster]]".into(),
@@ -273,7 +342,7 @@ impl ProxyConfig {
         }
         let multi = self.clusters.len() > 1;
         for c in &self.clusters {
-            c.validate().map_err(|e| {
+            c.validate_as(naming).map_err(|e| {
                 if multi {
                     ConfigError(format!("cluster `{}`: {}", c.name, e.0))
                 } else {
@@ -598,7 +667,7 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = 16777217"),
-                "cluster `users`: --retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+                "cluster `users`: retry_buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
             ),
             (
                 TWO_CLUSTERS.replace("retries = 2", "retries = -2"),
@@ -618,7 +687,7 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("key = [\"header:x-user\", \"cookie:sid\"]", ""),
-                "--key",
+                "cluster `users`: key: policy `c_murmurhash_bl:load_factor=1.25` hashes a key: give key SOURCE",
             ),
         ];
         for (text, expected) in cases {
@@ -626,6 +695,32 @@ cluster = "users"
             assert!(err.contains(expected), "{expected:?} not in {err:?}");
             assert!(!err.contains('\n'), "{err:?}");
         }
+    }
+
+    /// The same problem, named as the config file's key or as the flag.
+    #[test]
+    fn errors_name_keys_or_flags() {
+        let mut c = ClusterConfig::new("default", "rr".parse().unwrap());
+        c.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
+        c.health.rise = 0;
+        assert_eq!(
+            c.validate().unwrap_err().0,
+            "health_rise: must be at least 1"
+        );
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().0,
+            "--health-rise: must be at least 1"
+        );
+        c.health.rise = 1;
+        c.endpoints.clear();
+        assert_eq!(
+            c.validate().unwrap_err().0,
+            "no endpoints: give endpoints, endpoints_file or discover"
+        );
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().0,
+            "no endpoints: give -e ENDPOINT (repeatable), --endpoints or --discover"
+        );
     }
 
     #[test]
@@ -663,7 +758,7 @@ cluster = "users"
         let both = format!("{}endpoints_file = \"x\"\n", text("file:y"));
         let err = ProxyConfig::from_toml(&both, Path::new(".")).unwrap_err();
         assert!(
-            err.0.contains("--discover and --endpoints: give one"),
+            err.0.contains("discover and endpoints_file: give one"),
             "{err}"
         );
     }

@@ -56,7 +56,7 @@ pub mod upstream;
 
 pub use backend::DemoBackend;
 pub use cluster::Cluster;
-pub use config::{ClusterConfig, ConfigError, HealthConfig, ProxyConfig, RouteConfig};
+pub use config::{ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig};
 pub use duration::{parse_duration, DURATION_SYNTAX};
 pub use key::{KeySource, KeySpec, KeyStyle, RequestKey};
 pub use server::{Gateway, Proxy, ProxyError};

@@ -12,7 +12,7 @@ use loadring_discovery::{Discovery, SourceSpec};
 use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
-use crate::config::check_backend_addr;
+use crate::config::{check_backend_addr, Naming};
 
 /// The source a cluster follows, if any: `--discover`, or `--endpoints
 /// FILE` (the same as `--discover file:FILE`).
@@ -30,15 +30,18 @@ pub fn source_of(cluster: &Cluster) -> Option<SourceSpec> {
 /// # Errors
 /// The source cannot start (etcd unreachable, a name that does not
 /// resolve, an unreadable file): one line naming it.
-pub async fn start_discovery(cluster: &Cluster) -> Result<Option<Discovery>, String> {
+pub async fn start_discovery(
+    cluster: &Cluster,
+    naming: Naming,
+) -> Result<Option<Discovery>, String> {
     let Some(spec) = source_of(cluster) else {
         return Ok(None);
     };
     let mut discovery = Discovery::start(spec).await.map_err(|e| {
         if cluster.config().discover.is_some() {
-            format!("--discover {e}")
+            format!("{} {e}", naming.name("discover"))
         } else {
-            format!("--endpoints {e}")
+            format!("{} {e}", naming.name("endpoints_file"))
         }
     })?;
     let first = discovery.membership();

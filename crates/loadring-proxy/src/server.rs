@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
-use crate::config::{ConfigError, ProxyConfig, RouteConfig};
+use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::forward::{client, local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
@@ -38,9 +38,17 @@ impl Gateway {
     /// Builds every cluster (reading endpoints files now).
     ///
     /// # Errors
-    /// The first bad cluster.
+    /// The first bad cluster, naming the config file's keys.
     pub fn new(config: &ProxyConfig) -> Result<Self, ConfigError> {
-        config.validate()?;
+        Gateway::new_as(config, Naming::Keys)
+    }
+
+    /// [`Gateway::new`], its errors naming settings as `naming` says.
+    ///
+    /// # Errors
+    /// The first bad cluster.
+    pub fn new_as(config: &ProxyConfig, naming: Naming) -> Result<Self, ConfigError> {
+        config.validate_as(naming)?;
         let multi = config.clusters.len() > 1;
         let metrics = Arc::new(Metrics::new(multi));
         let mut forwarders = Vec::new();
@@ -150,14 +158,24 @@ async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
 
 impl Proxy {
     /// Validates `config`, builds the clusters and binds the listeners.
+    /// Errors name the config file's keys.
     ///
     /// # Errors
     /// A bad configuration, or an address that cannot be bound.
     pub async fn bind(config: ProxyConfig) -> Result<Self, ProxyError> {
-        let gateway = Arc::new(Gateway::new(&config)?);
+        Proxy::bind_as(config, Naming::Keys).await
+    }
+
+    /// [`Proxy::bind`], its errors naming settings as `naming` says (the
+    /// command line's flags, or the config file's keys).
+    ///
+    /// # Errors
+    /// A bad configuration, or an address that cannot be bound.
+    pub async fn bind_as(config: ProxyConfig, naming: Naming) -> Result<Self, ProxyError> {
+        let gateway = Arc::new(Gateway::new_as(&config, naming)?);
         let mut discoveries = Vec::new();
         for (i, cluster) in gateway.clusters.iter().enumerate() {
-            if let Some(d) = start_discovery(cluster).await.map_err(|e| {
+            if let Some(d) = start_discovery(cluster, naming).await.map_err(|e| {
                 if gateway.clusters.len() > 1 {
                     ProxyError(format!("cluster `{}`: {e}", cluster.name()))
                 } else {
@@ -167,9 +185,9 @@ impl Proxy {
                 discoveries.push((i, d));
             }
         }
-        let listener = bind("--listen", &config.listen).await?;
+        let listener = bind(naming.name("listen"), &config.listen).await?;
         let admin = match &config.admin {
-            Some(addr) => Some(bind("--admin", addr).await?),
+            Some(addr) => Some(bind(naming.name("admin"), addr).await?),
             None => None,
         };
         Ok(Proxy {
