@@ -49,7 +49,13 @@ pub(crate) enum ReadError {
 pub(crate) struct Buffered {
     chunks: VecDeque<Bytes>,
     trailers: Option<HeaderMap>,
-    len: u64,
+}
+
+impl Buffered {
+    /// The bytes of the chunks (a handful: at most a limit's worth).
+    fn len(&self) -> u64 {
+        self.chunks.iter().map(|c| c.len() as u64).sum()
+    }
 }
 
 impl RequestBody {
@@ -70,6 +76,7 @@ impl RequestBody {
             return Ok(RequestBody::Empty);
         }
         let mut read = Buffered::default();
+        let mut len = 0;
         if limit == 0 || body.size_hint().lower() > limit {
             return Ok(RequestBody::Streamed(read, body));
         }
@@ -81,9 +88,9 @@ impl RequestBody {
             };
             match frame.into_data() {
                 Ok(data) => {
-                    read.len += data.len() as u64;
+                    len += data.len() as u64;
                     read.chunks.push_back(data);
-                    if read.len > limit {
+                    if len > limit {
                         return Ok(RequestBody::Streamed(read, body));
                     }
                 }
@@ -105,18 +112,15 @@ impl RequestBody {
     /// The body of the next attempt: a copy of a buffered body; a streamed
     /// one the first time only, then `None`.
     pub(crate) fn next_attempt(&mut self) -> Option<Outgoing> {
-        match std::mem::replace(self, RequestBody::Spent) {
-            RequestBody::Empty => {
-                *self = RequestBody::Empty;
-                Some(Outgoing::new(Buffered::default(), None))
+        match self {
+            RequestBody::Empty => Some(Outgoing::new(Buffered::default(), None)),
+            RequestBody::Buffered(read) => Some(Outgoing::new(read.clone(), None)),
+            RequestBody::Streamed(..) | RequestBody::Spent => {
+                match std::mem::replace(self, RequestBody::Spent) {
+                    RequestBody::Streamed(read, rest) => Some(Outgoing::new(read, Some(rest))),
+                    _ => None,
+                }
             }
-            RequestBody::Buffered(read) => {
-                let outgoing = Outgoing::new(read.clone(), None);
-                *self = RequestBody::Buffered(read);
-                Some(outgoing)
-            }
-            RequestBody::Streamed(read, rest) => Some(Outgoing::new(read, Some(rest))),
-            RequestBody::Spent => None,
         }
     }
 }
@@ -145,7 +149,6 @@ impl Body for Outgoing {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
         if let Some(chunk) = this.read.chunks.pop_front() {
-            this.read.len -= chunk.len() as u64;
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match &mut this.rest {
@@ -162,13 +165,14 @@ impl Body for Outgoing {
 
     fn size_hint(&self) -> SizeHint {
         match &self.rest {
-            None => SizeHint::with_exact(self.read.len),
+            None => SizeHint::with_exact(self.read.len()),
             Some(rest) => {
                 let rest = rest.size_hint();
                 let mut hint = SizeHint::new();
-                hint.set_lower(rest.lower().saturating_add(self.read.len));
+                let read = self.read.len();
+                hint.set_lower(rest.lower().saturating_add(read));
                 if let Some(upper) = rest.upper() {
-                    hint.set_upper(upper.saturating_add(self.read.len));
+                    hint.set_upper(upper.saturating_add(read));
                 }
                 hint
             }
@@ -187,7 +191,6 @@ mod tests {
                 .map(|c| Bytes::from_static(c.as_bytes()))
                 .collect(),
             trailers,
-            len: chunks.iter().map(|c| c.len() as u64).sum(),
         }
     }
 
