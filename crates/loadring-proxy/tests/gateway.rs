@@ -76,6 +76,24 @@ async fn start(cluster: ClusterConfig) -> Running {
     }
 }
 
+/// A key (`x-user`) of each of `n` backends and the backend the proxy
+/// sends it to, found by asking the proxy, in the order found.
+async fn a_key_of_each(proxy: &Running, n: usize) -> Vec<(String, String)> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for i in 0..200 {
+        let key = format!("user{i}");
+        let owner = get(proxy.addr, "/", &[("x-user", &key)]).await.backend();
+        if keys.iter().all(|(_, o)| *o != owner) {
+            keys.push((key, owner));
+        }
+        if keys.len() == n {
+            break;
+        }
+    }
+    assert_eq!(keys.len(), n, "a key of each backend");
+    keys
+}
+
 async fn backends(n: usize) -> Vec<DemoBackend> {
     let mut all = Vec::new();
     for _ in 0..n {
@@ -533,18 +551,10 @@ async fn a_panic_threshold_serves_over_all_endpoints_when_most_are_out() {
         c.health.eject_for = Duration::from_secs(60);
         let proxy = start(c).await;
         // One failed request on each backend ejects it: a key of each,
-        // found by asking the proxy, answered 500.
-        let mut ejected = std::collections::HashSet::new();
-        for i in 0..200 {
-            let key = format!("user{i}");
-            let owner = get(proxy.addr, "/", &[("x-user", &key)]).await.backend();
-            if ejected.insert(owner) {
-                let reply = get(proxy.addr, "/?status=500", &[("x-user", &key)]).await;
-                assert_eq!(reply.status, 500, "{policy}");
-            }
-            if ejected.len() == 2 {
-                break;
-            }
+        // answered 500.
+        for (key, _) in a_key_of_each(&proxy, 2).await {
+            let reply = get(proxy.addr, "/?status=500", &[("x-user", &key)]).await;
+            assert_eq!(reply.status, 500, "{policy}");
         }
         let metrics = proxy.metrics().await;
         assert_eq!(
@@ -575,16 +585,7 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
         c.health.eject_after = 0;
         c.retries = 0;
         let proxy = start(c).await;
-        // A key of each backend, found by asking the proxy.
-        let mut keys: Vec<(String, String)> = Vec::new();
-        for i in 0..200 {
-            let key = format!("user{i}");
-            let owner = get(proxy.addr, "/", &[("x-user", &key)]).await.backend();
-            if keys.iter().all(|(_, o)| *o != owner) {
-                keys.push((key, owner));
-            }
-        }
-        assert_eq!(keys.len(), 2, "{policy}");
+        let keys = a_key_of_each(&proxy, 2).await;
         let (first, first_owner) = &keys[0];
         let (second, second_owner) = &keys[1];
 
