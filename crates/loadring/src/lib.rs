@@ -2,7 +2,7 @@
 //!
 //! Load-balancing policies behind one API, with consistent hashing that places
 //! keys exactly like the systems already in production (brpc, Envoy,
-//! memcached clients, nginx, HAProxy, twemproxy) and bounded loads on every
+//! memcached clients, nginx, HAProxy, twemproxy, Apache Dubbo, dubbo-go-pixiu) and bounded loads on every
 //! hashing policy.
 //!
 //! A [`PolicySpec`] names the policy in brpc's syntax; a [`Balancer`] runs it
@@ -53,6 +53,7 @@ mod bounded;
 mod brpc;
 pub mod clock;
 mod describe;
+mod dubbo;
 mod duration;
 mod endpoint;
 mod engine;
@@ -68,6 +69,7 @@ mod local_pick;
 pub mod maglev;
 mod nginx;
 mod params;
+mod pixiu;
 pub mod policy;
 mod pool;
 mod request;

@@ -83,6 +83,32 @@ impl<P: Point> Ring<P> {
         Self::from_sorted(points, owners)
     }
 
+    /// As [`Ring::build`], then only the first entry of each run of equal
+    /// points is kept (the owner `rank` puts first): the ring of systems
+    /// whose points live in a map, where an equal point replaces the one
+    /// before it (Dubbo's `TreeMap`, pixiu's Go map).
+    ///
+    /// # Panics
+    /// As [`Ring::build`].
+    pub fn build_distinct(entries: Vec<(P, u32)>, rank: &[u32]) -> Self {
+        let ring = Self::build(entries, rank);
+        if ring.points.windows(2).all(|w| w[0] != w[1]) {
+            return ring;
+        }
+        let (mut points, mut owners) = (ring.points, ring.owners);
+        let mut kept = 0;
+        for i in 0..points.len() {
+            if kept == 0 || points[i] != points[kept - 1] {
+                points[kept] = points[i];
+                owners[kept] = owners[i];
+                kept += 1;
+            }
+        }
+        points.truncate(kept);
+        owners.truncate(kept);
+        Self::from_sorted(points, owners)
+    }
+
     /// This ring with `entries` (unsorted, any owners) merged in: the ring
     /// [`Ring::build`] would make of all entries together, in time linear in
     /// the ring's size, without sorting what is already sorted.
@@ -297,6 +323,12 @@ impl<P: Point> Ring<P> {
     }
 }
 
+/// Ranks for [`Ring::build_distinct`] that put the owner later in the
+/// order first among equal points: the later write to a map wins.
+pub(crate) fn later_first(len: usize) -> Vec<u32> {
+    (0..len as u32).rev().collect()
+}
+
 /// Bits per radix digit: 2,048 counters (8 KiB) stay in the L1 cache.
 const RADIX_BITS: u32 = 11;
 
@@ -457,6 +489,27 @@ mod tests {
         assert_eq!(ring.locate(11), 1);
         assert_eq!(ring.locate(u64::MAX - 4), 0, "past the last point wraps");
         assert_eq!(ring.owner(2), 2);
+    }
+
+    #[test]
+    fn build_distinct_keeps_the_first_ranked_owner_of_each_point() {
+        // Owner 2 ranks first, then 0, then 1; point 7 is shared by all three.
+        let rank = [1, 2, 0];
+        let ring = Ring::build_distinct(vec![(7u32, 0), (3, 1), (7, 1), (7, 2), (9, 0)], &rank);
+        assert_eq!(ring.points(), &[3, 7, 9]);
+        assert_eq!((0..3).map(|i| ring.owner(i)).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(ring.locate(8), 2);
+        assert_eq!(ring.locate(10), 0, "wraps");
+        // Enough entries for the radix sort, every point twice.
+        let entries: Vec<(u32, u32)> = (0..2000u32)
+            .map(|i| ((i / 2).wrapping_mul(2_654_435_761), i % 2))
+            .collect();
+        let ring = Ring::build_distinct(entries, &[1, 0]);
+        assert_eq!(ring.len(), 1000);
+        assert!((0..1000).all(|i| ring.owner(i) == 1), "owner 1 ranks first");
+        for h in (0..u32::MAX).step_by(7_777_777) {
+            assert_eq!(ring.locate(h), naive(ring.points(), h), "hash {h}");
+        }
     }
 
     #[test]

@@ -20,11 +20,13 @@ use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
+use crate::dubbo::Dubbo;
 use crate::error::{spec_err, ParseError};
 use crate::hashing::{HashingPolicy, Scheme};
 use crate::ketama::Ketama;
 use crate::maglev::Maglev;
 use crate::params::Params;
+use crate::pixiu::PixiuRing;
 use crate::policy::locality::{LocalityPolicy, LocalityRule};
 use crate::policy::locality_aware::{LaParams, LocalityAware};
 use crate::policy::p2c::{P2cParams, P2cPolicy};
@@ -51,6 +53,8 @@ pub const POLICY_NAMES: &[&str] = &[
     "nginx_hash",
     "haproxy_hash",
     "twemproxy",
+    "dubbo",
+    "pixiu_ring",
     "rr",
     "random",
     "wrr",
@@ -165,6 +169,16 @@ const FAMILIES: &[Family] = &[
         name: "twemproxy",
         bound: Bound::Optional,
         parse: crate::twemproxy::policy,
+    },
+    Family {
+        name: "dubbo",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(Dubbo::parse(p)?, p, b),
+    },
+    Family {
+        name: "pixiu_ring",
+        bound: Bound::Optional,
+        parse: |p, b| hashing(PixiuRing::parse(p)?, p, b),
     },
     Family {
         name: "rr",
@@ -618,6 +632,42 @@ mod tests {
                 "c_murmurhash:load_factor=1.2 balance=130",
                 "give load_factor or balance, not both",
             ),
+            (
+                "dubbo:nodes=0",
+                "dubbo: nodes=0 is out of range: accepted 4..=8388608",
+            ),
+            (
+                "dubbo:nodes=3",
+                "dubbo: nodes=3 is out of range: accepted 4..=8388608",
+            ),
+            (
+                "dubbo:nodes=abc",
+                "dubbo: nodes=abc is not a whole number: accepted 4..=8388608",
+            ),
+            (
+                "dubbo:replicas=160",
+                "dubbo: unknown key `replicas` (accepted: nodes, load_factor, balance)",
+            ),
+            (
+                "pixiu_ring:replica_num=0",
+                "pixiu_ring: replica_num=0 is out of range: accepted 1..=8388608",
+            ),
+            (
+                "pixiu_ring:max_vnode_num=0",
+                "pixiu_ring: max_vnode_num=0 is out of range: accepted 1..=4294967295",
+            ),
+            (
+                "pixiu_ring:max_vnode_num=4294967296",
+                "pixiu_ring: max_vnode_num=4294967296 is out of range: accepted 1..=4294967295",
+            ),
+            (
+                "pixiu_ring:replica_num=-1",
+                "pixiu_ring: replica_num=-1 is negative: accepted 1..=8388608",
+            ),
+            (
+                "pixiu_ring:nodes=4",
+                "pixiu_ring: unknown key `nodes` (accepted: replica_num, max_vnode_num, load_factor, balance)",
+            ),
             (":replicas=3", "the policy name is missing"),
         ];
         for (input, want) in cases {
@@ -625,6 +675,29 @@ mod tests {
             assert!(got.contains(want), "{input:?}: {got:?} lacks {want:?}");
             assert!(!got.contains('\n'), "one line: {got:?}");
         }
+    }
+
+    #[test]
+    fn dubbo_and_pixiu_take_their_systems_defaults_and_a_bound() {
+        let debug = |t: &str| format!("{:?}", t.parse::<PolicySpec>().unwrap().policy());
+        assert!(debug("dubbo").contains("nodes: 160"), "{}", debug("dubbo"));
+        assert!(debug("dubbo:nodes=162").contains("nodes: 162"));
+        let pixiu = debug("pixiu_ring");
+        assert!(
+            pixiu.contains("replica_num: 10, max_vnode_num: 4294967295"),
+            "{pixiu}"
+        );
+        let tuned = debug("pixiu_ring:replica_num=100 max_vnode_num=1023");
+        assert!(
+            tuned.contains("replica_num: 100, max_vnode_num: 1023"),
+            "{tuned}"
+        );
+        for text in ["dubbo:load_factor=1.25", "pixiu_ring:balance=125"] {
+            let spec: PolicySpec = text.parse().unwrap();
+            assert!(spec.is_hashing());
+            assert_eq!(spec.load_factor().unwrap().to_string(), "1.25", "{text}");
+        }
+        assert_eq!("dubbo".parse::<PolicySpec>().unwrap().load_factor(), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! request-key hashes are exposed so that callers can compute request codes
 //! the way other clients of the same fleet do.
 
+mod blake2b;
 mod crc16;
 mod crc32;
 mod djb2;
@@ -19,6 +20,7 @@ mod one_at_a_time;
 mod sdbm;
 mod wt6;
 
+pub use self::blake2b::blake2b_le32;
 pub use self::crc16::twemproxy_crc16;
 pub use self::crc32::crc32;
 pub(crate) use self::crc32::{crc32_update, CRC32_INIT};
@@ -50,6 +52,12 @@ pub(crate) fn point_name<'b>(buf: &'b mut Vec<u8>, prefix: &str, sep: u8, n: u64
     buf.clear();
     buf.extend_from_slice(prefix.as_bytes());
     buf.push(sep);
+    push_decimal(buf, n);
+    buf
+}
+
+/// Appends the decimal digits of `n` to `buf`.
+pub(crate) fn push_decimal(buf: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut v = n;
@@ -62,7 +70,6 @@ pub(crate) fn point_name<'b>(buf: &'b mut Vec<u8>, prefix: &str, sep: u8, n: u64
         }
     }
     buf.extend_from_slice(&digits[i..]);
-    buf
 }
 
 #[cfg(test)]
