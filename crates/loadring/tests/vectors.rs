@@ -1,6 +1,7 @@
 //! Reference placements: every row of every vector file in `tests/data/` must
 //! come back from the balancer as recorded (brpc, Envoy, libketama, and
-//! libmemcached observed on live memcached servers).
+//! libmemcached observed on live memcached servers, Apache Dubbo,
+//! dubbo-go-pixiu).
 
 use std::path::Path;
 
@@ -43,30 +44,56 @@ fn load(name: &str) -> Vectors {
     v
 }
 
+/// Every row through each way the library answers "where does this go":
+/// the shared pick, a local handle's pick, the route without a reservation,
+/// and the first candidate of the retry order.
 fn check(name: &str) {
     let v = load(name);
     let spec: PolicySpec = v.policy.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
     let endpoints: Vec<Endpoint> = v.endpoints.iter().map(|e| e.parse().unwrap()).collect();
     let balancer = Balancer::new(spec, endpoints).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let local = balancer.local();
     let mut wrong = Vec::new();
     for (input, want) in &v.rows {
-        let pick = if v.codes {
-            balancer.pick(&Request::code(input.parse().unwrap()))
+        let req = if v.codes {
+            Request::code(input.parse().unwrap())
         } else {
-            balancer.pick(&Request::key(input.as_str()))
-        }
-        .unwrap_or_else(|e| panic!("{name}: {input}: {e}"));
-        if pick.addr() != want {
-            wrong.push(format!("{input} -> {} (want {want})", pick.addr()));
+            Request::key(input.as_str())
+        };
+        let pick = balancer
+            .pick(&req)
+            .unwrap_or_else(|e| panic!("{name}: {input}: pick: {e}"));
+        let local_pick = local
+            .pick(&req)
+            .unwrap_or_else(|e| panic!("{name}: {input}: local pick: {e}"));
+        let route = balancer
+            .route(&req)
+            .unwrap_or_else(|e| panic!("{name}: {input}: route: {e}"))
+            .expect("a hashing policy routes");
+        let first = balancer
+            .candidates(&req)
+            .unwrap_or_else(|e| panic!("{name}: {input}: candidates: {e}"))
+            .next()
+            .expect("a first candidate");
+        for (path, got) in [
+            ("pick", pick.addr()),
+            ("local pick", local_pick.addr()),
+            ("route", route.addr()),
+            ("first candidate", first.addr()),
+        ] {
+            if got != want {
+                wrong.push(format!("{input} -> {got} by {path} (want {want})"));
+            }
         }
     }
     assert!(
         wrong.is_empty(),
-        "{name}: {} of {} rows differ, first: {:?}",
+        "{name}: {} of {} answers differ, first: {:?}",
         wrong.len(),
-        v.rows.len(),
+        4 * v.rows.len(),
         &wrong[..wrong.len().min(5)]
     );
+    drop(local);
     assert_eq!(balancer.total_in_flight(), 0);
 }
 
@@ -193,4 +220,14 @@ fn twemproxy_live_ketama_hash_tag() {
 #[test]
 fn twemproxy_live_modula_md5() {
     check("twemproxy_live_T11_modula_md5_3.tsv");
+}
+
+#[test]
+fn dubbo_consistent_hash_keys() {
+    check("dubbo_3.tsv");
+}
+
+#[test]
+fn pixiu_ring_hash_keys() {
+    check("pixiu_ring_4.tsv");
 }
