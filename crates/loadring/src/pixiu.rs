@@ -162,20 +162,23 @@ impl Placement for PixiuPlacement {
     /// positions after the previous point up to itself, the first point also
     /// those after the last one.
     fn shares(&self, endpoints: usize) -> Vec<f64> {
-        let mut shares = vec![0.0; endpoints];
+        // Counted in integers, divided once: no rounding adds up.
+        let mut owned = vec![0u64; endpoints];
         let points = self.ring.points();
         let Some(&last) = points.last() else {
-            return shares;
+            return vec![0.0; endpoints];
         };
         let modulus = u64::from(self.modulus);
         let mut prev = u64::from(last);
         for (i, &p) in points.iter().enumerate() {
             let p = u64::from(p);
-            let owned = if i == 0 { p + modulus - prev } else { p - prev };
-            shares[self.ring.owner(i)] += owned as f64 / modulus as f64;
+            owned[self.ring.owner(i)] += if i == 0 { p + modulus - prev } else { p - prev };
             prev = p;
         }
-        shares
+        owned
+            .into_iter()
+            .map(|n| n as f64 / modulus as f64)
+            .collect()
     }
     fn entry_label(&self) -> &'static str {
         "points"
