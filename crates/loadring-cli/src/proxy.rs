@@ -30,7 +30,8 @@ pub struct Args {
     #[arg(long, value_name = "SOURCE")]
     discover: Option<String>,
     /// Where the hash key comes from: header:NAME, cookie:NAME, query:NAME,
-    /// path, uri, source-ip (repeatable or comma-separated: combined).
+    /// path, uri, method-uri (pixiu's `METHOD.target`), source-ip
+    /// (repeatable or comma-separated: combined).
     #[arg(long, value_name = "SOURCE")]
     key: Vec<String>,
     /// The admin listener (`GET /metrics`, `GET /status`), `HOST:PORT`.

@@ -23,7 +23,7 @@ use loadring::hash::xxhash64;
 
 /// The accepted sources, for error messages.
 pub const KEY_SOURCES: &str =
-    "header:NAME, cookie:NAME, query:NAME, path, uri, source-ip (comma-separated to combine)";
+    "header:NAME, cookie:NAME, query:NAME, path, uri, method-uri, source-ip (comma-separated to combine)";
 
 /// One place a key can come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,9 @@ pub enum KeySource {
     /// The path and the query, as in the request line (Envoy's
     /// `hash_policy.header` of `:path`).
     Uri,
+    /// dubbo-go-pixiu's HTTP key: the method, a dot, and the request-target
+    /// as sent (`GET./pixiu?total=1`; Go's `Method + "." + RequestURI`).
+    MethodUri,
     /// The client's IP address, without the port (Envoy's
     /// `connection_properties.source_ip`).
     SourceIp,
@@ -55,6 +58,7 @@ impl fmt::Display for KeySource {
             KeySource::Query(name) => write!(f, "query:{name}"),
             KeySource::Path => f.write_str("path"),
             KeySource::Uri => f.write_str("uri"),
+            KeySource::MethodUri => f.write_str("method-uri"),
             KeySource::SourceIp => f.write_str("source-ip"),
         }
     }
@@ -86,8 +90,11 @@ impl FromStr for KeySource {
             ("query", name) => named(name).map(KeySource::Query),
             ("path", None) => Ok(KeySource::Path),
             ("uri", None) => Ok(KeySource::Uri),
+            ("method-uri", None) => Ok(KeySource::MethodUri),
             ("source-ip", None) => Ok(KeySource::SourceIp),
-            ("path" | "uri" | "source-ip", Some(_)) => Err(bad("this source takes no name")),
+            ("path" | "uri" | "method-uri" | "source-ip", Some(_)) => {
+                Err(bad("this source takes no name"))
+            }
             _ => Err(bad("unknown source")),
         }
     }
@@ -124,8 +131,25 @@ impl KeySource {
                     .as_bytes()
                     .to_vec(),
             ),
+            KeySource::MethodUri => {
+                let mut key = parts.method.as_str().as_bytes().to_vec();
+                key.push(b'.');
+                key.extend_from_slice(request_target(&parts.uri).as_bytes());
+                Some(key)
+            }
             KeySource::SourceIp => Some(peer.to_canonical().to_string().into_bytes()),
         }
+    }
+}
+
+/// The request-target of the request line, as Go's `RequestURI` holds it:
+/// the path and query as sent (origin form), or the whole URI when the
+/// client sent one (absolute and authority forms).
+fn request_target(uri: &http::Uri) -> std::borrow::Cow<'_, str> {
+    match (uri.authority(), uri.path_and_query()) {
+        (None, Some(pq)) => pq.as_str().into(),
+        (None, None) => "/".into(),
+        (Some(_), _) => uri.to_string().into(),
     }
 }
 
@@ -302,6 +326,7 @@ mod tests {
             "query:u",
             "path",
             "uri",
+            "method-uri",
             "source-ip",
         ] {
             let s: KeySource = text.parse().unwrap();
@@ -320,6 +345,8 @@ mod tests {
             "cookie:",
             "query",
             "path:x",
+            "method-uri:x",
+            "method",
             "ip",
             "",
         ] {
@@ -353,6 +380,34 @@ mod tests {
             Some(b"/a/b?x=1&u=alice&u=bob&flag".to_vec())
         );
         assert_eq!(values("source-ip", &p), Some(b"10.1.2.3".to_vec()));
+    }
+
+    /// pixiu's key: `METHOD.` and the target exactly as in the request line
+    /// (percent-escapes kept, nothing decoded or normalized).
+    #[test]
+    fn method_uri_is_pixius_key() {
+        let key = |method: &str, uri: &str| {
+            let p = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0;
+            String::from_utf8(KeySource::MethodUri.value(&p, PEER).unwrap()).unwrap()
+        };
+        assert_eq!(key("GET", "/pixiu?total=1"), "GET./pixiu?total=1");
+        assert_eq!(key("DELETE", "/orders/"), "DELETE./orders/");
+        assert_eq!(
+            key("PUT", "/a%2Fb/../c?x=%E8%AE%A2"),
+            "PUT./a%2Fb/../c?x=%E8%AE%A2"
+        );
+        assert_eq!(
+            key("GET", "http://example.com/p?q"),
+            "GET.http://example.com/p?q"
+        );
+        assert_eq!(key("CONNECT", "example.com:443"), "CONNECT.example.com:443");
+        assert_eq!(key("OPTIONS", "*"), "OPTIONS.*");
     }
 
     /// Expected codes computed independently with Python's `xxhash` package:

@@ -838,3 +838,44 @@ cluster = "users"
     assert_eq!(status["clusters"][0]["policy"], "c_murmurhash");
     task.abort();
 }
+
+/// `pixiu_ring` with `--key method-uri`: each request goes to the backend
+/// pixiu's ring places `METHOD.request-target` on (the test writes that text
+/// from the request it sends and places it with the library's `pixiu_ring`
+/// over the same endpoints, which tests/dubbo_pixiu.rs checks against a
+/// model of pixiu's ring).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pixiu_ring_with_method_uri_sends_requests_where_pixiu_would() {
+    let b = backends(4).await;
+    let refs: Vec<&DemoBackend> = b.iter().collect();
+    let proxy = start(cluster("pixiu_ring", &["method-uri"], &refs)).await;
+    let endpoints: Vec<loadring::Endpoint> = b
+        .iter()
+        .map(|x| loadring::Endpoint::new(x.addr().to_string()).unwrap())
+        .collect();
+    let pixiu = loadring::Balancer::new("pixiu_ring".parse().unwrap(), endpoints).unwrap();
+    let mut reached = std::collections::HashSet::new();
+    for i in 0..48 {
+        let method = ["GET", "POST", "PUT", "DELETE"][i % 4];
+        let target = match i % 3 {
+            0 => format!("/v1/items/{i}"),
+            1 => format!("/orders/?id={i}&name=%E8%AE%A2"),
+            _ => format!("/pixiu?total={i}"),
+        };
+        let key = format!("{method}.{target}");
+        let want = pixiu
+            .route(&loadring::Request::key(key.as_str()))
+            .unwrap()
+            .unwrap()
+            .addr()
+            .to_string();
+        let reply = request(proxy.addr, method, &target, &[], "").await.unwrap();
+        assert_eq!(reply.status, 200, "{key}");
+        assert_eq!(reply.backend(), want, "{key}");
+        reached.insert(want);
+    }
+    assert!(
+        reached.len() >= 3,
+        "keys spread over the backends: {reached:?}"
+    );
+}
