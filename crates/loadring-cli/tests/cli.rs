@@ -233,6 +233,21 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             "error: --policy: maglev: table_size=2 is smaller than the 3 endpoints",
         ),
         (
+            &["place", "--policy", "dubbo:nodes=0", "-e", "a:1"],
+            "",
+            "error: --policy: dubbo: nodes=0 is out of range: accepted 4..=8388608",
+        ),
+        (
+            &["place", "--policy", "pixiu_ring:max_vnode_num=0", "-e", "a:1"],
+            "",
+            "pixiu_ring: max_vnode_num=0 is out of range: accepted 1..=4294967295",
+        ),
+        (
+            &["describe", "--policy", "pixiu_ring:replica_num=5000000", "-e", "a:1", "-e", "b:1"],
+            "",
+            "pixiu_ring: replica_num=5000000 over 2 endpoints makes 10000000 points, more than the limit of 8388608",
+        ),
+        (
             &["describe", "--policy", "c_md5:replicas=x", "-e", "a"],
             "",
             "replicas=x is not a whole number",
@@ -340,6 +355,53 @@ fn describe_the_proxy_policies() {
         let second = json["endpoints"][1]["share"].as_f64().unwrap();
         assert!((0.6..0.9).contains(&second), "{spec}: {second}");
     }
+}
+
+/// describe over Dubbo's and pixiu's rings: 40 digests of 4 points per
+/// endpoint for Dubbo, 10 points for pixiu, none for a drained endpoint;
+/// where every point collides the later write owns the whole ring.
+#[test]
+fn describe_dubbo_and_pixiu_ring() {
+    let shares = |spec: &str, endpoints: &[&str]| -> (u64, Vec<f64>) {
+        let mut args = vec!["describe", "--policy", spec, "--json"];
+        for e in endpoints {
+            args.extend(["-e", e]);
+        }
+        let out = loadring(&args, "");
+        assert!(
+            out.status.success(),
+            "{spec}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let shares: Vec<f64> = json["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["share"].as_f64().unwrap())
+            .collect();
+        assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{spec}");
+        (json["entries"].as_u64().unwrap(), shares)
+    };
+    let three = [
+        "10.0.0.1:20880",
+        "10.0.0.2:20880",
+        "10.0.0.3:20880 weight=0",
+    ];
+    for (spec, entries) in [("dubbo", 320), ("pixiu_ring", 20)] {
+        let (n, s) = shares(spec, &three);
+        assert_eq!(n, entries, "{spec}");
+        assert!(s[0] > 0.2 && s[1] > 0.2, "{spec}: {s:?}");
+        assert_eq!(s[2], 0.0, "{spec}: drained");
+    }
+    // One position: both endpoints write it, the later one keeps it.
+    let (n, s) = shares("pixiu_ring:max_vnode_num=1", &three[..2]);
+    assert_eq!((n, s), (1, vec![0.0, 1.0]));
+    // One address twice: Dubbo's later endpoint overwrites every point,
+    // pixiu ignores the later one.
+    let twice = ["10.0.0.1:20880 tag=a", "10.0.0.1:20880 tag=b"];
+    assert_eq!(shares("dubbo", &twice), (160, vec![0.0, 1.0]));
+    assert_eq!(shares("pixiu_ring", &twice), (10, vec![1.0, 0.0]));
 }
 
 #[test]
