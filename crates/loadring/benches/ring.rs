@@ -184,5 +184,49 @@ fn build(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, lookup, build);
+/// Each family at its system's defaults over 1,024 endpoints: the build
+/// (`Balancer::new`) and a pick by 16-byte key (shared and local, the guard
+/// dropped), beside `c_murmurhash`.
+///
+/// ```text
+/// cargo bench -p loadring --bench ring -- family_1024 --warm-up-time 1 --measurement-time 2
+/// ```
+fn families(c: &mut Criterion) {
+    let addrs = addrs(1024);
+    let endpoints: Vec<Endpoint> = addrs.iter().map(|a| Endpoint::new(a).unwrap()).collect();
+    let keys = keys();
+    let mut g = c.benchmark_group("family_1024");
+    g.sample_size(20);
+    for spec in ["c_murmurhash", "dubbo", "pixiu_ring"] {
+        let parsed: loadring::PolicySpec = spec.parse().unwrap();
+        g.bench_function(BenchmarkId::new("build", spec), |b| {
+            b.iter_batched(
+                || endpoints.clone(),
+                |e| Balancer::new(parsed.clone(), e).unwrap(),
+                BatchSize::SmallInput,
+            )
+        });
+        let bal = Balancer::new(parsed, endpoints.clone()).unwrap();
+        g.bench_function(BenchmarkId::new("pick", spec), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                let pick = bal.pick(&Request::key(&keys[i][..])).unwrap();
+                drop(black_box(pick));
+            })
+        });
+        let local = bal.local();
+        g.bench_function(BenchmarkId::new("local_pick", spec), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                let pick = local.pick(&Request::key(&keys[i][..])).unwrap();
+                drop(black_box(pick));
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, lookup, build, families);
 criterion_main!(benches);

@@ -36,6 +36,13 @@
 //! The generic cap along that same clockwise walk (pixiu's ring hashing
 //! itself has no bound).
 //!
+//! ## Not offered: pixiu's `MaglevHashing`
+//! Pixiu fills its Maglev table in the order of its endpoints' permutations,
+//! which it makes by ranging over a Go map of the endpoints; Go randomizes a
+//! map's iteration order on every run, so two pixiu processes of one
+//! configuration can fill the table differently. There is no one placement
+//! to reproduce.
+//!
 //! **Cost.** A build hashes `R` BLAKE2b digests per endpoint and sorts the
 //! points once; a pick hashes the key with BLAKE2b-512 and finds its point.
 
