@@ -287,3 +287,46 @@ fn describe_gives_each_endpoint_its_share_of_positions() {
         );
     }
 }
+
+/// The name hashed is `hash_key` when an endpoint has one: the reference
+/// placements come back with every endpoint reached by another address and
+/// named by its recorded one.
+#[test]
+fn hash_key_names_the_address_the_other_system_hashes() {
+    for file in ["dubbo_3.tsv", "pixiu_ring_4.tsv"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data")
+            .join(file);
+        let text = std::fs::read_to_string(path).unwrap();
+        let policy = text
+            .lines()
+            .find_map(|l| l.strip_prefix("# policy: "))
+            .unwrap();
+        let named: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# endpoint: "))
+            .collect();
+        let endpoints: Vec<Endpoint> = named
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                Endpoint::new(format!("backend-{i}.internal:9000"))
+                    .unwrap()
+                    .with_hash_key(*name)
+                    .unwrap()
+            })
+            .collect();
+        let b = Balancer::new(policy.parse().unwrap(), endpoints).unwrap();
+        let mut rows = 0;
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+        {
+            let (key, want) = line.split_once('\t').unwrap();
+            let got = b.route(&Request::key(key)).unwrap().unwrap();
+            assert_eq!(got.endpoint().hash_key(), Some(want), "{file}: {key}");
+            rows += 1;
+        }
+        assert!(rows >= 50, "{file}: {rows} rows");
+    }
+}
