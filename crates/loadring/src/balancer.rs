@@ -253,7 +253,7 @@ impl<T> Balancer<T> {
         backends: impl IntoIterator<Item = (Endpoint, T)>,
     ) -> Result<Self, BuildError> {
         let total = Arc::new(AtomicI64::new(0));
-        let tallied = policy.load_factor().is_some();
+        let tallied = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
         let balancer = Balancer {
             policy,
             spec: None,
