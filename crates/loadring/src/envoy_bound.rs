@@ -241,6 +241,7 @@ impl Iterator for VisitOrder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::test_pool;
 
     fn f(text: &str) -> HashBalance {
         HashBalance::parse("ring_hash", text).unwrap()
@@ -326,6 +327,43 @@ mod tests {
         for k in 1..=40 {
             assert!(order.below(k) < k);
         }
+    }
+
+    /// Nobody is acceptable only when requests sit on endpoints the pick
+    /// cannot take (unhealthy here; in Envoy, hosts outside the healthy set
+    /// still count in the cluster's active requests). Four equal endpoints,
+    /// F = 100, loads 10, 9, 9 and 1 on the unhealthy e3: T = 29, total 30,
+    /// slots 8 each, so none of e0..e2 is acceptable.
+    #[test]
+    fn with_nobody_acceptable_the_least_overloaded_wins_owner_first() {
+        let pool = test_pool(&[1, 1, 1, 1]);
+        for (i, n) in [(0, 10), (1, 9), (2, 9), (3, 1)] {
+            (0..n).for_each(|_| pool.reserve(i));
+        }
+        pool.member(3).set_healthy(false);
+        let req = Request::new();
+        let rule = f("100");
+        assert_eq!(rule.slots(29, 1, 4), 8);
+        // Seed 5489 visits 3, 1, 0, 2 (see above): e1 first, and e2's equal
+        // factor is not strictly smaller.
+        assert_eq!(rule.pick(&pool, Some(0), 5489, &req), Ok(1));
+        pool.release(1);
+        // Seed 0 visits 2, 0, 3, 1 (outputs 2357136044, 2546248239,
+        // 3071714933: draws 2, 1, 1): e2 first.
+        assert_eq!(rule.pick(&pool, Some(0), 0, &req), Ok(2));
+        pool.release(2);
+        // An owner as light as the lightest keeps the request.
+        assert_eq!(rule.pick(&pool, Some(1), 0, &req), Ok(1));
+        pool.release(1);
+        // Without an eligible owner, the visit alone decides.
+        assert_eq!(rule.pick(&pool, None, 5489, &req), Ok(1));
+        pool.release(1);
+        let loads: Vec<u64> = (0..4).map(|i| pool.load(i)).collect();
+        assert_eq!(loads, [10, 9, 9, 1], "every pick above reserved once");
+        for i in 0..3 {
+            pool.member(i).set_healthy(false);
+        }
+        assert!(rule.pick(&pool, None, 5489, &req).is_err(), "none eligible");
     }
 
     #[test]
