@@ -197,7 +197,8 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
     }
 
     /// The cap the next pick would apply to endpoint `index`, for bounded
-    /// policies.
+    /// policies: the most requests in flight a bounded pick may leave there
+    /// (Envoy's rule admits while `in_flight <= slots`: `slots + 1`).
     fn cap(&self, _index: usize) -> Option<u64> {
         None
     }
