@@ -472,6 +472,29 @@ fn shell_reproduces_haproxy_bounded_sessions() {
     }
 }
 
+/// Envoy's own bounded rule (`hash_balance_factor`): its slots, its spills
+/// in the MT19937 visiting order and its least-overloaded fallback, two
+/// shared sessions (`ring_hash` with equal weights, `maglev` weighted).
+#[test]
+fn shell_reproduces_envoy_bounded_sessions() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    for name in ["envoy_bounded_ring_F150", "envoy_bounded_maglev_w_F125"] {
+        let input = std::fs::read_to_string(dir.join(format!("{name}.in"))).unwrap();
+        let want = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
+        let policy = input
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# policy: "))
+            .unwrap();
+        for args in [vec!["shell"], vec!["shell", "--policy", policy]] {
+            let out = loadring(&args, &input);
+            assert!(out.status.success(), "{name}");
+            let got = String::from_utf8(out.stdout).unwrap();
+            assert_eq!(got, want, "{name} {args:?}");
+        }
+    }
+}
+
 /// A `# policy:` line chooses the policy only before the first node and
 /// only without `--policy`; a bad one is an error line.
 #[test]

@@ -92,6 +92,15 @@ use crate::spec::PolicySpec;
 /// releases of other threads. With at most `G` guards alive at once and at
 /// least `n` eligible endpoints, no endpoint holds more than
 /// `max(cap(G + T), (G + T) / n) + T` requests (the stress tests check it).
+///
+/// Envoy's rule (`ring_hash:hash_balance_factor=F`, `maglev:...`) reads the
+/// same two counters: `T` is the pool's running total, read once by a pick
+/// whose owner holds more than one request, and an endpoint's `in_flight` is
+/// its own counter at the moment of the compare-and-swap that reserves it,
+/// which succeeds only while `in_flight <= slots` for that `T`. Its
+/// [`Balancer::cap`] is `slots + 1`, the most in flight such a pick leaves,
+/// and the bound above holds with it. Envoy itself reads its counters
+/// without reserving (two workers may take the same last slot).
 pub struct Balancer<T = ()> {
     policy: Arc<dyn Policy>,
     spec: Option<PolicySpec>,
@@ -253,7 +262,7 @@ impl<T> Balancer<T> {
         backends: impl IntoIterator<Item = (Endpoint, T)>,
     ) -> Result<Self, BuildError> {
         let total = Arc::new(AtomicI64::new(0));
-        let tallied = policy.load_factor().is_some();
+        let tallied = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
         let balancer = Balancer {
             policy,
             spec: None,
@@ -646,7 +655,10 @@ impl<T> Balancer<T> {
     }
 
     /// The cap the next bounded pick would apply to the member with this
-    /// identity; `Ok(None)` for unbounded policies.
+    /// identity: the most requests in flight a bounded pick leaves on it
+    /// (under Envoy's `hash_balance_factor`, which admits while
+    /// `in_flight <= slots`, that is `slots + 1`); `Ok(None)` for unbounded
+    /// policies.
     ///
     /// # Errors
     /// No member has this identity.

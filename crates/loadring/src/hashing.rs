@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
+use crate::envoy_bound::{HashBalance, Indices, VisitOrder};
 use crate::error::{BuildError, PickError};
 use crate::local_pick::SHARED;
 use crate::policy::{none_eligible, Change, Order, Picker, Policy};
@@ -41,16 +42,39 @@ pub(crate) trait Scheme: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// A hashing policy: a scheme and, when bounded, its load factor.
+/// A hashing policy: a scheme and, when bounded, its load factor or
+/// Envoy's `hash_balance_factor` (never both).
 #[derive(Debug)]
 pub(crate) struct HashingPolicy<S> {
     scheme: S,
     bound: Option<LoadFactor>,
+    envoy: Option<HashBalance>,
 }
 
 impl<S: Scheme> HashingPolicy<S> {
     pub(crate) fn new(scheme: S, bound: Option<LoadFactor>) -> Self {
-        HashingPolicy { scheme, bound }
+        HashingPolicy {
+            scheme,
+            bound,
+            envoy: None,
+        }
+    }
+
+    /// The scheme bounded by Envoy's own rule (see `envoy_bound.rs`).
+    pub(crate) fn envoy(scheme: S, rule: HashBalance) -> Self {
+        HashingPolicy {
+            scheme,
+            bound: None,
+            envoy: Some(rule),
+        }
+    }
+
+    fn picker(
+        &self,
+        placement: S::Placement,
+        pool: Pool,
+    ) -> Result<Hashing<S::Placement>, BuildError> {
+        Ok(Hashing::new(placement, pool, self.bound)?.with_envoy(self.envoy))
     }
 }
 
@@ -61,7 +85,7 @@ impl<S: Scheme> Policy for HashingPolicy<S> {
 
     fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
         let placement = self.scheme.place(&pool)?;
-        Ok(Arc::new(Hashing::new(placement, pool, self.bound)?))
+        Ok(Arc::new(self.picker(placement, pool)?))
     }
 
     fn build_size(&self, pool: &Pool) -> u64 {
@@ -76,6 +100,10 @@ impl<S: Scheme> Policy for HashingPolicy<S> {
         self.bound
     }
 
+    fn hash_balance_factor(&self) -> Option<u32> {
+        self.envoy.map(HashBalance::percent)
+    }
+
     fn rebuild(
         &self,
         previous: &dyn Picker,
@@ -86,7 +114,7 @@ impl<S: Scheme> Policy for HashingPolicy<S> {
         let previous = previous.downcast_ref::<Hashing<S::Placement>>()?;
         let placement = self.scheme.replace(&previous.placement, pool, change)?;
         Some(placement.and_then(|placement| {
-            Ok(Arc::new(Hashing::new(placement, pool.clone(), self.bound)?) as Arc<dyn Picker>)
+            Ok(Arc::new(self.picker(placement, pool.clone())?) as Arc<dyn Picker>)
         }))
     }
 }
@@ -224,6 +252,8 @@ pub(crate) struct Hashing<T: Placement> {
     placement: T,
     pool: Pool,
     bound: Option<LoadFactor>,
+    /// Envoy's bounded rule instead of `bound`.
+    envoy: Option<HashBalance>,
     /// All weights equal: one cap serves every endpoint of a pick.
     uniform: bool,
     /// Bounded: each endpoint's cap at total 0, the least cap it can have.
@@ -257,14 +287,36 @@ impl<T: Placement> Hashing<T> {
             placement,
             pool,
             bound,
+            envoy: None,
             uniform,
             floors,
         })
     }
 
+    /// This policy bounded by Envoy's rule, if `envoy` (then without `bound`).
+    fn with_envoy(mut self, envoy: Option<HashBalance>) -> Self {
+        if let Some(rule) = envoy {
+            // Slots grow with the total: the cap at total 0 is the least.
+            let sum = self.pool.weight_sum();
+            self.floors = (0..self.pool.len())
+                .map(|i| rule.cap(0, self.pool.weight(i), sum))
+                .collect();
+            self.bound = None;
+        }
+        self.envoy = envoy;
+        self
+    }
+
     #[inline(always)]
     fn start(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        let code = match req.hash {
+        let code = self.code(req)?;
+        Ok(self.placement.start_among_healthy(code, &self.pool))
+    }
+
+    /// The request's code: its key's hash, or the code it carries.
+    #[inline(always)]
+    fn code(&self, req: &Request<'_>) -> Result<u64, PickError> {
+        Ok(match req.hash {
             Hash::Key(key) => self.placement.key_code(key),
             Hash::Code(code) if code <= self.placement.max_code() => code,
             Hash::Code(code) => {
@@ -279,8 +331,32 @@ impl<T: Placement> Hashing<T> {
                     policy: self.placement.name(),
                 })
             }
-        };
-        Ok(self.placement.start_among_healthy(code, &self.pool))
+        })
+    }
+
+    /// The key's owner for Envoy's rule: the entry's endpoint, else the first
+    /// eligible one clockwise (a plain pick's choice); `None` when no
+    /// endpoint with an entry is eligible.
+    fn envoy_owner(&self, start: usize, req: &Request<'_>) -> Option<usize> {
+        let owner = self.placement.owner(start);
+        if self.pool.eligible(owner, req) {
+            Some(owner)
+        } else {
+            self.first_eligible(start, req)
+        }
+    }
+
+    /// Envoy's bounded pick past the fast path. Out of line: most picks end
+    /// at the owner.
+    #[inline(never)]
+    fn pick_envoy(
+        &self,
+        start: usize,
+        req: &Request<'_>,
+        rule: HashBalance,
+    ) -> Result<usize, PickError> {
+        let code = self.code(req)?;
+        rule.pick(&self.pool, self.envoy_owner(start, req), code, req)
     }
 
     /// The cap of endpoint `owner` with `total` in flight: the scheme's own
@@ -434,6 +510,13 @@ impl<T: Placement> Hashing<T> {
         let start = self.start(req)?;
         let owner = self.placement.owner(start);
         let eligible = self.pool.eligible(owner, req);
+        if let Some(rule) = self.envoy {
+            // In flight at most 1 is within every endpoint's slots (>= 1).
+            if eligible && self.pool.try_reserve(owner, self.floors[owner]) {
+                return Ok((owner, SHARED));
+            }
+            return Ok((self.pick_envoy(start, req, rule)?, SHARED));
+        }
         match self.bound {
             None => {
                 let found = if eligible {
@@ -471,6 +554,13 @@ impl<T: Placement> Hashing<T> {
     fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
         self.cap_at(factor, self.pool.total_load(), i)
     }
+
+    /// Envoy's rule: the most in flight the next pick may leave on `i`
+    /// (`slots + 1`: Envoy admits while `in_flight <= slots`).
+    fn envoy_cap(&self, rule: HashBalance, i: usize) -> u64 {
+        let total = self.pool.total_load();
+        rule.cap(total, self.pool.weight(i), self.pool.weight_sum())
+    }
 }
 
 impl<T: Placement> Picker for Hashing<T> {
@@ -486,9 +576,16 @@ impl<T: Placement> Picker for Hashing<T> {
 
     /// The clockwise walk from the request's entry, each endpoint at its
     /// first entry; endpoints without an entry (a weight too small for the
-    /// scheme's arithmetic) come last, in pool order.
+    /// scheme's arithmetic) come last, in pool order. Under Envoy's rule,
+    /// the owner and then Envoy's visiting order of the request's hash.
     fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
         let start = self.start(req)?;
+        if self.envoy.is_some() {
+            let owner = self.envoy_owner(start, req);
+            let mut indices = Indices::new(self.pool.len());
+            let order: Vec<usize> = VisitOrder::new(self.code(req)?, indices.as_mut()).collect();
+            return Ok(Box::new(owner.into_iter().chain(order)));
+        }
         let len = self.pool.len();
         let walk = OwnedWalk {
             left: self.placement.entries(),
@@ -500,6 +597,9 @@ impl<T: Placement> Picker for Hashing<T> {
     }
 
     fn try_reserve(&self, i: usize) -> bool {
+        if let Some(rule) = self.envoy {
+            return self.pool.try_reserve(i, self.envoy_cap(rule, i));
+        }
         match self.bound {
             Some(factor) => self.pool.try_reserve(i, self.cap_of(factor, i)),
             None => {
@@ -515,6 +615,9 @@ impl<T: Placement> Picker for Hashing<T> {
     }
 
     fn cap(&self, i: usize) -> Option<u64> {
+        if let Some(rule) = self.envoy {
+            return Some(self.envoy_cap(rule, i));
+        }
         Some(self.cap_of(self.bound?, i))
     }
 

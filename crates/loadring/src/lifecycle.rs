@@ -356,6 +356,10 @@ impl Policy for Lifecycle {
         self.inner.load_factor()
     }
 
+    fn hash_balance_factor(&self) -> Option<u32> {
+        self.inner.hash_balance_factor()
+    }
+
     fn rebuild(
         &self,
         previous: &dyn Picker,

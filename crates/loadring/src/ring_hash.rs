@@ -209,7 +209,7 @@ mod tests {
             ),
             (
                 "ring_hash:replicas=100",
-                "ring_hash: unknown key `replicas` (accepted: min_ring_size, max_ring_size, hash, load_factor, balance)",
+                "ring_hash: unknown key `replicas` (accepted: min_ring_size, max_ring_size, hash, load_factor, balance, hash_balance_factor)",
             ),
         ];
         for (input, want) in cases {

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
 use crate::dubbo::Dubbo;
+use crate::envoy_bound::HashBalance;
 use crate::error::{spec_err, ParseError};
 use crate::hashing::{HashingPolicy, Scheme};
 use crate::ketama::Ketama;
@@ -105,6 +106,32 @@ fn hashing<S: Scheme>(
     Ok(Arc::new(HashingPolicy::new(scheme, bound)))
 }
 
+/// An Envoy scheme (`ring_hash`, `maglev`): bounded like [`hashing`], or by
+/// Envoy's own rule with `hash_balance_factor=F`, never both.
+fn envoy_hashing<S: Scheme>(
+    scheme: S,
+    params: &mut Params<'_>,
+    default: Option<LoadFactor>,
+) -> Result<Arc<dyn Policy>> {
+    let given = ["load_factor", "balance"]
+        .into_iter()
+        .find(|key| params.has(key));
+    let bound = params.take_bound()?.or(default);
+    let Some(text) = params.take("hash_balance_factor") else {
+        return Ok(Arc::new(HashingPolicy::new(scheme, bound)));
+    };
+    let rule = HashBalance::parse(params.policy(), text)?;
+    if let Some(key) = given {
+        return Err(ParseError::new(format!(
+            "{}: give hash_balance_factor (Envoy's rule) or {key} (loadring's cap), not both",
+            params.policy()
+        ))
+        .with_policy(params.policy())
+        .with_key("hash_balance_factor"));
+    }
+    Ok(Arc::new(HashingPolicy::envoy(scheme, rule)))
+}
+
 /// A policy without parameters beyond `params`.
 fn built_in<P: fmt::Debug + Send + Sync + 'static>(
     name: &'static str,
@@ -148,12 +175,12 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "ring_hash",
         bound: Bound::Optional,
-        parse: |p, b| hashing(RingHash::parse(p)?, p, b),
+        parse: |p, b| envoy_hashing(RingHash::parse(p)?, p, b),
     },
     Family {
         name: "maglev",
         bound: Bound::Optional,
-        parse: |p, b| hashing(Maglev::parse(p)?, p, b),
+        parse: |p, b| envoy_hashing(Maglev::parse(p)?, p, b),
     },
     Family {
         name: "nginx_hash",
@@ -378,6 +405,27 @@ impl PolicySpec {
     /// the bound of the policy it wraps).
     pub fn load_factor(&self) -> Option<LoadFactor> {
         self.policy.load_factor()
+    }
+
+    /// Envoy's bound, for `ring_hash` and `maglev` with
+    /// `hash_balance_factor=F`: the percent `F` (for a locality policy, that
+    /// of the policy it wraps). Such a policy has no [`load_factor`]: its
+    /// slots, its spills and its fallback are Envoy's (see the README).
+    ///
+    /// ```
+    /// use loadring::PolicySpec;
+    ///
+    /// let spec: PolicySpec = "maglev:hash_balance_factor=150".parse()?;
+    /// assert_eq!(spec.hash_balance_factor(), Some(150));
+    /// assert_eq!(spec.load_factor(), None);
+    /// let err = "ring_hash:hash_balance_factor=99".parse::<PolicySpec>().unwrap_err();
+    /// assert_eq!(err.key(), Some("hash_balance_factor"));
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    ///
+    /// [`load_factor`]: PolicySpec::load_factor
+    pub fn hash_balance_factor(&self) -> Option<u32> {
+        self.policy.hash_balance_factor()
     }
 
     /// The policy a locality policy wraps (`rr` unless given with `over`);
@@ -669,6 +717,28 @@ mod tests {
                 "pixiu_ring: unknown key `nodes` (accepted: replica_num, max_vnode_num, load_factor, balance)",
             ),
             (":replicas=3", "the policy name is missing"),
+            (
+                "ring_hash:hash_balance_factor=99",
+                "ring_hash: hash_balance_factor=99: expected an integer percent from 100 to 100000",
+            ),
+            ("maglev:hash_balance_factor=1.5", "maglev: hash_balance_factor=1.5: expected"),
+            ("maglev:hash_balance_factor=abc", "maglev: hash_balance_factor=abc: expected"),
+            (
+                "ring_hash:load_factor=1.5 hash_balance_factor=150",
+                "ring_hash: give hash_balance_factor (Envoy's rule) or load_factor (loadring's cap), not both",
+            ),
+            (
+                "maglev:hash_balance_factor=150 balance=150",
+                "maglev: give hash_balance_factor (Envoy's rule) or balance (loadring's cap), not both",
+            ),
+            (
+                "c_murmurhash:hash_balance_factor=150",
+                "c_murmurhash: unknown key `hash_balance_factor`",
+            ),
+            (
+                "zone_first over ring_hash:hash_balance_factor=150 load_factor=2",
+                "not both",
+            ),
         ];
         for (input, want) in cases {
             let got = err(input);
@@ -710,6 +780,24 @@ mod tests {
             "c_murmurhash_bl".parse::<PolicySpec>().unwrap().name(),
             "c_murmurhash_bl"
         );
+    }
+
+    #[test]
+    fn envoys_rule_is_its_own_bound() {
+        for text in [
+            "ring_hash:hash_balance_factor=100",
+            "maglev:table_size=307 hash_balance_factor=100000",
+            "zone_first over ring_hash:hash_balance_factor=125",
+        ] {
+            let spec: PolicySpec = text.parse().unwrap();
+            assert!(spec.is_hashing(), "{text}");
+            assert_eq!(spec.load_factor(), None, "{text}");
+            assert!(spec.hash_balance_factor().is_some(), "{text}");
+        }
+        let spec: PolicySpec = "maglev:hash_balance_factor=125".parse().unwrap();
+        assert_eq!(spec.hash_balance_factor(), Some(125));
+        let plain: PolicySpec = "maglev:load_factor=1.25".parse().unwrap();
+        assert_eq!(plain.hash_balance_factor(), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 
-use loadring::{Balancer, Endpoint, LoadFactor, LocalPick, Pick, PickError, Request};
+use loadring::{Balancer, Endpoint, LocalPick, Pick, PickError, Request};
 
 const PICKERS: u64 = 4;
 const PICKS: u64 = 20_000;
@@ -28,13 +28,22 @@ enum Guard<'h> {
 
 fn stress(spec: &str) {
     let balancer = Balancer::new(spec.parse().unwrap(), endpoints(None)).unwrap();
-    let factor: LoadFactor = balancer.spec().unwrap().load_factor().unwrap();
+    let spec_of = balancer.spec().unwrap();
+    // The cap of one of `members` equal endpoints with `total` in flight:
+    // loadring's, or Envoy's `slots + 1` (it admits while in flight <= slots).
+    let cap = |total: u64, members: u64| -> u64 {
+        match (spec_of.load_factor(), spec_of.hash_balance_factor()) {
+            (Some(factor), _) => factor.cap(total, 1, members),
+            (None, Some(f)) => ((total + 1) * u64::from(f)).div_ceil(100).div_ceil(members) + 1,
+            (None, None) => panic!("{spec} is not bounded"),
+        }
+    };
     // The bound documented on `Balancer`: with at most G guards alive at once
     // and T picking threads, no endpoint holds more than
     // max(cap(G + T), (G + T) / n) + T, n the fewest eligible endpoints: here 8
     // members, one of them removed by the updater and one unhealthy at a time.
     let (g, t, n) = (PICKERS * HELD, PICKERS, 6);
-    let bound = factor.cap(g + t, 1, n + 1).max((g + t) / n) + t;
+    let bound = cap(g + t, n + 1).max((g + t) / n) + t;
     let done = AtomicBool::new(false);
     let worst_overshoot = AtomicU64::new(0);
     thread::scope(|s| {
@@ -132,7 +141,7 @@ fn stress(spec: &str) {
     // removal by the updater takes the removed endpoint's whole load (at most
     // `bound`) out of the total at once, lowering every cap of the 7 members
     // left by up to `cap(bound - 1)` more.
-    let removal = factor.cap(bound - 1, 1, n + 1);
+    let removal = cap(bound - 1, n + 1);
     assert!(
         worst <= t + removal,
         "{spec}: a load {worst} above its cap, more than the {t} threads and a removal ({removal}) can explain"
@@ -147,4 +156,12 @@ fn concurrent_bounded_picks_updates_and_health_flaps() {
 #[test]
 fn concurrent_picks_on_a_tight_bound() {
     stress("c_md5:load_factor=1.05");
+}
+
+/// Envoy's rule: the same bound with its caps (`slots + 1`), its spills in
+/// the visiting order and its least-overloaded fallback.
+#[test]
+fn concurrent_picks_under_envoys_rule() {
+    stress("ring_hash:hash_balance_factor=100");
+    stress("maglev:table_size=307 hash_balance_factor=150");
 }

@@ -115,6 +115,10 @@ impl Policy for LocalityPolicy {
         self.inner.load_factor()
     }
 
+    fn hash_balance_factor(&self) -> Option<u32> {
+        self.inner.hash_balance_factor()
+    }
+
     fn observer(&self, endpoint: &crate::Endpoint) -> Option<Arc<dyn crate::policy::Observer>> {
         self.inner.observer(endpoint)
     }

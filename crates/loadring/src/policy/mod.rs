@@ -116,6 +116,13 @@ pub trait Policy: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// For hashing policies bounded by Envoy's own rule
+    /// (`hash_balance_factor=F`, see the README), the percent `F`; the
+    /// balancer then keeps the running total too.
+    fn hash_balance_factor(&self) -> Option<u32> {
+        None
+    }
+
     /// Builds the picker for `pool`, which differs from the pool `previous`
     /// was built over by one `change`, reusing what `previous` computed.
     /// `None` (the default) asks for a full [`Policy::build`]. The result must
@@ -190,7 +197,8 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
     }
 
     /// The cap the next pick would apply to endpoint `index`, for bounded
-    /// policies.
+    /// policies: the most requests in flight a bounded pick may leave there
+    /// (Envoy's rule admits while `in_flight <= slots`: `slots + 1`).
     fn cap(&self, _index: usize) -> Option<u64> {
         None
     }
