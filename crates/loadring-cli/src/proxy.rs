@@ -234,6 +234,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         Naming::Flags
     };
+    let follows_a_source = config
+        .clusters
+        .iter()
+        .any(|c| c.endpoints_file.is_some() || c.discover.is_some());
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -243,10 +247,34 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Installed before binding: from then on SIGTERM and SIGINT drain
         // instead of killing.
         let stop = stop_signal().map_err(|e| CliError(format!("signals: {e}")))?;
+        // SIGHUP's default action ends the process: it must never do so.
+        let hangups =
+            hangup_notice(follows_a_source).map_err(|e| CliError(format!("signals: {e}")))?;
         let proxy = Proxy::bind_as(config, naming).await?;
         tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
+        let hangups = tokio::spawn(hangups);
         proxy.serve(stop).await?;
+        hangups.abort();
         Ok(())
+    })
+}
+
+/// Takes SIGHUP from now on. Sources (endpoints files, discovery) re-read
+/// themselves on it (`loadring_proxy::reload`); with none, there is
+/// nothing to re-read: each SIGHUP logs one line and the proxy carries on.
+pub(crate) fn hangup_notice(
+    follows_a_source: bool,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            if !follows_a_source {
+                tracing::warn!(
+                    "SIGHUP: nothing to re-read (no --endpoints file or --discover source); still serving"
+                );
+            }
+        }
     })
 }
 
