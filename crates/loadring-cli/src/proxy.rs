@@ -47,9 +47,15 @@ pub struct Args {
     /// How long connecting to a backend may take (default 1s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
-    /// How long a backend may take to send its response headers (default 30s).
+    /// How long a backend may take to send its response headers, and the
+    /// longest pause in its response body (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     timeout: Option<String>,
+    /// A client that leaves cancels its request upstream (the connection to
+    /// the backend is closed) instead of the response being read to its end
+    /// with the endpoint's slot held.
+    #[arg(long)]
+    abort_on_close: bool,
     /// Active health checks: the path to GET on each backend.
     #[arg(long, value_name = "PATH")]
     health_path: Option<String>,
@@ -112,6 +118,7 @@ impl Args {
             ("--retry-buffer", self.retry_buffer.is_some()),
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--timeout", self.timeout.is_some()),
+            ("--abort-on-close", self.abort_on_close),
             ("--health-path", self.health_path.is_some()),
             ("--health-interval", self.health_interval.is_some()),
             ("--health-rise", self.health_rise.is_some()),
@@ -180,6 +187,7 @@ impl Args {
         if let Some(d) = duration("--timeout", &self.timeout)? {
             cluster.timeout = d;
         }
+        cluster.abort_on_close = self.abort_on_close;
         cluster.health.path = self.health_path.clone();
         if let Some(d) = duration("--health-interval", &self.health_interval)? {
             cluster.health.interval = d;

@@ -189,3 +189,62 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
         "{stderr}"
     );
 }
+
+/// Item 11: a zero timeout makes no sense (every request would get 504):
+/// refused before serving, one line naming the flag (or the config key)
+/// and the range.
+#[test]
+fn zero_timeouts_are_refused_naming_the_flag() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let dir = temp_dir("zero");
+    let toml = dir.join("zero.toml");
+    std::fs::write(
+        &toml,
+        format!("listen = \"{listen}\"\n[[cluster]]\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:2\"]\ntimeout = \"0s\"\n"),
+    )
+    .unwrap();
+    let toml = toml.to_str().unwrap().to_string();
+    let cases: [(Vec<&str>, &str); 3] = [
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--timeout",
+                "0s",
+            ],
+            "error: --timeout: must be more than 0ms",
+        ),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--connect-timeout",
+                "0ms",
+            ],
+            "error: --connect-timeout: must be more than 0ms",
+        ),
+        (vec!["--config", &toml], "timeout: must be more than 0ms"),
+    ];
+    for (args, expected) in cases {
+        let out = Command::new(BIN)
+            .arg("proxy")
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
