@@ -48,9 +48,15 @@ pub struct Args {
     /// How long connecting to a backend may take (default 1s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
-    /// How long a backend may take to send its response headers (default 30s).
+    /// How long a backend may take to send its response headers, and the
+    /// longest pause in its response body (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     timeout: Option<String>,
+    /// A client that leaves cancels its request upstream (the connection to
+    /// the backend is closed) instead of the response being read to its end
+    /// with the endpoint's slot held.
+    #[arg(long)]
+    abort_on_close: bool,
     /// Active health checks: the path to GET on each backend.
     #[arg(long, value_name = "PATH")]
     health_path: Option<String>,
@@ -113,6 +119,7 @@ impl Args {
             ("--retry-buffer", self.retry_buffer.is_some()),
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--timeout", self.timeout.is_some()),
+            ("--abort-on-close", self.abort_on_close),
             ("--health-path", self.health_path.is_some()),
             ("--health-interval", self.health_interval.is_some()),
             ("--health-rise", self.health_rise.is_some()),
@@ -181,6 +188,7 @@ impl Args {
         if let Some(d) = duration("--timeout", &self.timeout)? {
             cluster.timeout = d;
         }
+        cluster.abort_on_close = self.abort_on_close;
         cluster.health.path = self.health_path.clone();
         if let Some(d) = duration("--health-interval", &self.health_interval)? {
             cluster.health.interval = d;
@@ -235,6 +243,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         Naming::Flags
     };
+    let follows_a_source = config
+        .clusters
+        .iter()
+        .any(|c| c.endpoints_file.is_some() || c.discover.is_some());
     init_logging();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -244,10 +256,34 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Installed before binding: from then on SIGTERM and SIGINT drain
         // instead of killing.
         let stop = stop_signal().map_err(|e| CliError(format!("signals: {e}")))?;
+        // SIGHUP's default action ends the process: it must never do so.
+        let hangups =
+            hangup_notice(follows_a_source).map_err(|e| CliError(format!("signals: {e}")))?;
         let proxy = Proxy::bind_as(config, naming).await?;
         tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
+        let hangups = tokio::spawn(hangups);
         proxy.serve(stop).await?;
+        hangups.abort();
         Ok(())
+    })
+}
+
+/// Takes SIGHUP from now on. Sources (endpoints files, discovery) re-read
+/// themselves on it (`loadring_proxy::reload`); with none, there is
+/// nothing to re-read: each SIGHUP logs one line and the proxy carries on.
+pub(crate) fn hangup_notice(
+    follows_a_source: bool,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup())?;
+    Ok(async move {
+        while hup.recv().await.is_some() {
+            if !follows_a_source {
+                tracing::warn!(
+                    "SIGHUP: nothing to re-read (no --endpoints file or --discover source); still serving"
+                );
+            }
+        }
     })
 }
 

@@ -6,6 +6,15 @@
 //! [`Discovery::refresh`](crate::Discovery::refresh). A file that cannot be
 //! read or parsed keeps the current membership and logs one line saying
 //! why (a missing file once, not every poll).
+//!
+//! Only events that can change the text count: the opens and closes of the
+//! proxy's own reads are events on the folder too, and taking them as
+//! nudges made every read trigger the next (a core spent on an idle
+//! proxy). A changed text is applied once it has been stable for
+//! [`DEBOUNCE`]: an editor's or `echo`'s write in several pieces is not
+//! applied half-written. A writer that pauses longer mid-write can still be
+//! read half-way; writing a temporary file and renaming it over the old one
+//! is the safe way (a rename is atomic).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -17,6 +26,9 @@ use crate::{parse_endpoints, Membership, Publisher};
 
 /// How often the file is read even without events.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How long a changed file must stay unchanged before it is applied.
+pub const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// Reads and parses the file: its membership and its text.
 pub(crate) fn read(path: &Path) -> Result<(Membership, String), String> {
@@ -39,7 +51,7 @@ pub(crate) async fn follow(path: PathBuf, mut last_text: Option<String>, publish
             Some(()) = events.recv() => false,
             () = publisher.refreshed() => true,
         };
-        let text = match std::fs::read_to_string(&path) {
+        let text = match settled_text(&path, last_text.as_deref(), forced, &mut events).await {
             Ok(text) => text,
             Err(e) => {
                 let problem = e.to_string();
@@ -65,15 +77,52 @@ pub(crate) async fn follow(path: PathBuf, mut last_text: Option<String>, publish
     }
 }
 
-/// A watch of the file's folder, forwarding any event as a nudge; `None`
+/// The file's text once it has stayed the same for [`DEBOUNCE`]; at once
+/// when it is the text already applied (`last`) and the read is not
+/// `forced`. Events that come while waiting are part of the same change.
+async fn settled_text(
+    path: &Path,
+    last: Option<&str>,
+    forced: bool,
+    events: &mut mpsc::UnboundedReceiver<()>,
+) -> std::io::Result<String> {
+    let mut text = std::fs::read_to_string(path)?;
+    if !forced && last == Some(text.as_str()) {
+        return Ok(text);
+    }
+    loop {
+        tokio::time::sleep(DEBOUNCE).await;
+        while events.try_recv().is_ok() {}
+        let again = std::fs::read_to_string(path)?;
+        if again == text {
+            return Ok(text);
+        }
+        text = again;
+    }
+}
+
+/// Whether a folder event may have changed a file's text: not the opening,
+/// reading or closing of a file (the proxy's own reads are such events).
+fn may_change(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(event) => !matches!(event.kind, notify::EventKind::Access(_)),
+        // An overflowed queue may have lost a change.
+        Err(_) => true,
+    }
+}
+
+/// A watch of the file's folder, forwarding each event that may change a
+/// file as a nudge; `None`
 /// (and polling alone) where the platform cannot watch.
 fn watch_folder(path: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut watcher = notify::recommended_watcher(move |_event| {
-        let _ = tx.send(());
+    let mut watcher = notify::recommended_watcher(move |event| {
+        if may_change(&event) {
+            let _ = tx.send(());
+        }
     })
     .ok()?;
     match watcher.watch(&folder, notify::RecursiveMode::NonRecursive) {

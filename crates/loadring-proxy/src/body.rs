@@ -1,87 +1,194 @@
 //! The response body as it goes back to the client, holding the request's
-//! in-flight slot until the body is sent or the client is gone.
+//! in-flight slot as long as the backend works on the request.
 
+use std::future::Future as _;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use loadring::{Outcome, Pick};
+use tokio::time::Sleep;
 
 use crate::cluster::Backend;
 
+/// Any error a body sent to the client or to a backend can end with.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The backend paused its response body for longer than the idle timeout.
+#[derive(Debug, thiserror::Error)]
+#[error("the backend sent nothing of its response body for {0:?}")]
+pub struct BodyStalled(pub Duration);
+
+/// What becomes of the backend's response when the client leaves first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnClientGone {
+    /// Read the rest of the response (each pause bounded by the idle
+    /// timeout) and release the slot when the backend is done, as HAProxy
+    /// does without `option abortonclose`: bounded load counts the work
+    /// the backend is really doing.
+    Drain,
+    /// Close the upstream connection at once and release the slot
+    /// (`--abort-on-close`).
+    Abort,
+}
+
 /// A backend's response body with the balancer's guard inside: hyper drops
 /// it once the last byte is written to the client or the client connection
-/// is gone, and only then is the slot released. So `loadring_in_flight` and
-/// bounded load count requests for their whole life, slow downloads
-/// included.
+/// is gone. Each pause of the backend is bounded by `idle`: past it the
+/// body ends with [`BodyStalled`] (hyper then closes the client's
+/// connection, the body truncated) and the slot is released with a failure.
+/// A client that leaves early leaves the rest to [`OnClientGone`].
 #[derive(Debug)]
-pub struct GuardedBody<B> {
-    inner: B,
+pub struct GuardedBody {
+    inner: Option<Incoming>,
     pick: Option<Pick<Backend>>,
     started: Instant,
     /// The response status says the request succeeded.
     succeeded: bool,
     ended: bool,
     broken: bool,
+    idle: Duration,
+    /// Armed when the backend is waited for, not while the client is.
+    stall: Option<Pin<Box<Sleep>>>,
+    on_client_gone: OnClientGone,
 }
 
-impl<B: Body> GuardedBody<B> {
-    /// Wraps `inner`, holding `pick` until dropped; `started` is when the
-    /// attempt began, `succeeded` whether its status was a success.
-    pub fn new(inner: B, pick: Pick<Backend>, started: Instant, succeeded: bool) -> Self {
+impl GuardedBody {
+    /// Wraps `inner`, holding `pick` until the backend is done with it;
+    /// `started` is when the attempt began, `succeeded` whether its status
+    /// was a success, `idle` the longest pause allowed in the body.
+    pub fn new(
+        inner: Incoming,
+        pick: Pick<Backend>,
+        started: Instant,
+        succeeded: bool,
+        idle: Duration,
+        on_client_gone: OnClientGone,
+    ) -> Self {
         GuardedBody {
             // A body with nothing in it (a 204, an answer to HEAD) is never
             // polled: it has ended already.
             ended: inner.is_end_stream(),
-            inner,
+            inner: Some(inner),
             pick: Some(pick),
             started,
             succeeded,
             broken: false,
+            idle,
+            stall: None,
+            on_client_gone,
         }
     }
 }
 
-impl<B: Body<Data = Bytes> + Unpin> Body for GuardedBody<B> {
+impl Body for GuardedBody {
     type Data = Bytes;
-    type Error = B::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        let frame = ready!(Pin::new(&mut self.inner).poll_frame(cx));
-        match &frame {
-            None => self.ended = true,
-            Some(Err(_)) => self.broken = true,
-            // hyper stops polling once the body says it has ended (a body of
-            // known length, its last bytes just read): no `None` will come.
-            Some(Ok(_)) => self.ended = self.inner.is_end_stream(),
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(&mut *inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.stall = None;
+                match &frame {
+                    None => this.ended = true,
+                    Some(Err(_)) => this.broken = true,
+                    // hyper stops polling once the body says it has ended (a
+                    // body of known length, its last bytes just read): no
+                    // `None` will come.
+                    Some(Ok(_)) => this.ended = inner.is_end_stream(),
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                // The clock starts when the backend is waited for: time the
+                // client took to take the previous bytes is not the backend's.
+                let idle = this.idle;
+                let stall = this
+                    .stall
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if stall.as_mut().poll(cx).is_ready() {
+                    this.broken = true;
+                    this.stall = None;
+                    // Dropping the body closes the upstream connection.
+                    this.inner = None;
+                    return Poll::Ready(Some(Err(Box::new(BodyStalled(idle)))));
+                }
+                Poll::Pending
+            }
         }
-        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
     }
 }
 
-impl<B> Drop for GuardedBody<B> {
+impl Drop for GuardedBody {
     fn drop(&mut self) {
         let Some(pick) = self.pick.take() else { return };
         let latency = self.started.elapsed();
         if self.broken || (self.ended && !self.succeeded) {
             pick.finish(Outcome::failure(latency));
-        } else if self.ended {
-            pick.finish(Outcome::success(latency));
+            return;
         }
-        // Otherwise the client went away (or the body was empty and never
-        // polled): the slot is released with no verdict on the backend.
+        if self.ended {
+            pick.finish(Outcome::success(latency));
+            return;
+        }
+        // The client went away before the end of the body.
+        let inner = self.inner.take();
+        let runtime = tokio::runtime::Handle::try_current();
+        match (self.on_client_gone, inner, runtime) {
+            (OnClientGone::Drain, Some(inner), Ok(runtime)) => {
+                runtime.spawn(drain(inner, pick, self.started, self.succeeded, self.idle));
+            }
+            // Aborted: the slot is released with no verdict on the backend.
+            _ => drop(pick),
+        }
+    }
+}
+
+/// Reads what is left of a response nobody will see, each pause bounded by
+/// `idle`, and releases the slot when the backend is done.
+async fn drain(
+    mut inner: Incoming,
+    pick: Pick<Backend>,
+    started: Instant,
+    succeeded: bool,
+    idle: Duration,
+) {
+    let ended = loop {
+        match tokio::time::timeout(idle, inner.frame()).await {
+            Ok(None) => break true,
+            Ok(Some(Ok(_))) => {
+                if inner.is_end_stream() {
+                    break true;
+                }
+            }
+            Ok(Some(Err(_))) | Err(_) => break false,
+        }
+    };
+    let latency = started.elapsed();
+    if ended && succeeded {
+        pick.finish(Outcome::success(latency));
+    } else {
+        pick.finish(Outcome::failure(latency));
     }
 }

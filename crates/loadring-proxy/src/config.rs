@@ -86,8 +86,13 @@ pub struct ClusterConfig {
     pub retry_buffer: u64,
     /// How long a connection to a backend may take.
     pub connect_timeout: Duration,
-    /// How long a backend may take to send its response headers.
+    /// How long a backend may take to send its response headers, and the
+    /// longest pause allowed in its response body.
     pub timeout: Duration,
+    /// A client that leaves cancels the backend's request (the upstream
+    /// connection is closed) instead of the response being read to its end
+    /// with the endpoint's slot held.
+    pub abort_on_close: bool,
     /// Active and passive health checking.
     pub health: HealthConfig,
 }
@@ -148,6 +153,7 @@ impl ClusterConfig {
             retry_buffer: DEFAULT_RETRY_BUFFER,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: DEFAULT_TIMEOUT,
+            abort_on_close: false,
             health: HealthConfig::default(),
         }
     }
@@ -244,11 +250,14 @@ impl ClusterConfig {
                 self.retry_buffer
             )));
         }
-        if self.health.interval.is_zero() {
-            return Err(ConfigError(format!(
-                "{}: must be more than 0ms",
-                name("health_interval")
-            )));
+        for (key, value) in [
+            ("health_interval", self.health.interval),
+            ("timeout", self.timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError(format!("{}: must be more than 0ms", name(key))));
+            }
         }
         Ok(())
     }
@@ -279,6 +288,8 @@ impl Naming {
                 "health_rise" => "--health-rise",
                 "health_fall" => "--health-fall",
                 "health_interval" => "--health-interval",
+                "timeout" => "--timeout",
+                "connect_timeout" => "--connect-timeout",
                 "retry_buffer" => "--retry-buffer",
                 "listen" => "--listen",
                 "admin" => "--admin",
@@ -447,6 +458,7 @@ struct RawCluster {
     retry_buffer: Option<i64>,
     connect_timeout: Option<String>,
     timeout: Option<String>,
+    abort_on_close: Option<bool>,
     health_path: Option<String>,
     health_interval: Option<String>,
     health_rise: Option<u32>,
@@ -568,6 +580,7 @@ impl RawCluster {
             DEFAULT_CONNECT_TIMEOUT,
         )?;
         c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
+        c.abort_on_close = self.abort_on_close.unwrap_or(false);
         c.health = HealthConfig {
             path: self.health_path,
             interval: duration(
@@ -601,6 +614,7 @@ key = ["header:x-user", "cookie:sid"]
 retries = 2
 retry_buffer = 1024
 timeout = "2s"
+abort_on_close = true
 health_path = "/healthz"
 health_interval = "500ms"
 eject_after = 0
@@ -631,6 +645,8 @@ cluster = "users"
         assert_eq!(users.retry_buffer, 1024);
         assert_eq!(c.clusters[1].retry_buffer, DEFAULT_RETRY_BUFFER);
         assert_eq!(users.timeout, Duration::from_secs(2));
+        assert!(users.abort_on_close);
+        assert!(!c.clusters[1].abort_on_close);
         assert_eq!(users.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
         assert_eq!(users.health.path.as_deref(), Some("/healthz"));
         assert_eq!(users.health.interval, Duration::from_millis(500));
@@ -675,11 +691,19 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("eject_after = 0", "eject_after = \"x\""),
-                "(line 16, key `eject_after`)",
+                "(line 17, key `eject_after`)",
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
                 "cluster `users`: retry_buffer: `-1` is not a number of bytes: accepted 0..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("timeout = \"2s\"", "timeout = \"0s\""),
+                "cluster `users`: timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("timeout = \"2s\"", "connect_timeout = \"0ms\""),
+                "cluster `users`: connect_timeout: must be more than 0ms",
             ),
             (
                 TWO_CLUSTERS.replace("127.0.0.1:9003", "localhost"),

@@ -1,7 +1,6 @@
 //! Forwarding one request: the key, the attempts over the policy's
 //! candidates, the response streamed back with its guard.
 
-use std::error::Error as _;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,17 +15,20 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use loadring::Outcome;
 
-use crate::body::GuardedBody;
+use crate::body::{BoxError, GuardedBody, OnClientGone};
 use crate::cluster::{Cluster, SelectError};
 use crate::health::report_failure;
 use crate::metrics::Metrics;
 use crate::request_body::{ReadError, RequestBody};
+use crate::reused::{
+    close_connection, closed_before_a_response, lost_before_processing, CountingConnector,
+};
 
 /// Bodies both ways.
-pub type ProxyBody = UnsyncBoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The upstream client: keep-alive pools per backend address.
-pub type Client = hyper_util::client::legacy::Client<HttpConnector, ProxyBody>;
+pub type Client = hyper_util::client::legacy::Client<CountingConnector, ProxyBody>;
 
 /// An empty body.
 pub fn empty_body() -> ProxyBody {
@@ -42,14 +44,26 @@ pub fn text_body(text: impl Into<Bytes>) -> ProxyBody {
 
 /// A client with keep-alive pools and the cluster's connect timeout.
 pub fn client(connect_timeout: Duration) -> Client {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_nodelay(true);
     hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(60))
         // Without a timer idle connections are never reaped.
         .pool_timer(TokioTimer::new())
-        .build(connector)
+        .build(connector(connect_timeout))
+}
+
+/// A client that opens a new connection for each request (no idle
+/// connection is kept): for sending again a request lost on a stale one.
+pub fn fresh_client(connect_timeout: Duration) -> Client {
+    hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .build(connector(connect_timeout))
+}
+
+fn connector(connect_timeout: Duration) -> CountingConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_connect_timeout(Some(connect_timeout));
+    connector.set_nodelay(true);
+    CountingConnector(connector)
 }
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
@@ -132,27 +146,22 @@ enum NoResponse {
 
 fn classify(error: &hyper_util::client::legacy::Error) -> NoResponse {
     if error.is_connect() {
-        return NoResponse::Connect;
+        NoResponse::Connect
+    } else if closed_before_a_response(error) {
+        NoResponse::Closed
+    } else {
+        NoResponse::Other
     }
-    let mut source = error.source();
-    while let Some(e) = source {
-        if let Some(h) = e.downcast_ref::<hyper::Error>() {
-            if h.is_incomplete_message() || h.is_canceled() || h.is_closed() {
-                return NoResponse::Closed;
-            }
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind::*;
-            if matches!(
-                io.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
-            ) {
-                return NoResponse::Closed;
-            }
-        }
-        source = e.source();
-    }
-    NoResponse::Other
+}
+
+/// Why a response's framing cannot be trusted, if it cannot: both
+/// `Content-Length` and `Transfer-Encoding` (RFC 9112 6.3: a sign of
+/// request smuggling or a broken backend; which length is right is
+/// unknowable, so the response is not forwarded).
+fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
+    (headers.contains_key(header::CONTENT_LENGTH)
+        && headers.contains_key(header::TRANSFER_ENCODING))
+    .then_some("both Content-Length and Transfer-Encoding")
 }
 
 /// The error chain on one line.
@@ -185,6 +194,8 @@ pub struct Forwarder {
     /// The cluster's name as the metrics label it is on every request.
     label: Arc<str>,
     client: Client,
+    /// For requests lost on a stale keep-alive connection.
+    fresh: Client,
     metrics: Arc<Metrics>,
 }
 
@@ -193,6 +204,7 @@ impl Forwarder {
     pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
+            fresh: fresh_client(cluster.config().connect_timeout),
             cluster,
             client,
             metrics,
@@ -211,11 +223,37 @@ impl Forwarder {
     /// candidates, up to `retries` more; 503 when no endpoint is eligible,
     /// 502 when the attempts got no response, 504 when the backend did not
     /// answer in time, 400 when the client's body could not be read.
+    ///
+    /// A request lost on a stale keep-alive connection (closed before the
+    /// backend read it) is sent again at once on a fresh connection to the
+    /// same endpoint, whatever its method, when its body can be sent again;
+    /// that is not one of the `retries`.
+    ///
+    /// Unless the cluster aborts on close, the exchange runs on its own
+    /// task: a client that leaves does not cancel the backend's work, and
+    /// the endpoint's slot is held until the backend is done.
     pub async fn forward(
         &self,
         request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
+        if self.cluster.config().abort_on_close {
+            return self.exchange(request, peer).await;
+        }
+        let this = self.clone();
+        match tokio::spawn(async move { this.exchange(request, peer).await }).await {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::error!(cluster = self.cluster.name(), "forwarding failed: {e}");
+                local_response(
+                    StatusCode::BAD_GATEWAY,
+                    "the request could not be forwarded",
+                )
+            }
+        }
+    }
+
+    async fn exchange(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
         let cluster = &self.cluster;
         let name = cluster.name();
         let (mut parts, body) = request.into_parts();
@@ -297,31 +335,74 @@ impl Forwarder {
                 .authority(upstream.authority().clone())
                 .path_and_query(path_and_query.clone())
                 .build();
-            let Some(outgoing_body) = body.next_attempt() else {
-                // Unreachable: a body sent once is never retried.
-                return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
-            };
-            let mut outgoing = Request::new(outgoing_body.boxed_unsync());
-            *outgoing.method_mut() = parts.method.clone();
-            *outgoing.version_mut() = Version::HTTP_11;
-            // The last attempt takes the headers; earlier ones a copy.
-            *outgoing.headers_mut() = if replayable && attempt < retries {
-                parts.headers.clone()
-            } else {
-                std::mem::take(&mut parts.headers)
-            };
-            match uri {
-                Ok(uri) => *outgoing.uri_mut() = uri,
+            let uri = match uri {
+                Ok(uri) => uri,
                 Err(e) => {
                     return local_response(
                         StatusCode::BAD_REQUEST,
                         &format!("bad request target: {e}"),
                     )
                 }
-            }
+            };
             let started = Instant::now();
-            match tokio::time::timeout(timeout, self.client.request(outgoing)).await {
+            let mut fresh_connection = false;
+            let result = loop {
+                let Some(outgoing_body) = body.next_attempt() else {
+                    // Unreachable: a body sent once is never sent again.
+                    return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
+                };
+                let mut outgoing =
+                    Request::new(outgoing_body.map_err(BoxError::from).boxed_unsync());
+                *outgoing.method_mut() = parts.method.clone();
+                *outgoing.version_mut() = Version::HTTP_11;
+                // A body that cannot be sent again leaves nothing to resend:
+                // the headers go with it.
+                *outgoing.headers_mut() = if replayable {
+                    parts.headers.clone()
+                } else {
+                    std::mem::take(&mut parts.headers)
+                };
+                *outgoing.uri_mut() = uri.clone();
+                let client = if fresh_connection {
+                    &self.fresh
+                } else {
+                    &self.client
+                };
+                let result = tokio::time::timeout(timeout, client.request(outgoing)).await;
+                if let Ok(Err(error)) = &result {
+                    if replayable && !fresh_connection && lost_before_processing(error) {
+                        tracing::debug!(
+                            cluster = name,
+                            endpoint = upstream.addr(),
+                            "stale keep-alive connection, sending again on a new one: {}",
+                            describe(error)
+                        );
+                        self.metrics.reused_connection_retry(name);
+                        fresh_connection = true;
+                        continue;
+                    }
+                }
+                break result;
+            };
+            match result {
                 Ok(Ok(response)) => {
+                    if let Some(why) = malformed_framing(response.headers()) {
+                        close_connection(&response);
+                        drop(response);
+                        pick.finish(Outcome::failure(started.elapsed()));
+                        self.metrics
+                            .request(&self.label, upstream.shared_addr(), 502);
+                        report_failure(cluster, &upstream);
+                        tracing::warn!(
+                            cluster = name,
+                            endpoint = upstream.addr(),
+                            "malformed response: {why}"
+                        );
+                        return local_response(
+                            StatusCode::BAD_GATEWAY,
+                            "malformed response from the backend",
+                        );
+                    }
                     let status = response.status();
                     self.metrics
                         .request(&self.label, upstream.shared_addr(), status.as_u16());
@@ -332,8 +413,19 @@ impl Forwarder {
                     }
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
-                    let guarded =
-                        GuardedBody::new(incoming, pick, started, !status.is_server_error());
+                    let on_client_gone = if cluster.config().abort_on_close {
+                        OnClientGone::Abort
+                    } else {
+                        OnClientGone::Drain
+                    };
+                    let guarded = GuardedBody::new(
+                        incoming,
+                        pick,
+                        started,
+                        !status.is_server_error(),
+                        timeout,
+                        on_client_gone,
+                    );
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Err(error)) => {

@@ -51,7 +51,9 @@ pub mod key;
 pub mod metrics;
 pub mod reload;
 mod request_body;
+pub mod reused;
 pub mod server;
+pub mod target;
 pub mod upstream;
 
 pub use backend::DemoBackend;

@@ -50,6 +50,7 @@ pub struct Metrics {
     healthy: Family<Labels, Gauge>,
     requests: Family<RequestLabels, Counter>,
     retries: PerCluster,
+    reused_retries: PerCluster,
     spilled: PerCluster,
 }
 
@@ -97,6 +98,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
+        let reused_retries = PerCluster::new(labelled_by_cluster);
         registry.register(
             "loadring_in_flight",
             "Requests in flight per endpoint, held until the response body is sent or the client leaves",
@@ -117,6 +119,11 @@ impl Metrics {
             "loadring_retries",
             "Attempts made after a failed one",
         );
+        reused_retries.register(
+            &mut registry,
+            "loadring_reused_connection_retries",
+            "Requests sent again on a new connection after a reused keep-alive connection was found closed",
+        );
         spilled.register(
             &mut registry,
             "loadring_spilled",
@@ -130,6 +137,7 @@ impl Metrics {
             healthy,
             requests,
             retries,
+            reused_retries,
             spilled,
         }
     }
@@ -158,6 +166,11 @@ impl Metrics {
         self.retries.counter(cluster).inc();
     }
 
+    /// Counts a request sent again after a stale keep-alive connection.
+    pub fn reused_connection_retry(&self, cluster: &str) {
+        self.reused_retries.counter(cluster).inc();
+    }
+
     /// Counts a bounded pick that left the key's owner.
     pub fn spill(&self, cluster: &str) {
         self.spilled.counter(cluster).inc();
@@ -166,6 +179,7 @@ impl Metrics {
     /// Makes the counters without endpoint labels appear at 0 from the start.
     pub fn declare(&self, cluster: &str) {
         self.retries.counter(cluster);
+        self.reused_retries.counter(cluster);
         self.spilled.counter(cluster);
     }
 

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use std::borrow::Cow;
+
+use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -23,6 +25,7 @@ use crate::forward::{client, local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
+use crate::target::{self, normalize_host};
 use loadring_discovery::Discovery;
 
 /// Routes and forwarders: everything a request needs.
@@ -87,28 +90,18 @@ impl Gateway {
         &self.metrics
     }
 
-    /// The forwarder for a request: the first matching route's cluster, or
-    /// the only cluster when there are no routes.
-    fn route(&self, request: &Request<Incoming>) -> Option<&Forwarder> {
+    /// The forwarder for a request to `host` (normalised) and `path` (dot
+    /// segments resolved): the first matching route's cluster, or the only
+    /// cluster when there are no routes.
+    fn route(&self, host: Option<&str>, path: &str) -> Option<&Forwarder> {
         if self.routes.is_empty() {
             return self.forwarders.first();
         }
-        let host = request
-            .headers()
-            .get(http::header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .or_else(|| request.uri().host())
-            .map(|h| {
-                h.rsplit_once(':')
-                    .map_or(h, |(host, _)| host)
-                    .to_ascii_lowercase()
-            });
-        let path = request.uri().path();
         let route = self.routes.iter().find(|r| {
             path.starts_with(&r.path_prefix)
                 && r.host
                     .as_ref()
-                    .is_none_or(|want| host.as_deref() == Some(want.to_ascii_lowercase().as_str()))
+                    .is_none_or(|want| host.is_some() && normalize_host(want).as_deref() == host)
         })?;
         self.forwarders
             .iter()
@@ -118,10 +111,35 @@ impl Gateway {
     /// Handles one request from `peer`.
     pub async fn handle(
         &self,
-        request: Request<Incoming>,
+        mut request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
-        match self.route(&request) {
+        let host = match target::check(&request) {
+            Ok(host) => host,
+            Err(refused) => return local_response(refused.status, refused.why),
+        };
+        let path = match target::resolve_dot_segments(request.uri().path()) {
+            Ok(Cow::Borrowed(_)) => None,
+            Ok(Cow::Owned(resolved)) => Some(resolved),
+            Err(refused) => return local_response(refused.status, refused.why),
+        };
+        if let Some(path) = path {
+            // What is routed is what is forwarded.
+            let mut parts = request.uri().clone().into_parts();
+            let resolved = match request.uri().query() {
+                Some(q) => format!("{path}?{q}"),
+                None => path,
+            };
+            match resolved.parse() {
+                Ok(pq) => parts.path_and_query = Some(pq),
+                Err(_) => return local_response(StatusCode::BAD_REQUEST, "bad request target"),
+            }
+            match Uri::from_parts(parts) {
+                Ok(uri) => *request.uri_mut() = uri,
+                Err(_) => return local_response(StatusCode::BAD_REQUEST, "bad request target"),
+            }
+        }
+        match self.route(host.as_deref(), request.uri().path()) {
             Some(forwarder) => forwarder.forward(request, peer).await,
             None => local_response(StatusCode::NOT_FOUND, "no route for this request"),
         }

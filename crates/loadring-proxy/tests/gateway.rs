@@ -717,13 +717,22 @@ async fn stopping_finishes_requests_in_flight() {
 }
 
 /// The guard lives in the response body: while a slow body streams, the
-/// backend's handler is done but the proxy still counts the request; a
-/// client that leaves mid-body releases it.
+/// backend's handler is done but the proxy still counts the request. A
+/// client that leaves mid-body leaves the rest to be drained (the slot held
+/// until the backend is done), or with `abort_on_close` releases it at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_guard_is_held_until_the_body_is_sent_or_the_client_leaves() {
+    for abort_on_close in [false, true] {
+        guard_until_sent_or_gone(abort_on_close).await;
+    }
+}
+
+async fn guard_until_sent_or_gone(abort_on_close: bool) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let b = backends(1).await;
-    let proxy = start(cluster("c_murmurhash_bl", &["header:x-user"], &[&b[0]])).await;
+    let mut c = cluster("c_murmurhash_bl", &["header:x-user"], &[&b[0]]);
+    c.abort_on_close = abort_on_close;
+    let proxy = start(c).await;
     for leave_early in [false, true] {
         let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
         let lines = if leave_early { 30 } else { 6 };
@@ -747,7 +756,7 @@ async fn the_guard_is_held_until_the_body_is_sent_or_the_client_leaves() {
             1.0,
             "the body is still streaming"
         );
-        if leave_early {
+        if leave_early && abort_on_close {
             drop(stream);
             assert!(
                 eventually(Duration::from_secs(1), || async {
@@ -755,6 +764,15 @@ async fn the_guard_is_held_until_the_body_is_sent_or_the_client_leaves() {
                 })
                 .await,
                 "released when the client left, long before the body's 3 s"
+            );
+        } else if leave_early {
+            drop(stream);
+            assert!(
+                eventually(common::STEP, || async {
+                    proxy.in_flight_total().await == 0.0
+                })
+                .await,
+                "released once the body is drained"
             );
         } else {
             tokio::time::timeout(common::STEP, stream.read_to_end(&mut received))

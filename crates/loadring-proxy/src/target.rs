@@ -1,0 +1,189 @@
+//! What a request names, checked before it is routed: its method (no
+//! tunnels), its one `Host`, and its path with dot segments resolved.
+//!
+//! A path is routed and forwarded with its dot segments resolved (RFC 3986
+//! 5.2.4), as nginx matches locations: `/api/../internal/x` is
+//! `/internal/x`, so a route on `/api/` cannot be bypassed by a backend
+//! that resolves them itself. Segments written `%2e`/`%2E` count as dots.
+//! A path that climbs above the root is refused with 400, as nginx does.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use http::{header, Method, Request, StatusCode, Version};
+
+/// Why a request is answered by the proxy itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The status.
+    pub status: StatusCode,
+    /// One line for the client.
+    pub why: &'static str,
+}
+
+fn refused(status: StatusCode, why: &'static str) -> Refused {
+    Refused { status, why }
+}
+
+/// The request's host (see [`normalize_host`]), or `None` when it names
+/// none (HTTP/1.0 without `Host`).
+///
+/// # Errors
+/// CONNECT (501: no tunnels); two `Host` headers, or an HTTP/1.1 request
+/// without one, or an unreadable one (400, RFC 9112 3.2).
+pub fn check<B>(request: &Request<B>) -> Result<Option<String>, Refused> {
+    if request.method() == Method::CONNECT {
+        return Err(refused(
+            StatusCode::NOT_IMPLEMENTED,
+            "CONNECT is not supported: this proxy opens no tunnels",
+        ));
+    }
+    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "more than one Host header",
+        ));
+    }
+    let from_uri = request.uri().authority().map(|a| a.as_str());
+    let named = match (host, from_uri) {
+        // An absolute target's authority wins over Host (RFC 9112 3.2.2).
+        (_, Some(authority)) => Some(authority),
+        (Some(h), None) => Some(
+            h.to_str()
+                .map_err(|_| refused(StatusCode::BAD_REQUEST, "unreadable Host header"))?,
+        ),
+        (None, None) if request.version() == Version::HTTP_11 => {
+            return Err(refused(StatusCode::BAD_REQUEST, "no Host header"));
+        }
+        (None, None) => None,
+    };
+    match named {
+        None => Ok(None),
+        Some(text) => normalize_host(text)
+            .map(Some)
+            .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "malformed Host header")),
+    }
+}
+
+/// A host as routes compare it: the port dropped, lower case, without a
+/// final dot, IP literals in their canonical form without brackets
+/// (`[::1]:8080` and `[0:0::1]` are `::1`). `None` when it is no host.
+pub fn normalize_host(text: &str) -> Option<String> {
+    let text = text.trim();
+    let host = if let Some(rest) = text.strip_prefix('[') {
+        let (literal, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
+            return None;
+        }
+        literal
+    } else if let Ok(ip) = text.parse::<IpAddr>() {
+        // A bare IPv6 literal (only in route settings: a Host needs brackets).
+        return Some(ip.to_canonical().to_string());
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) if is_port(port) => host,
+            Some(_) => return None,
+            None => text,
+        }
+    };
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Some(ip.to_canonical().to_string());
+    }
+    let host = host.strip_suffix('.').unwrap_or(host);
+    if host.is_empty() || host.contains(['[', ']', '/', '@', ' ']) {
+        return None;
+    }
+    Some(host.to_ascii_lowercase())
+}
+
+fn is_port(text: &str) -> bool {
+    text.is_empty() || text.parse::<u16>().is_ok()
+}
+
+/// `path` with its dot segments resolved (RFC 3986 5.2.4); borrowed when
+/// it has none.
+///
+/// # Errors
+/// A path that climbs above the root (400).
+pub fn resolve_dot_segments(path: &str) -> Result<Cow<'_, str>, Refused> {
+    let is_dot = |s: &str| s == "." || s.eq_ignore_ascii_case("%2e");
+    let is_dot_dot = |s: &str| {
+        s.len() >= 2
+            && s.len() <= 6
+            && matches!(
+                s.to_ascii_lowercase().as_str(),
+                ".." | ".%2e" | "%2e." | "%2e%2e"
+            )
+    };
+    if !path.split('/').any(|s| is_dot(s) || is_dot_dot(s)) {
+        return Ok(Cow::Borrowed(path));
+    }
+    let mut out: Vec<&str> = Vec::new();
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let last = segments.len().saturating_sub(1);
+    for (i, segment) in segments.iter().enumerate() {
+        if is_dot(segment) {
+            // `/a/.` is `/a/`: a trailing dot segment leaves a slash.
+            if i == last {
+                out.push("");
+            }
+        } else if is_dot_dot(segment) {
+            if out.pop().is_none() {
+                return Err(refused(
+                    StatusCode::BAD_REQUEST,
+                    "the path climbs above the root",
+                ));
+            }
+            if i == last {
+                out.push("");
+            }
+        } else {
+            out.push(segment);
+        }
+    }
+    Ok(Cow::Owned(format!("/{}", out.join("/"))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_normalize() {
+        for (text, want) in [
+            ("Example.COM:8080", Some("example.com")),
+            ("example.com.", Some("example.com")),
+            ("[::1]", Some("::1")),
+            ("[::1]:8080", Some("::1")),
+            ("[0:0:0::1]:80", Some("::1")),
+            ("::1", Some("::1")),
+            ("127.0.0.1:9", Some("127.0.0.1")),
+            ("[::ffff:10.0.0.1]", Some("10.0.0.1")),
+            ("[::1", None),
+            ("[::1]x", None),
+            ("a:b", None),
+            ("", None),
+        ] {
+            assert_eq!(normalize_host(text).as_deref(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn dot_segments_resolve() {
+        for (path, want) in [
+            ("/api/v1", Some("/api/v1")),
+            ("/api/../internal/secret", Some("/internal/secret")),
+            ("/api/%2E%2e/internal", Some("/internal")),
+            ("/a/./b/.", Some("/a/b/")),
+            ("/a/b/..", Some("/a/")),
+            ("/a/..b/c", Some("/a/..b/c")),
+            ("/..", None),
+            ("/a/../../b", None),
+        ] {
+            let got = resolve_dot_segments(path).ok().map(|p| p.into_owned());
+            assert_eq!(got.as_deref(), want, "{path}");
+        }
+    }
+}

@@ -1,0 +1,641 @@
+//! The gateway under faults, in-process over real sockets on 127.0.0.1:
+//! backends that stall, close keep-alive connections early, send malformed
+//! framing or work on after the client left; clients that send odd
+//! requests. Every wait is bounded.
+
+mod common;
+
+use std::convert::Infallible;
+use std::future::Future as _;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{eventually, get, metric_sum, request, STEP};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use loadring_proxy::{
+    ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig, RouteConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+struct Running {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    gateway: Arc<Gateway>,
+    _stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Running {
+    async fn metrics(&self) -> String {
+        get(self.admin, "/metrics", &[]).await.body
+    }
+}
+
+fn cluster(name: &str, policy: &str, key: &[&str], backends: &[SocketAddr]) -> ClusterConfig {
+    let mut c = ClusterConfig::new(name, policy.parse().unwrap());
+    c.endpoints = backends
+        .iter()
+        .map(|b| b.to_string().parse().unwrap())
+        .collect();
+    c.key = KeySpec::parse(key).unwrap();
+    c
+}
+
+async fn start_with(clusters: Vec<ClusterConfig>, routes: Vec<RouteConfig>) -> Running {
+    let config = ProxyConfig {
+        listen: "127.0.0.1:0".into(),
+        admin: Some("127.0.0.1:0".into()),
+        drain_timeout: Duration::from_secs(5),
+        clusters,
+        routes,
+    };
+    let proxy = Proxy::bind(config).await.expect("proxy binds");
+    let addr = proxy.local_addr().unwrap();
+    let admin = proxy.admin_addr().unwrap();
+    let gateway = proxy.gateway().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        proxy
+            .serve(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        addr,
+        admin,
+        gateway,
+        _stop: stop,
+        task,
+    }
+}
+
+async fn start(cluster: ClusterConfig) -> Running {
+    start_with(vec![cluster], vec![]).await
+}
+
+/// Sends `text` on a new connection and reads until the proxy closes it.
+async fn raw_exchange(addr: SocketAddr, text: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(text.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(STEP, stream.read_to_end(&mut raw))
+        .await
+        .expect("the proxy answers and closes in time")
+        .unwrap();
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// A backend of raw bytes: each connection reads one request head, then
+/// writes `reply` and keeps the connection open (until the test ends), or
+/// records that the proxy closed it.
+struct RawBackend {
+    addr: SocketAddr,
+    /// Connections the proxy closed after the reply.
+    closed_by_proxy: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for RawBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn raw_backend(reply: &'static str) -> RawBackend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let closed_by_proxy = Arc::new(AtomicU64::new(0));
+    let closed = closed_by_proxy.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let closed = closed.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                if stream.write_all(reply.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut rest = [0u8; 64];
+                if let Ok(0) = stream.read(&mut rest).await {
+                    closed.fetch_add(1, SeqCst);
+                }
+            });
+        }
+    });
+    RawBackend {
+        addr,
+        closed_by_proxy,
+        task,
+    }
+}
+
+/// Item 3: a backend that sends its headers, 10 of 100 bytes, then
+/// nothing. With `timeout` 300 ms the client's connection is closed (the
+/// body truncated) and the slot released, instead of both being held for
+/// as long as the backend keeps the connection open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_is_cut_after_the_timeout_and_the_slot_released() {
+    let backend = raw_backend("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789").await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.timeout = Duration::from_millis(300);
+    let proxy = start(c).await;
+    let reply = raw_exchange(
+        proxy.addr,
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let (head, body) = reply.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{reply}");
+    assert_eq!(
+        body, "0123456789",
+        "the body is cut where the backend stopped"
+    );
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    assert!(
+        eventually(STEP, || async { balancer.total_in_flight() == 0 }).await,
+        "the slot is released"
+    );
+}
+
+/// A connection that ends (a clean EOF, then hyper closes it) when it has
+/// waited `idle` for a request after answering one: a keep-alive timeout,
+/// as nginx's `keepalive_timeout`. A new connection waits for its first
+/// request as long as it takes.
+struct KeepAliveTimeout {
+    stream: TcpStream,
+    idle: Duration,
+    /// An answer was written since the last request bytes were read.
+    answered: bool,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl tokio::io::AsyncRead for KeepAliveTimeout {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        match Pin::new(&mut this.stream).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.answered = false;
+                    this.timer = None;
+                }
+                Poll::Ready(result)
+            }
+            Poll::Pending if this.answered => {
+                let idle = this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                if timer.as_mut().poll(cx).is_ready() {
+                    // EOF: hyper closes an idle connection without a word.
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for KeepAliveTimeout {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.answered = true;
+        self.timer = None;
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// A hyper backend whose keep-alive connections close after `idle` without
+/// a request ([`KeepAliveTimeout`]). Answers `ok LEN` after reading the
+/// body.
+/// Returns its address, its connection and request counters, its task.
+async fn short_keep_alive_backend(
+    idle: Duration,
+) -> (SocketAddr, Arc<AtomicU64>, Arc<AtomicU64>, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicU64::new(0));
+    let counted = connections.clone();
+    let served = Arc::new(AtomicU64::new(0));
+    let requests = served.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, SeqCst);
+            let served = served.clone();
+            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                let served = served.clone();
+                async move {
+                    served.fetch_add(1, SeqCst);
+                    let body = request.into_body().collect().await.map(|b| b.to_bytes());
+                    let len = body.map_or(0, |b| b.len());
+                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from(format!(
+                        "ok {len}"
+                    )))))
+                }
+            });
+            let io = KeepAliveTimeout {
+                stream,
+                idle,
+                answered: false,
+                timer: None,
+            };
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(io), service)
+                    .await;
+            });
+        }
+    });
+    (addr, connections, requests, task)
+}
+
+/// Item 4: a backend that closes idle keep-alive connections after 3 ms.
+/// 20,000 requests, half GET and half POST with a body, from 8 clients on
+/// keep-alive connections pausing 0-5 ms between requests (so that the
+/// proxy's idle upstream connections expire as they are reused): every one
+/// gets 200. The requests sent again on a new connection are counted in
+/// `loadring_reused_connection_retries_total`, not as retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_keep_alive_connections_lose_no_request_get_or_post() {
+    let (backend, connections, served, _task) =
+        short_keep_alive_backend(Duration::from_millis(3)).await;
+    let proxy = start(cluster("default", "rr", &[], &[backend])).await;
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .build_http::<Full<Bytes>>();
+    let clients = 8;
+    let per_client = 2_500;
+    let failures = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let client = client.clone();
+        let failures = failures.clone();
+        let uri: hyper::Uri = format!("http://{}/", proxy.addr).parse().unwrap();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..per_client {
+                let pause = (i * 7 + c) % 6;
+                if pause > 0 {
+                    tokio::time::sleep(Duration::from_millis(pause as u64)).await;
+                }
+                let post = i % 2 == 1;
+                let request = hyper::Request::builder()
+                    .method(if post { "POST" } else { "GET" })
+                    .uri(uri.clone())
+                    .body(Full::new(if post {
+                        Bytes::from_static(b"a body of 19 bytes.")
+                    } else {
+                        Bytes::new()
+                    }))
+                    .unwrap();
+                let failed = match tokio::time::timeout(STEP, client.request(request)).await {
+                    Ok(Ok(response)) => {
+                        let status = response.status();
+                        let body = response.into_body().collect().await.map(|b| b.to_bytes());
+                        let want: &[u8] = if post { b"ok 19" } else { b"ok 0" };
+                        match body {
+                            Ok(b) if status == 200 && b == want => None,
+                            other => Some(format!("{status} {other:?}")),
+                        }
+                    }
+                    Ok(Err(e)) => Some(format!("{e:?}")),
+                    Err(_) => Some("timed out".to_string()),
+                };
+                if let Some(why) = failed {
+                    if failures.fetch_add(1, SeqCst) == 0 {
+                        eprintln!(
+                            "first failure ({}): {why}",
+                            if post { "POST" } else { "GET" }
+                        );
+                    }
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let text = proxy.metrics().await;
+    let resent = metric_sum(&text, "loadring_reused_connection_retries_total");
+    assert_eq!(
+        failures.load(SeqCst),
+        0,
+        "of {} requests ({resent} sent again, {} backend connections, served {})",
+        clients * per_client,
+        connections.load(SeqCst),
+        served.load(SeqCst)
+    );
+    assert_eq!(metric_sum(&text, "loadring_retries_total"), 0.0, "{text}");
+    // The experiment did meet stale connections.
+    assert!(resent > 0.0, "{text}");
+}
+
+/// A backend that works `work` on each request and finishes it even when
+/// the connection is gone (as most servers do: they notice only when they
+/// write the answer). Counts the requests in service.
+struct WorkingBackend {
+    addr: SocketAddr,
+    in_service: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for WorkingBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+struct InService(Arc<AtomicU64>);
+
+impl Drop for InService {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
+    }
+}
+
+async fn working_backend(work: Duration) -> WorkingBackend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let in_service = Arc::new(AtomicU64::new(0));
+    let counter = in_service.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let counter = counter.clone();
+            let service = hyper::service::service_fn(move |_: hyper::Request<Incoming>| {
+                let counter = counter.clone();
+                async move {
+                    counter.fetch_add(1, SeqCst);
+                    let serving = InService(counter);
+                    // The work runs on its own: a closed connection does not stop it.
+                    let done = tokio::spawn(async move {
+                        tokio::time::sleep(work).await;
+                        drop(serving);
+                    });
+                    let _ = done.await;
+                    Ok::<_, Infallible>(hyper::Response::new(Full::new(Bytes::from_static(
+                        b"done",
+                    ))))
+                }
+            });
+            tokio::spawn(async move {
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    WorkingBackend {
+        addr,
+        in_service,
+        task,
+    }
+}
+
+/// Item 5: a hot key under bounded load, 4 backends taking 200 ms that
+/// finish their work even when the proxy has gone, clients that leave
+/// after 50 ms. The proxy counts the backends' work as long as it lasts:
+/// sampled every 10 ms, no backend has more requests in service than the
+/// proxy counts in flight on it (up to the 2 worker threads' worth of
+/// requests ending between the two readings), so bounded load caps what
+/// the backends really do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_load_counts_requests_whose_client_left() {
+    let worst = clients_leave_after_50ms(false).await;
+    assert!(
+        worst <= 2,
+        "a backend served {worst} requests more than the proxy counted on it"
+    );
+}
+
+/// `--abort-on-close`: the slot is released when the client leaves, the
+/// backend's work goes on uncounted (the trade-off it documents).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_on_close_releases_the_slot_when_the_client_leaves() {
+    let worst = clients_leave_after_50ms(true).await;
+    assert!(worst > 2, "the backends did no more than counted: {worst}");
+}
+
+/// The experiment of item 5: the most requests a backend served beyond
+/// what the proxy counted on it, over samples every 10 ms.
+async fn clients_leave_after_50ms(abort_on_close: bool) -> i64 {
+    let b = [
+        working_backend(Duration::from_millis(200)).await,
+        working_backend(Duration::from_millis(200)).await,
+        working_backend(Duration::from_millis(200)).await,
+        working_backend(Duration::from_millis(200)).await,
+    ];
+    let addrs: Vec<SocketAddr> = b.iter().map(|b| b.addr).collect();
+    let mut c = cluster(
+        "default",
+        "c_murmurhash_bl:load_factor=1.25",
+        &["header:x-user"],
+        &addrs,
+    );
+    c.abort_on_close = abort_on_close;
+    let proxy = start(c).await;
+    let addr = proxy.addr;
+    let mut clients = Vec::new();
+    for _ in 0..12 {
+        clients.push(tokio::spawn(async move {
+            for _ in 0..12 {
+                let mut stream = TcpStream::connect(addr).await.unwrap();
+                stream
+                    .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nx-user: hot\r\n\r\n")
+                    .await
+                    .unwrap();
+                let mut buf = [0u8; 64];
+                // The client gives up after 50 ms.
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(50), stream.read(&mut buf)).await;
+            }
+        }));
+    }
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    let mut worst = 0i64;
+    let mut samples = 0;
+    let mut busiest = 0;
+    while clients.iter().any(|c| !c.is_finished()) {
+        // The backends first: a request they count was reserved before.
+        let serving: Vec<u64> = b.iter().map(|b| b.in_service.load(SeqCst)).collect();
+        let loads = balancer.loads();
+        let counted: Vec<u64> = addrs
+            .iter()
+            .map(|a| {
+                loads
+                    .iter()
+                    .find(|(e, _)| e.addr() == a.to_string())
+                    .map_or(0, |(_, load)| *load)
+            })
+            .collect();
+        for (s, c) in serving.iter().zip(&counted) {
+            worst = worst.max(*s as i64 - *c as i64);
+        }
+        busiest = busiest.max(*serving.iter().max().unwrap());
+        samples += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(samples > 10, "{samples} samples");
+    assert!(busiest > 4, "the experiment loaded the backends: {busiest}");
+    assert!(
+        eventually(STEP, || async {
+            balancer.total_in_flight() == 0 && b.iter().all(|b| b.in_service.load(SeqCst) == 0)
+        })
+        .await,
+        "every slot is released once the backends are done"
+    );
+    worst
+}
+
+/// Item 9: a response with both Content-Length and Transfer-Encoding is
+/// malformed: 502, that upstream connection closed, a failure counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_with_both_lengths_is_a_502_and_its_connection_closed() {
+    let body = "a".repeat(65);
+    let reply: &'static str = Box::leak(
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n{body}\r\n0\r\n\r\n"
+        )
+        .into_boxed_str(),
+    );
+    let backend = raw_backend(reply).await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "the proxy closes that connection"
+    );
+    let text = proxy.metrics().await;
+    let failed = format!(
+        "loadring_requests_total{{endpoint=\"{}\",code=\"502\"}}",
+        backend.addr
+    );
+    assert_eq!(common::metric(&text, &failed), Some(1.0), "{text}");
+}
+
+/// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_is_refused_without_contacting_a_backend() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let proxy = start(cluster("default", "rr", &[], &[b.addr()])).await;
+    let target = b.addr().to_string();
+    let reply = raw_exchange(
+        proxy.addr,
+        &format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nConnection: close\r\n\r\n"),
+    )
+    .await;
+    assert!(reply.starts_with("HTTP/1.1 501"), "{reply}");
+    assert_eq!(b.requests(), 0);
+    assert_eq!(b.connections(), 0);
+}
+
+/// Item 8: one Host, required in HTTP/1.1; IPv6 literals and ports
+/// normalised before routing; dot segments resolved before routing, and
+/// what is routed is what is forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_and_path_are_checked_and_normalised_before_routing() {
+    let [v6, api, other] = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let route = |host: Option<&str>, prefix: &str, cluster: &str| RouteConfig {
+        host: host.map(str::to_string),
+        path_prefix: prefix.into(),
+        cluster: cluster.into(),
+    };
+    let proxy = start_with(
+        vec![
+            cluster("v6", "rr", &[], &[v6.addr()]),
+            cluster("api", "rr", &[], &[api.addr()]),
+            cluster("other", "rr", &[], &[other.addr()]),
+        ],
+        vec![
+            route(Some("[::1]"), "/", "v6"),
+            route(None, "/api/", "api"),
+            route(None, "/", "other"),
+        ],
+    )
+    .await;
+    let addr = proxy.addr;
+    let status = |reply: &str| reply.split(' ').nth(1).unwrap_or("").to_string();
+
+    let two_hosts = raw_exchange(
+        addr,
+        "GET /api/x HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status(&two_hosts), "400", "{two_hosts}");
+    let no_host = raw_exchange(addr, "GET /api/x HTTP/1.1\r\nConnection: close\r\n\r\n").await;
+    assert_eq!(status(&no_host), "400", "{no_host}");
+    // HTTP/1.0 needs no Host.
+    let old = raw_exchange(addr, "GET /api/x HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status(&old), "200", "{old}");
+    assert_eq!(api.requests(), 1);
+
+    for host in ["[::1]", "[::1]:8080", "[0:0:0::1]"] {
+        let reply = get(addr, "/api/x", &[("host", host)]).await;
+        assert_eq!(reply.backend(), v6.addr().to_string(), "Host: {host}");
+    }
+
+    let reply = get(addr, "/api/../internal/secret?q=1", &[]).await;
+    assert_eq!(reply.backend(), other.addr().to_string());
+    assert_eq!(reply.header("x-echo-uri"), Some("/internal/secret?q=1"));
+    let reply = get(addr, "/api/%2e%2E/internal", &[]).await;
+    assert_eq!(reply.backend(), other.addr().to_string());
+    let reply = get(addr, "/x/../api/./v1", &[]).await;
+    assert_eq!(reply.backend(), api.addr().to_string());
+    assert_eq!(reply.header("x-echo-uri"), Some("/api/v1"));
+    assert_eq!(get(addr, "/../etc/passwd", &[]).await.status, 400);
+    assert_eq!(api.requests(), 2);
+}
