@@ -656,6 +656,51 @@ impl<T> Balancer<T> {
         Ok(snapshot.engine.as_ref().and_then(|e| e.picker().cap(i)))
     }
 
+    /// The lifecycle of the member with this identity at time `at`
+    /// ([`clock::now`](crate::clock::now) for a balancer that is not given
+    /// times): the time left of an outlier ejection and the slow-start ramp
+    /// (both `None` when the policy has no lifecycle keys, or the endpoint is
+    /// in plain service).
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint};
+    ///
+    /// let b: Balancer<()> = Balancer::new("rr:slow_start=10s".parse()?, [
+    ///     Endpoint::new("10.0.0.1:80")?,
+    /// ])?;
+    /// b.insert(Endpoint::new("10.0.0.2:80")?, ())?;
+    /// // Present from the start: in service. Added later: ramping.
+    /// let now = loadring::clock::now();
+    /// assert_eq!(b.lifecycle("10.0.0.1:80", now)?.slow_start, None);
+    /// assert!(b.lifecycle("10.0.0.2:80", now)?.slow_start.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// No member has this identity.
+    pub fn lifecycle<'a>(
+        &self,
+        id: impl Into<Id<'a>>,
+        at: std::time::Duration,
+    ) -> Result<crate::lifecycle::LifecycleView, UnknownEndpoint> {
+        let snapshot = self.snapshot.load();
+        let i = Self::position(&snapshot, id.into())?;
+        let Some(mut observer) = snapshot.backends[i].member.observer().map(|o| &**o) else {
+            return Ok(Default::default());
+        };
+        let now = crate::clock::nanos(at);
+        loop {
+            let any: &dyn std::any::Any = observer;
+            if let Some(state) = any.downcast_ref::<crate::lifecycle::LifecycleState>() {
+                return Ok(state.view(now));
+            }
+            match observer.wrapped() {
+                Some(inner) => observer = inner,
+                None => return Ok(Default::default()),
+            }
+        }
+    }
+
     /// How the hash space is divided (hashing policies only).
     ///
     /// # Errors

@@ -86,6 +86,7 @@ pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
+pub use lifecycle::LifecycleView;
 pub use load::{Outcome, Pick};
 pub use local::LocalBalancer;
 pub use local_pick::LocalPick;

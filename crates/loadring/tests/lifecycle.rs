@@ -396,3 +396,47 @@ fn each_balancer_has_its_own_ejection_budget() {
     assert_eq!((count(&on_a, "e0"), count(&on_a, "e1")), (0, 100));
     assert_eq!((count(&on_b, "e0"), count(&on_b, "e1")), (100, 0));
 }
+
+/// `Balancer::lifecycle` tells what the picks above show: the ejection's time
+/// left, and the slow-start fraction on Envoy's curve (written here from
+/// the documented formula: max(10%, t / window) with aggression 1).
+#[test]
+fn the_lifecycle_view_tells_the_ejection_left_and_the_ramp() {
+    let b = balancer("rr:eject_after=2 eject_for=10s slow_start=10s", 3);
+    let view = b.lifecycle("e0", secs(1)).unwrap();
+    assert_eq!((view.ejected_for, view.slow_start), (None, None));
+    fail(&b, "e0", secs(1), 2);
+    assert_eq!(
+        b.lifecycle("e0", Duration::from_millis(3_500))
+            .unwrap()
+            .ejected_for,
+        Some(Duration::from_millis(7_500))
+    );
+    assert_eq!(b.lifecycle("e0", secs(11)).unwrap().ejected_for, None);
+    assert_eq!(b.lifecycle("e1", secs(3)).unwrap().ejected_for, None);
+
+    b.insert(Endpoint::new("e3").unwrap(), ()).unwrap();
+    assert_eq!(
+        b.lifecycle("e3", secs(20)).unwrap().slow_start,
+        Some(0.1),
+        "not picked yet: the floor"
+    );
+    // Its window starts at its first pick (within 4 picks at 20 s).
+    assert_eq!(count(&picks(&b, 4, secs(20)), "e3"), 0);
+    let at = |ms: u64| {
+        b.lifecycle("e3", Duration::from_millis(ms))
+            .unwrap()
+            .slow_start
+    };
+    assert_eq!(at(20_500), Some(0.1), "below the floor");
+    assert_eq!(at(25_000), Some(0.5));
+    assert_eq!(at(27_500), Some(0.75));
+    assert_eq!(at(30_000), None, "the window is over");
+    assert!(b.lifecycle("nope", secs(1)).is_err());
+    // No lifecycle keys: nothing to tell.
+    let plain = balancer("rr", 2);
+    assert_eq!(
+        plain.lifecycle("e0", secs(1)).unwrap(),
+        loadring::LifecycleView::default()
+    );
+}
