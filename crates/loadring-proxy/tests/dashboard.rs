@@ -688,3 +688,55 @@ async fn readme_screenshot() {
         std::fs::write(keep, &png).unwrap();
     }
 }
+
+/// An ejected endpoint: `/status` gives the time left of its ejection and
+/// the page says so in words on its row (the others are up).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ejected_endpoint_shows_its_time_left() {
+    let mut backends = Vec::new();
+    for _ in 0..3 {
+        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    let mut cluster = ClusterConfig::new("default", "c_murmurhash_bl".parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr().to_string().parse().unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    cluster.health.eject_after = 1;
+    cluster.health.eject_for = Duration::from_secs(600);
+    let proxy = start(cluster).await;
+    let failed = get(proxy.addr, "/?status=500", &[("x-user", "k")]).await;
+    assert_eq!(failed.status, 500);
+    let ejected = failed.backend();
+    let doc = status(proxy.admin).await;
+    for e in doc["endpoints"].as_array().unwrap() {
+        let left = e["ejected_ms"].as_u64();
+        if e["addr"] == ejected.as_str() {
+            assert!(left.is_some_and(|ms| ms > 0 && ms <= 600_000), "{e}");
+            assert_eq!(e["healthy"], false);
+            assert_eq!(e["errors"], 1);
+        } else {
+            assert_eq!(left, None, "{e}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dom = dump_dom(dir.path(), format!("http://{}/", proxy.admin)).await;
+    let rows = rows(&dom);
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let health = tag_of(row, "health");
+        if text_of(row, "addr") == ejected {
+            assert_eq!(attr(health, "data-health").as_deref(), Some("ejected"));
+            let text = text_of(row, "health");
+            // 600 s less the moments since: "9 min 59 s" or so.
+            assert!(
+                text.contains("ejected, back in 9 min") || text.contains("back in 10 min 0 s"),
+                "{text}"
+            );
+        } else {
+            assert_eq!(attr(health, "data-health").as_deref(), Some("up"));
+            assert!(text_of(row, "health").contains("up"));
+        }
+    }
+}
