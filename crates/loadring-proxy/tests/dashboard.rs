@@ -387,10 +387,6 @@ async fn the_page_shows_every_endpoint_its_load_and_its_cap_as_the_balancer_does
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
     assert_eq!(width, 1280, "laptop width");
-    if let Some(keep) = std::env::var_os("LOADRING_DASHBOARD_PNG") {
-        // How docs/dashboard.png is made.
-        std::fs::write(keep, &png).unwrap();
-    }
     let phone = screenshot(
         dir.path(),
         format!("http://{}/", proxy.admin),
@@ -400,6 +396,12 @@ async fn the_page_shows_every_endpoint_its_load_and_its_cap_as_the_balancer_does
     )
     .await;
     assert_eq!(u32::from_be_bytes(phone[16..20].try_into().unwrap()), 390);
+    if let Some(dir) = std::env::var_os("LOADRING_DASHBOARD_KEEP") {
+        // To look at them: a folder for both screenshots.
+        let dir = PathBuf::from(dir);
+        std::fs::write(dir.join("laptop.png"), &png).unwrap();
+        std::fs::write(dir.join("phone.png"), &phone).unwrap();
+    }
     for h in held {
         h.abort();
     }
