@@ -107,37 +107,37 @@ fn describe(cluster: &Cluster) -> Value {
         })
         .unwrap_or_default();
     let now = Instant::now();
-    let clock = loadring::clock::now();
-    let loads = balancer.loads();
+    // One snapshot, one pass: no lookup per endpoint.
+    let states = balancer.states(loadring::clock::now());
+    let upstreams = cluster.upstreams_of(states.iter().map(|s| &s.endpoint));
     let mut in_flight_total = 0u64;
     let mut bounded = false;
-    let endpoints: Vec<Value> = loads
+    let endpoints: Vec<Value> = states
         .iter()
-        .map(|(e, in_flight)| {
-            let upstream = cluster.upstream(e);
+        .zip(upstreams)
+        .map(|(state, upstream)| {
+            let e = &state.endpoint;
             let served = upstream.as_ref().map(|u| u.served()).unwrap_or_default();
             let health = upstream.as_ref().map(|u| u.health_at(now));
-            let lifecycle = balancer.lifecycle(e.id(), clock).unwrap_or_default();
             // Passive ejection is the proxy's (--eject-after) or the
             // policy's (eject_after=): whichever ends later keeps it out.
             let ejected = health
                 .and_then(|h| h.ejected_for)
-                .max(lifecycle.ejected_for);
-            in_flight_total += in_flight;
+                .max(state.lifecycle.ejected_for);
+            in_flight_total += state.in_flight;
             let share = shares.get(&(e.addr(), e.tag()));
-            let cap = balancer.cap(e.id()).ok().flatten();
-            bounded |= cap.is_some();
+            bounded |= state.cap.is_some();
             json!({
                 "addr": e.addr(),
                 "tag": e.tag(),
                 "zone": e.zone(),
                 "weight": e.weight(),
-                "healthy": balancer.is_healthy(e.id()).unwrap_or(false),
+                "healthy": state.healthy,
                 "checked_up": health.is_none_or(|h| h.checked_up),
                 "ejected_ms": ejected.map(millis),
-                "slow_start": lifecycle.slow_start,
-                "in_flight": in_flight,
-                "cap": cap,
+                "slow_start": state.lifecycle.slow_start,
+                "in_flight": state.in_flight,
+                "cap": state.cap,
                 "requests": served.attempts,
                 "errors": served.failures,
                 "spills": served.spills,
@@ -146,10 +146,10 @@ fn describe(cluster: &Cluster) -> Value {
             })
         })
         .collect();
-    let mean = if loads.is_empty() {
+    let mean = if states.is_empty() {
         0.0
     } else {
-        in_flight_total as f64 / loads.len() as f64
+        in_flight_total as f64 / states.len() as f64
     };
     let served = cluster.served();
     json!({

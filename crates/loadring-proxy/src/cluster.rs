@@ -313,27 +313,18 @@ impl Cluster {
 }
 
 impl Cluster {
-    /// The upstream of a current endpoint (for the admin listener).
-    pub fn upstream(&self, endpoint: &Endpoint) -> Option<Backend> {
-        let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
-        upstreams
-            .get(&(
-                endpoint.addr().to_string(),
-                endpoint.tag().map(str::to_string),
-            ))
-            .cloned()
-    }
-
-    /// What each of `endpoints` has served, in order (nothing for one that
-    /// is not a current member).
-    pub fn served_by<'a>(&self, endpoints: impl Iterator<Item = &'a Endpoint>) -> Vec<Served> {
+    /// The upstream of each of `endpoints`, in order (`None` for one that
+    /// is not a current member): one lock for all, for the admin listener.
+    pub fn upstreams_of<'a>(
+        &self,
+        endpoints: impl Iterator<Item = &'a Endpoint>,
+    ) -> Vec<Option<Backend>> {
         let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         endpoints
             .map(|e| {
                 upstreams
                     .get(&(e.addr().to_string(), e.tag().map(str::to_string)))
-                    .map(|u| u.served())
-                    .unwrap_or_default()
+                    .cloned()
             })
             .collect()
     }

@@ -60,7 +60,11 @@ impl History {
                 .iter()
                 .map(|c| {
                     let loads = c.balancer().loads();
-                    let served = c.served_by(loads.iter().map(|(e, _)| e));
+                    let served: Vec<Served> = c
+                        .upstreams_of(loads.iter().map(|(e, _)| e))
+                        .into_iter()
+                        .map(|u| u.map(|u| u.served()).unwrap_or_default())
+                        .collect();
                     ClusterSample {
                         served: c.served(),
                         endpoints: loads

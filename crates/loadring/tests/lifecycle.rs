@@ -440,3 +440,35 @@ fn the_lifecycle_view_tells_the_ejection_left_and_the_ramp() {
         loadring::LifecycleView::default()
     );
 }
+
+/// `Balancer::states` reads in one pass what the per-member getters read
+/// one lookup at a time: loads, health marks, caps and lifecycles.
+#[test]
+fn states_agree_with_the_per_member_getters() {
+    let b = balancer("c_murmurhash_bl:eject_after=1 eject_for=10s", 4);
+    let held: Vec<_> = (0..6u64)
+        .map(|i| b.pick(&Request::code(i * 677_000_003).at(secs(1))).unwrap())
+        .collect();
+    b.set_healthy("e2", false).unwrap();
+    b.candidates(&Request::code(0).at(secs(1)))
+        .unwrap()
+        .find(|c| c.addr() == "e1")
+        .unwrap()
+        .reserve()
+        .finish(Outcome::failure(Duration::from_millis(5)).at(secs(1)));
+    let at = secs(2);
+    let states = b.states(at);
+    assert_eq!(states.len(), 4);
+    for (s, (endpoint, load)) in states.iter().zip(b.loads()) {
+        assert_eq!(s.endpoint, endpoint);
+        assert_eq!(s.in_flight, load);
+        assert_eq!(s.healthy, b.is_healthy(endpoint.id()).unwrap());
+        assert_eq!(s.cap, b.cap(endpoint.id()).unwrap());
+        assert!(s.cap.is_some(), "bounded");
+        assert_eq!(s.lifecycle, b.lifecycle(endpoint.id(), at).unwrap());
+    }
+    assert!(!states[2].healthy);
+    assert_eq!(states[1].lifecycle.ejected_for, Some(secs(9)));
+    assert_eq!(states.iter().map(|s| s.in_flight).sum::<u64>(), 6);
+    drop(held);
+}
