@@ -54,34 +54,43 @@ impl History {
     /// Records one reading of `clusters` at `uptime`; the oldest reading
     /// goes past [`SAMPLES`].
     pub fn record(&self, clusters: &[Arc<Cluster>], uptime: Duration) {
+        let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = samples.back();
         let sample = Sample {
             uptime_ms: u64::try_from(uptime.as_millis()).unwrap_or(u64::MAX),
             clusters: clusters
                 .iter()
-                .map(|c| {
+                .enumerate()
+                .map(|(i, c)| {
                     let loads = c.balancer().loads();
-                    let served: Vec<Served> = c
-                        .upstreams_of(loads.iter().map(|(e, _)| e))
-                        .into_iter()
-                        .map(|u| u.map(|u| u.served()).unwrap_or_default())
-                        .collect();
+                    let upstreams = c.upstreams_of(loads.iter().map(|(e, _)| e));
+                    let before = previous.and_then(|p| p.clusters.get(i));
                     ClusterSample {
                         served: c.served(),
                         endpoints: loads
                             .iter()
-                            .zip(served)
-                            .map(|((e, load), served)| EndpointSample {
-                                addr: e.addr().into(),
-                                tag: e.tag().map(Into::into),
-                                in_flight: *load,
-                                served,
+                            .zip(upstreams)
+                            .enumerate()
+                            .map(|(j, ((e, load), upstream))| {
+                                // Names are shared with the previous sample
+                                // while the membership stays: five minutes
+                                // of samples hold one copy of each.
+                                let same = before.and_then(|b| b.endpoints.get(j)).filter(|b| {
+                                    &*b.addr == e.addr() && b.tag.as_deref() == e.tag()
+                                });
+                                EndpointSample {
+                                    addr: same.map_or_else(|| e.addr().into(), |b| b.addr.clone()),
+                                    tag: same
+                                        .map_or_else(|| e.tag().map(Into::into), |b| b.tag.clone()),
+                                    in_flight: *load,
+                                    served: upstream.map(|u| u.served()).unwrap_or_default(),
+                                }
                             })
                             .collect(),
                     }
                 })
                 .collect(),
         };
-        let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         if samples.len() == SAMPLES {
             samples.pop_front();
         }
