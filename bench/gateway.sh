@@ -54,7 +54,9 @@ BASE=${GATEBENCH_PORT:-19100}
 PLOT=${GATEBENCH_PLOT:-$ROOT/docs/gateway-bench.png}
 ONLY=${GATEBENCH_ONLY:-.}
 PERF=${GATEBENCH_PERF:-0}
+DASHBOARD=${GATEBENCH_DASHBOARD:-off}
 PROXY_PORT=$((BASE + 80))
+DASHBOARD_PORT=$((BASE + 81))
 ADMIN_PORT=$BASE
 
 # --- what must be there (nothing is installed here) ---
@@ -65,6 +67,11 @@ for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then missing+=(linux-perf); fi
+case $DASHBOARD in
+    off | idle) ;;
+    open) command -v chromium >/dev/null 2>&1 || missing+=(chromium) ;;
+    *) echo "GATEBENCH_DASHBOARD=$DASHBOARD: accepted off, idle, open" >&2; exit 1 ;;
+esac
 if [ ${#missing[@]} -gt 0 ]; then
     echo "missing: ${missing[*]}; install with:" >&2
     echo "    apt-get install -y ${missing[*]}" >&2
@@ -91,7 +98,7 @@ echo "== output in $OUT"
     echo "haproxy: $("$HAPROXY" -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1 || true)"
     echo "loadring: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "settings: ${DURATION}s per run, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms"
+    echo "settings: ${DURATION}s per run, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms, dashboard $DASHBOARD"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"
 
@@ -99,15 +106,16 @@ echo "== output in $OUT"
 BACKENDS_PID=
 PROXY_PID=
 PERF_PID=
+BROWSER_PID=
 cleanup() {
-    for pid in $PERF_PID $PROXY_PID $BACKENDS_PID; do
+    for pid in $BROWSER_PID $PERF_PID $PROXY_PID $BACKENDS_PID; do
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
 }
 trap cleanup EXIT
 
-for port in $ADMIN_PORT $PROXY_PORT $(seq $((BASE + 1)) $((BASE + BACKENDS))); do
+for port in $ADMIN_PORT $PROXY_PORT $DASHBOARD_PORT $(seq $((BASE + 1)) $((BASE + BACKENDS))); do
     if (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
         echo "127.0.0.1:$port is busy: set GATEBENCH_PORT to another base" >&2
         exit 1
@@ -201,6 +209,7 @@ haproxy_cfg "$OUT/haproxy-bf125.cfg" 125
 
 loadring_args() { # SPEC ENDPOINTS-FILE
     local args=(proxy --listen "127.0.0.1:$PROXY_PORT" --policy "$1" --key header:X-Key)
+    if [ "$DASHBOARD" != off ]; then args+=(--admin "127.0.0.1:$DASHBOARD_PORT"); fi
     while read -r line; do args+=(-e "$line"); done <"$2"
     printf '%s\n' "${args[@]}"
 }
@@ -225,6 +234,14 @@ run() {
         perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &
         PERF_PID=$!
     fi
+    if [ "$DASHBOARD" = open ] && [[ $name == *loadring* ]]; then
+        # A browser on the page: it polls /status every second.
+        chromium --headless --no-sandbox --disable-gpu --no-first-run --remote-debugging-port=0 \
+            --user-data-dir="$OUT/$name.chromium" "http://127.0.0.1:$DASHBOARD_PORT/" \
+            >"$OUT/$name.chromium.log" 2>&1 &
+        BROWSER_PID=$!
+        sleep 2
+    fi
     local before after
     before=$("$GATEBENCH" cpu "$PROXY_PID")
     wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
@@ -237,6 +254,11 @@ run() {
     fi
     curl -sf "http://127.0.0.1:$ADMIN_PORT/stats" >"$OUT/$name.json"
     echo "$before $after" >"$OUT/$name.cpu"
+    if [ -n "$BROWSER_PID" ]; then
+        kill "$BROWSER_PID" 2>/dev/null || true
+        wait "$BROWSER_PID" 2>/dev/null || true
+        BROWSER_PID=
+    fi
     kill "$PROXY_PID"
     wait "$PROXY_PID" 2>/dev/null || true
     PROXY_PID=

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite, from a fresh machine: installs the Debian daemons the live
 # tests run (nginx, HAProxy, nutcracker, memcached for the cross-checks;
-# etcd, etcdctl and dnsmasq for membership discovery) when any is missing,
+# etcd, etcdctl and dnsmasq for membership discovery; headless Chromium for the
+# admin dashboard's browser tests) when any is missing,
 # then runs every test of the workspace. Extra arguments go to
 # `cargo test` (e.g. `bash scripts/test.sh -p loadring`).
 set -euo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 # binary:package
 missing=()
 for pair in nginx:nginx haproxy:haproxy nutcracker:nutcracker memcached:memcached \
-    etcd:etcd-server etcdctl:etcd-client dnsmasq:dnsmasq; do
+    etcd:etcd-server etcdctl:etcd-client dnsmasq:dnsmasq chromium:chromium; do
   binary="${pair%%:*}"
   package="${pair#*:}"
   if ! command -v "$binary" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$binary" ] && [ ! -x "/usr/bin/$binary" ]; then

@@ -34,7 +34,8 @@ pub struct Args {
     /// (repeatable or comma-separated: combined).
     #[arg(long, value_name = "SOURCE")]
     key: Vec<String>,
-    /// The admin listener (`GET /metrics`, `GET /status`), `HOST:PORT`.
+    /// The admin listener (`GET /` the dashboard, `GET /status`, `GET /history`,
+    /// `GET /metrics`), `HOST:PORT`.
     #[arg(long, value_name = "HOST:PORT")]
     admin: Option<String>,
     /// Further candidates tried after a connect failure (default 1).

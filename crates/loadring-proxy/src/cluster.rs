@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use loadring::{Balancer, Candidate, Endpoint, Pick, PickError, PolicySpec, Request};
+use loadring::{Balancer, Candidate, Endpoint, Layout, Pick, PickError, PolicySpec, Request};
 
 use crate::config::{ClusterConfig, ConfigError};
 use crate::key::{KeySpec, KeyStyle, RequestKey};
-use crate::upstream::Upstream;
+use crate::upstream::{Served, Upstream};
 
 /// The balancer's value for each endpoint.
 pub type Backend = Arc<Upstream>;
@@ -60,6 +60,9 @@ pub struct Cluster {
     /// Upstreams by identity, reused across reloads so their health
     /// evidence survives (the balancer keeps in-flight counts by identity).
     upstreams: Mutex<HashMap<(String, Option<String>), Backend>>,
+    /// How the hash space is shared out, computed once per membership (the
+    /// admin page reads it; requests never do).
+    layout: Mutex<Option<Arc<Layout>>>,
 }
 
 impl Cluster {
@@ -81,6 +84,7 @@ impl Cluster {
             config,
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
+            layout: Mutex::new(None),
         };
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
@@ -160,6 +164,10 @@ impl Cluster {
             .update_backends(backends)
             .map_err(|e| e.to_string())?;
         *upstreams = next;
+        if changed {
+            *self.layout.lock().unwrap_or_else(|e| e.into_inner()) =
+                self.balancer.layout().ok().flatten().map(Arc::new);
+        }
         drop(upstreams);
         // A new member starts healthy in the balancer; one that stayed keeps
         // its mark. Either way the mark follows the evidence.
@@ -205,6 +213,21 @@ impl Cluster {
         key: Option<&RequestKey>,
         tried: &[&str],
     ) -> Result<Selected, SelectError> {
+        let selected = self.reserve(key, tried)?;
+        selected.pick.backend().count_attempt(selected.spilled);
+        Ok(selected)
+    }
+
+    /// How a hashing policy shares out the hash space over the current
+    /// membership (as `describe` reports it); `None` for other policies.
+    pub fn layout(&self) -> Option<Arc<Layout>> {
+        self.layout
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn reserve(&self, key: Option<&RequestKey>, tried: &[&str]) -> Result<Selected, SelectError> {
         if !self.hashing {
             let pick = self.balancer.pick(&Request::new().excluding(tried))?;
             return Ok(Selected {
@@ -290,6 +313,35 @@ impl Cluster {
 }
 
 impl Cluster {
+    /// The upstream of each of `endpoints`, in order (`None` for one that
+    /// is not a current member): one lock for all, for the admin listener.
+    pub fn upstreams_of<'a>(
+        &self,
+        endpoints: impl Iterator<Item = &'a Endpoint>,
+    ) -> Vec<Option<Backend>> {
+        let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        endpoints
+            .map(|e| {
+                upstreams
+                    .get(&(e.addr().to_string(), e.tag().map(str::to_string)))
+                    .cloned()
+            })
+            .collect()
+    }
+
+    /// What the current endpoints have served, summed.
+    pub fn served(&self) -> Served {
+        let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        upstreams.values().fold(Served::default(), |sum, u| {
+            let s = u.served();
+            Served {
+                attempts: sum.attempts + s.attempts,
+                spills: sum.spills + s.spills,
+                failures: sum.failures + s.failures,
+            }
+        })
+    }
+
     /// The current upstreams (for health checks).
     pub fn upstreams(&self) -> Vec<Backend> {
         let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());

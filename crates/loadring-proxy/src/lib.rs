@@ -10,7 +10,8 @@
 //! Retries walk the policy's candidates (the ring successor for hashing
 //! policies); active health checks and passive ejection move the balancer's
 //! health marks; an endpoints file is re-read when it changes; the admin
-//! listener serves Prometheus metrics and a JSON status.
+//! listener serves Prometheus metrics, a JSON status and a live dashboard
+//! page.
 //!
 //! ```no_run
 //! use loadring_proxy::{ClusterConfig, KeySpec, Proxy, ProxyConfig};
@@ -43,10 +44,12 @@ pub mod backend;
 pub mod body;
 pub mod cluster;
 pub mod config;
+pub mod dashboard;
 mod duration;
 pub mod endpoints;
 pub mod forward;
 pub mod health;
+pub mod history;
 pub mod key;
 pub mod metrics;
 pub mod reload;

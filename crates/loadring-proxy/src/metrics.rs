@@ -52,6 +52,8 @@ pub struct Metrics {
     retries: PerCluster,
     reused_retries: PerCluster,
     spilled: PerCluster,
+    started: std::time::Instant,
+    history: crate::history::History,
 }
 
 /// A counter per cluster: a family labelled `cluster` when there are
@@ -139,7 +141,15 @@ impl Metrics {
             retries,
             reused_retries,
             spilled,
+            started: std::time::Instant::now(),
+            history: crate::history::History::default(),
         }
+    }
+
+    /// Time since the metrics were registered (the gateway was built): the
+    /// time base of `/status`'s counters.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
     }
 
     fn labels(&self, cluster: &str, rest: &[(&str, &str)]) -> Labels {
@@ -159,6 +169,16 @@ impl Metrics {
             code,
         };
         self.requests.get_or_create(&labels).inc();
+    }
+
+    /// The dashboard's last minutes (recorded while an admin listener runs).
+    pub fn history(&self) -> &crate::history::History {
+        &self.history
+    }
+
+    /// Records one sample of `clusters` into [`Metrics::history`].
+    pub fn sample(&self, clusters: &[Arc<Cluster>]) {
+        self.history.record(clusters, self.uptime());
     }
 
     /// Counts a retry.

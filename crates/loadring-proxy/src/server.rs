@@ -312,6 +312,20 @@ impl Proxy {
 }
 
 async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
+    // The dashboard's timeline, sampled beside the listener: it stops with it.
+    let sampler = gateway.clone();
+    let sampling = async move {
+        let mut ticker = tokio::time::interval(crate::history::INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            ticker.tick().await;
+            sampler.metrics().sample(sampler.clusters());
+        }
+    };
+    tokio::join!(sampling, accept_admin(listener, gateway));
+}
+
+async fn accept_admin(listener: TcpListener, gateway: Arc<Gateway>) {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new());
     loop {

@@ -2,8 +2,9 @@
 //! evidence (active checks, consecutive failed requests) that decides its
 //! mark in the balancer.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::uri::Authority;
 use loadring::{Endpoint, Id};
@@ -18,6 +19,32 @@ pub struct Upstream {
     tag: Option<String>,
     authority: Authority,
     health: Mutex<Evidence>,
+    /// Counted on the request path: plain atomics on a value the pick
+    /// already holds, so no lock and no lookup.
+    attempts: AtomicU64,
+    spills: AtomicU64,
+    failures: AtomicU64,
+}
+
+/// What an upstream has served since it joined (kept across reloads, as its
+/// health evidence is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Served {
+    /// Attempts sent to it (retries included).
+    pub attempts: u64,
+    /// First attempts it took because the key's owner was at its cap.
+    pub spills: u64,
+    /// Attempts that failed: no response, a timeout, or a 5xx.
+    pub failures: u64,
+}
+
+/// An upstream's health as its evidence says at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthView {
+    /// The verdict of active checks.
+    pub checked_up: bool,
+    /// Time left of a passive ejection, if one runs.
+    pub ejected_for: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -53,6 +80,9 @@ impl Upstream {
                 failures: 0,
                 ejected_until: None,
             }),
+            attempts: AtomicU64::new(0),
+            spills: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
         })
     }
 
@@ -88,6 +118,36 @@ impl Upstream {
         e.checked_up && e.ejected_until.is_none_or(|until| now >= until)
     }
 
+    /// Counts an attempt reserved on this upstream; `spilled` when a
+    /// bounded pick sent it here because the key's owner was at its cap.
+    pub fn count_attempt(&self, spilled: bool) {
+        self.attempts.fetch_add(1, Relaxed);
+        if spilled {
+            self.spills.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// What it has served so far.
+    pub fn served(&self) -> Served {
+        Served {
+            attempts: self.attempts.load(Relaxed),
+            spills: self.spills.load(Relaxed),
+            failures: self.failures.load(Relaxed),
+        }
+    }
+
+    /// Its health evidence at `now`.
+    pub fn health_at(&self, now: Instant) -> HealthView {
+        let e = self.evidence();
+        HealthView {
+            checked_up: e.checked_up,
+            ejected_for: e
+                .ejected_until
+                .and_then(|until| until.checked_duration_since(now))
+                .filter(|left| !left.is_zero()),
+        }
+    }
+
     /// Counts a request that got a response below 500.
     pub fn request_succeeded(&self) {
         self.evidence().failures = 0;
@@ -95,7 +155,8 @@ impl Upstream {
 
     /// Counts a failed request (no response, or a 5xx); returns `true` when
     /// this failure ejects the endpoint (the `eject_after`-th in a row).
-    pub fn request_failed(&self, eject_after: u32, eject_for: std::time::Duration) -> bool {
+    pub fn request_failed(&self, eject_after: u32, eject_for: Duration) -> bool {
+        self.failures.fetch_add(1, Relaxed);
         let mut e = self.evidence();
         e.failures = e.failures.saturating_add(1);
         if eject_after > 0 && e.failures >= eject_after {
@@ -143,7 +204,6 @@ impl Upstream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn upstream() -> Upstream {
         Upstream::new(&Endpoint::new("127.0.0.1:1").unwrap()).unwrap()
@@ -180,6 +240,44 @@ mod tests {
         assert!(u.end_ejection(Instant::now() + long));
         assert!(u.healthy(Instant::now()));
         assert!(!upstream().request_failed(0, long), "0 disables ejection");
+    }
+
+    #[test]
+    fn served_counts_attempts_spills_and_failures() {
+        let u = upstream();
+        u.count_attempt(false);
+        u.count_attempt(true);
+        u.count_attempt(true);
+        u.request_failed(0, Duration::ZERO);
+        u.request_succeeded();
+        assert_eq!(
+            u.served(),
+            Served {
+                attempts: 3,
+                spills: 2,
+                failures: 1
+            }
+        );
+    }
+
+    #[test]
+    fn health_view_tells_the_ejection_time_left() {
+        let u = upstream();
+        let now = Instant::now();
+        assert_eq!(
+            u.health_at(now),
+            HealthView {
+                checked_up: true,
+                ejected_for: None
+            }
+        );
+        assert!(u.request_failed(1, Duration::from_secs(30)));
+        let now = Instant::now();
+        let left = u.health_at(now).ejected_for.expect("ejected");
+        assert!(left > Duration::from_secs(29) && left <= Duration::from_secs(30));
+        assert_eq!(u.health_at(now + Duration::from_secs(31)).ejected_for, None);
+        u.checked(false, 1, 1);
+        assert!(!u.health_at(now).checked_up);
     }
 
     #[test]

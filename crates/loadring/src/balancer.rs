@@ -668,6 +668,77 @@ impl<T> Balancer<T> {
         Ok(snapshot.engine.as_ref().and_then(|e| e.picker().cap(i)))
     }
 
+    /// The lifecycle of the member with this identity at time `at`
+    /// ([`clock::now`](crate::clock::now) for a balancer that is not given
+    /// times): the time left of an outlier ejection and the slow-start ramp
+    /// (both `None` when the policy has no lifecycle keys, or the endpoint is
+    /// in plain service).
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint};
+    ///
+    /// let b: Balancer<()> = Balancer::new("rr:slow_start=10s".parse()?, [
+    ///     Endpoint::new("10.0.0.1:80")?,
+    /// ])?;
+    /// b.insert(Endpoint::new("10.0.0.2:80")?, ())?;
+    /// // Present from the start: in service. Added later: ramping.
+    /// let now = loadring::clock::now();
+    /// assert_eq!(b.lifecycle("10.0.0.1:80", now)?.slow_start, None);
+    /// assert!(b.lifecycle("10.0.0.2:80", now)?.slow_start.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// No member has this identity.
+    pub fn lifecycle<'a>(
+        &self,
+        id: impl Into<Id<'a>>,
+        at: std::time::Duration,
+    ) -> Result<crate::lifecycle::LifecycleView, UnknownEndpoint> {
+        let snapshot = self.snapshot.load();
+        let i = Self::position(&snapshot, id.into())?;
+        Ok(lifecycle_of(
+            &snapshot.backends[i].member,
+            crate::clock::nanos(at),
+        ))
+    }
+
+    /// Every member's endpoint, load, health mark, cap and lifecycle at
+    /// time `at` (as [`Balancer::lifecycle`]), in order, from one snapshot
+    /// in one pass: what a status page shows, without a lookup per member.
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint};
+    ///
+    /// let b: Balancer<()> = Balancer::new("c_murmurhash_bl".parse()?, [
+    ///     Endpoint::new("10.0.0.1:80")?,
+    ///     Endpoint::new("10.0.0.2:80")?,
+    /// ])?;
+    /// let held = b.pick(&loadring::Request::key(b"user42"))?;
+    /// let states = b.states(loadring::clock::now());
+    /// assert_eq!(states.iter().map(|s| s.in_flight).sum::<u64>(), 1);
+    /// assert!(states.iter().all(|s| s.healthy && s.cap.is_some()));
+    /// # drop(held);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn states(&self, at: std::time::Duration) -> Vec<crate::member_state::MemberState> {
+        let snapshot = self.snapshot.load();
+        let now = crate::clock::nanos(at);
+        let picker = snapshot.engine.as_ref().map(|e| e.picker());
+        snapshot
+            .backends
+            .iter()
+            .enumerate()
+            .map(|(i, b)| crate::member_state::MemberState {
+                endpoint: b.endpoint.clone(),
+                in_flight: b.member.load(),
+                healthy: b.member.is_healthy(),
+                cap: picker.and_then(|p| p.cap(i)),
+                lifecycle: lifecycle_of(&b.member, now),
+            })
+            .collect()
+    }
+
     /// How the hash space is divided (hashing policies only).
     ///
     /// # Errors
@@ -804,6 +875,25 @@ impl<T> Candidate<T> {
     pub fn reserve(&self) -> Pick<T> {
         self.backend.member.reserve();
         Pick::new(self.backend.clone())
+    }
+}
+
+/// A member's lifecycle at `now` (ns): its [`LifecycleState`](crate::lifecycle::LifecycleState)
+/// if the policy gave it one, under whatever states wrap it.
+fn lifecycle_of(member: &Member, now: u64) -> crate::lifecycle::LifecycleView {
+    let mut observer: &dyn crate::policy::Observer = match member.observer() {
+        Some(o) => &**o,
+        None => return Default::default(),
+    };
+    loop {
+        let any: &dyn std::any::Any = observer;
+        if let Some(state) = any.downcast_ref::<crate::lifecycle::LifecycleState>() {
+            return state.view(now);
+        }
+        match observer.wrapped() {
+            Some(inner) => observer = inner,
+            None => return Default::default(),
+        }
     }
 }
 

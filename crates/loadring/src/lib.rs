@@ -69,6 +69,7 @@ mod local;
 mod local_pick;
 pub mod maglev;
 mod mt19937;
+mod member_state;
 mod nginx;
 mod params;
 mod pixiu;
@@ -90,9 +91,11 @@ pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
+pub use lifecycle::LifecycleView;
 pub use load::{Outcome, Pick};
 pub use local::LocalBalancer;
 pub use local_pick::LocalPick;
+pub use member_state::MemberState;
 pub use request::Request;
 pub use route::Route;
 pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};

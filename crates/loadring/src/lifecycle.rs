@@ -395,6 +395,18 @@ struct History {
     returned_at: u64,
 }
 
+/// One endpoint's lifecycle at an instant, for dashboards
+/// ([`Balancer::lifecycle`](crate::Balancer::lifecycle)).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct LifecycleView {
+    /// Time left of an outlier ejection, if one runs.
+    pub ejected_for: Option<Duration>,
+    /// While the endpoint is in slow start: the fraction of the picks that
+    /// choose it which it keeps now (it ramps up to 1 over the window; not
+    /// picked yet, it would keep the ramp's floor).
+    pub slow_start: Option<f64>,
+}
+
 /// One endpoint's lifecycle (its [`Observer`]), wrapping the policy's own state.
 #[derive(Debug)]
 pub(crate) struct LifecycleState {
@@ -417,6 +429,26 @@ impl LifecycleState {
     fn ejected_at(&self, now: u64) -> bool {
         let until = self.ejected_until.load(Relaxed);
         until != 0 && now < until
+    }
+
+    /// Its ejection and slow start at `now` (ns).
+    pub(crate) fn view(&self, now: u64) -> LifecycleView {
+        let until = self.ejected_until.load(Relaxed);
+        let ejected_for = (until != 0 && now < until).then(|| Duration::from_nanos(until - now));
+        let slow_start = self.params.slow_start.and_then(|ramp| {
+            let added = self.added_at.load(Relaxed);
+            let elapsed = match added {
+                ESTABLISHED => return None,
+                UNSEEN => Duration::ZERO,
+                at => Duration::from_nanos(now.saturating_sub(at)),
+            };
+            let factor = ramp.factor(elapsed);
+            (factor < 1.0).then_some(factor)
+        });
+        LifecycleView {
+            ejected_for,
+            slow_start,
+        }
     }
 
     /// Ejects the endpoint at `now` if the budget allows; whether it did.

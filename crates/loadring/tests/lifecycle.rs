@@ -396,3 +396,79 @@ fn each_balancer_has_its_own_ejection_budget() {
     assert_eq!((count(&on_a, "e0"), count(&on_a, "e1")), (0, 100));
     assert_eq!((count(&on_b, "e0"), count(&on_b, "e1")), (100, 0));
 }
+
+/// `Balancer::lifecycle` tells what the picks above show: the ejection's time
+/// left, and the slow-start fraction on Envoy's curve (written here from
+/// the documented formula: max(10%, t / window) with aggression 1).
+#[test]
+fn the_lifecycle_view_tells_the_ejection_left_and_the_ramp() {
+    let b = balancer("rr:eject_after=2 eject_for=10s slow_start=10s", 3);
+    let view = b.lifecycle("e0", secs(1)).unwrap();
+    assert_eq!((view.ejected_for, view.slow_start), (None, None));
+    fail(&b, "e0", secs(1), 2);
+    assert_eq!(
+        b.lifecycle("e0", Duration::from_millis(3_500))
+            .unwrap()
+            .ejected_for,
+        Some(Duration::from_millis(7_500))
+    );
+    assert_eq!(b.lifecycle("e0", secs(11)).unwrap().ejected_for, None);
+    assert_eq!(b.lifecycle("e1", secs(3)).unwrap().ejected_for, None);
+
+    b.insert(Endpoint::new("e3").unwrap(), ()).unwrap();
+    assert_eq!(
+        b.lifecycle("e3", secs(20)).unwrap().slow_start,
+        Some(0.1),
+        "not picked yet: the floor"
+    );
+    // Its window starts at its first pick (within 4 picks at 20 s).
+    assert_eq!(count(&picks(&b, 4, secs(20)), "e3"), 0);
+    let at = |ms: u64| {
+        b.lifecycle("e3", Duration::from_millis(ms))
+            .unwrap()
+            .slow_start
+    };
+    assert_eq!(at(20_500), Some(0.1), "below the floor");
+    assert_eq!(at(25_000), Some(0.5));
+    assert_eq!(at(27_500), Some(0.75));
+    assert_eq!(at(30_000), None, "the window is over");
+    assert!(b.lifecycle("nope", secs(1)).is_err());
+    // No lifecycle keys: nothing to tell.
+    let plain = balancer("rr", 2);
+    assert_eq!(
+        plain.lifecycle("e0", secs(1)).unwrap(),
+        loadring::LifecycleView::default()
+    );
+}
+
+/// `Balancer::states` reads in one pass what the per-member getters read
+/// one lookup at a time: loads, health marks, caps and lifecycles.
+#[test]
+fn states_agree_with_the_per_member_getters() {
+    let b = balancer("c_murmurhash_bl:eject_after=1 eject_for=10s", 4);
+    let held: Vec<_> = (0..6u64)
+        .map(|i| b.pick(&Request::code(i * 677_000_003).at(secs(1))).unwrap())
+        .collect();
+    b.set_healthy("e2", false).unwrap();
+    b.candidates(&Request::code(0).at(secs(1)))
+        .unwrap()
+        .find(|c| c.addr() == "e1")
+        .unwrap()
+        .reserve()
+        .finish(Outcome::failure(Duration::from_millis(5)).at(secs(1)));
+    let at = secs(2);
+    let states = b.states(at);
+    assert_eq!(states.len(), 4);
+    for (s, (endpoint, load)) in states.iter().zip(b.loads()) {
+        assert_eq!(s.endpoint, endpoint);
+        assert_eq!(s.in_flight, load);
+        assert_eq!(s.healthy, b.is_healthy(endpoint.id()).unwrap());
+        assert_eq!(s.cap, b.cap(endpoint.id()).unwrap());
+        assert!(s.cap.is_some(), "bounded");
+        assert_eq!(s.lifecycle, b.lifecycle(endpoint.id(), at).unwrap());
+    }
+    assert!(!states[2].healthy);
+    assert_eq!(states[1].lifecycle.ejected_for, Some(secs(9)));
+    assert_eq!(states.iter().map(|s| s.in_flight).sum::<u64>(), 6);
+    drop(held);
+}
