@@ -189,6 +189,31 @@ impl Model {
         chosen
     }
 
+    /// The owner, then the visiting order without it: where a request and
+    /// its retries go.
+    fn preference(&self, key: &str) -> Vec<usize> {
+        let h = xxh64(key.as_bytes(), 0);
+        let owner = self.lookup.owner(h);
+        let n = self.nodes.len();
+        let mut index: Vec<usize> = (0..n).collect();
+        let mut mt = Twister::new(h as u32);
+        let mut order = vec![owner];
+        for i in 0..n {
+            let k = (n - i) as u64;
+            let j = loop {
+                let x = u64::from(mt.next()) / ((1u64 << 32) / k);
+                if x < k {
+                    break x as usize;
+                }
+            };
+            index.swap(i, i + j);
+            if index[i] != owner {
+                order.push(index[i]);
+            }
+        }
+        order
+    }
+
     fn choose(&self, h: u64, owner: usize) -> usize {
         if self.acceptable(owner) {
             return owner;
@@ -286,6 +311,17 @@ fn run_session(scheme: Scheme, f: u64, weights: &[u32], ops: &[Op]) {
                 } else {
                     format!("user:{key}")
                 };
+                let order: Vec<String> = balancer
+                    .candidates(&Request::key(&key))
+                    .unwrap()
+                    .map(|c| c.addr().to_string())
+                    .collect();
+                let want_order: Vec<&str> = model
+                    .preference(&key)
+                    .into_iter()
+                    .map(|i| model.nodes[i].name.as_str())
+                    .collect();
+                assert_eq!(order, want_order, "step {step}: candidates of {key}");
                 let want = model.assign(&key);
                 let pick = balancer.pick(&Request::key(&key)).unwrap();
                 assert_eq!(
