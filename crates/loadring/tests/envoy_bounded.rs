@@ -416,3 +416,53 @@ fn a_long_session_on_the_default_sizes() {
         run_session(scheme, f, &weights, &ops);
     }
 }
+
+/// A local handle's picks are the shared picks: the same rule, the same
+/// counters (its guards count in the running total too).
+#[test]
+fn a_local_handle_places_as_the_balancer() {
+    let endpoints: Vec<Endpoint> = [3u32, 1, 2, 1, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            Endpoint::new(format!("10.3.0.{i}:80"))
+                .unwrap()
+                .with_weight(w)
+        })
+        .collect();
+    let spec = "ring_hash:hash_balance_factor=110";
+    let shared = Balancer::new(spec.parse().unwrap(), endpoints.clone()).unwrap();
+    let owner = Balancer::new(spec.parse().unwrap(), endpoints).unwrap();
+    let local = owner.local();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut spilled = 0;
+    for i in 0..400u32 {
+        let key = if i % 3 == 0 {
+            format!("user:{i}")
+        } else {
+            "hot".to_string()
+        };
+        let x = shared.pick(&Request::key(&key)).unwrap();
+        let y = local.pick(&Request::key(&key)).unwrap();
+        assert_eq!(x.addr(), y.addr(), "pick {i}: {key}");
+        if key == "hot"
+            && Some(x.addr())
+                != shared
+                    .route(&Request::key("hot"))
+                    .unwrap()
+                    .map(|r| r.addr().to_string())
+                    .as_deref()
+        {
+            spilled += 1;
+        }
+        a.push(x);
+        b.push(y);
+        // Hold up to 40 requests, releasing the oldest first.
+        if a.len() > 40 {
+            a.remove(0);
+            b.remove(0);
+        }
+        assert_eq!(shared.total_in_flight(), owner.total_in_flight());
+    }
+    assert!(spilled > 100, "the hot key spilled: {spilled}");
+}
