@@ -459,8 +459,8 @@ fn a_local_handle_places_as_the_balancer() {
         b.push(y);
         // Hold up to 40 requests, releasing the oldest first.
         if a.len() > 40 {
-            a.remove(0);
-            b.remove(0);
+            drop(a.remove(0));
+            drop(b.remove(0));
         }
         assert_eq!(shared.total_in_flight(), owner.total_in_flight());
     }
