@@ -495,6 +495,58 @@ fn shell_reproduces_envoy_bounded_sessions() {
     }
 }
 
+/// Envoy's rule is a policy like any other: `describe` takes it, `shell`
+/// reports its caps (`slots + 1`), and bad values are one line naming the key
+/// and the range.
+#[test]
+fn envoys_rule_through_describe_shell_and_errors() {
+    let out = loadring(
+        &[
+            "describe",
+            "--policy",
+            "ring_hash:hash_balance_factor=150",
+            "-e",
+            "10.0.0.1:80",
+            "-e",
+            "10.0.0.2:80",
+        ],
+        "",
+    );
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("policy     ring_hash:hash_balance_factor=150\n"),
+        "{text}"
+    );
+    // Two equal nodes, F = 150: T = 0 gives total 2, 1 slot each (cap 2);
+    // after one ASSIGN, T = 1: total 3, ceil(1.5) = 2 slots (cap 3).
+    let session = "ADD a\nADD b\nCAP\nASSIGN k\nCAP\n";
+    let out = loadring(
+        &["shell", "--policy", "maglev:hash_balance_factor=150"],
+        session,
+    );
+    let got = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(lines[2], "2", "{got}");
+    assert_eq!(lines[4], "3", "{got}");
+    for (spec, want) in [
+        (
+            "ring_hash:hash_balance_factor=99",
+            "ring_hash: hash_balance_factor=99: expected an integer percent from 100 to 100000",
+        ),
+        (
+            "maglev:hash_balance_factor=125 load_factor=1.25",
+            "maglev: give hash_balance_factor (Envoy's rule) or load_factor (loadring's cap), not both",
+        ),
+    ] {
+        let out = loadring(&["shell", "--policy", spec], "");
+        assert!(!out.status.success(), "{spec}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{err}");
+    }
+}
+
 /// A `# policy:` line chooses the policy only before the first node and
 /// only without `--policy`; a bad one is an error line.
 #[test]

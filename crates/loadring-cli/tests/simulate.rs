@@ -205,6 +205,42 @@ fn bounded_load_caps_the_hot_key_and_the_plain_ring_does_not() {
     }
 }
 
+/// Envoy's rule in the simulator: its own caps (slots + 1) checked at every
+/// pick, the hot key spilled.
+#[test]
+fn envoys_rule_is_checked_against_its_own_cap() {
+    let specs = [
+        "maglev:hash_balance_factor=125",
+        "ring_hash:hash_balance_factor=100",
+    ];
+    let report = small_json(&[
+        "-n",
+        "5",
+        "--workload",
+        "hot:0.3",
+        "-p",
+        specs[0],
+        "-p",
+        specs[1],
+        "-p",
+        "maglev",
+    ]);
+    let plain = policy(&report, "maglev");
+    for spec in specs {
+        let bounded = policy(&report, spec);
+        assert_eq!(bounded["cap_violations"], 0, "{spec}");
+        // load <= ceil(F * (total + 1) / 100 / 5) + 1 with a mean of at
+        // least 4: at most 7 / 4 of the mean at F = 125.
+        assert!(f(&bounded["max_over_mean"]) <= 1.75, "{spec}: {bounded}");
+        assert!(
+            f(&plain["max_over_mean"]) > f(&bounded["max_over_mean"]),
+            "{plain} vs {bounded}"
+        );
+        let locality = f(&bounded["locality"]);
+        assert!(locality < 1.0 && locality > 0.5, "{spec}: {locality}");
+    }
+}
+
 #[test]
 fn removing_one_of_ten_moves_about_a_tenth_of_the_keys() {
     let report = small_json(&["-n", "10", "-p", "c_murmurhash", "-p", "c_murmurhash_bl"]);

@@ -93,7 +93,11 @@ fn bad_fleets_are_one_line_errors() {
         (&["--balancers", "x"][..], "--balancers x"),
         (
             &["--balancers", "2", "-p", "rr"][..],
-            "--balancers compares bounded-load policies",
+            "--balancers compares policies bounded by loadring's cap",
+        ),
+        (
+            &["--balancers", "2", "-p", "maglev:hash_balance_factor=125"][..],
+            "(Envoy's hash_balance_factor is not modelled)",
         ),
         (
             &["--balancers", "2", "--plot", "f.svg"][..],

@@ -78,7 +78,7 @@ impl Cluster {
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
-            bounded: spec.load_factor().is_some(),
+            bounded: spec.load_factor().is_some() || spec.hash_balance_factor().is_some(),
             balancer: Balancer::with_backends(spec, std::iter::empty())
                 .map_err(|e| ConfigError(format!("--policy: {e}")))?,
             config,

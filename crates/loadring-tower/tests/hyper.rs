@@ -70,6 +70,7 @@ async fn placement_equals_loadring_place() {
             "c_murmurhash_bl",
             "maglev:load_factor=1.25",
             "ring_hash",
+            "ring_hash:hash_balance_factor=150",
             "ketama",
             "c_md5",
         ] {

@@ -29,6 +29,9 @@
 //! `O(entries)` in the worst case (`M` slots, 65537 by default), e.g. one
 //! eligible endpoint among many; under a load bound, when nobody eligible has
 //! room, one more `O(n)` pass finds the least-loaded endpoint.
+//! Under `hash_balance_factor=` (Envoy's own bound, `envoy_bound.rs`) a
+//! full owner's request does not walk: it visits the endpoints in Envoy's
+//! pseudo-random order of its hash, `O(n)` plus seeding an MT19937.
 
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
@@ -703,7 +706,7 @@ mod param_tests {
             ),
             (
                 "maglev:replicas=3",
-                "maglev: unknown key `replicas` (accepted: table_size, load_factor, balance)",
+                "maglev: unknown key `replicas` (accepted: table_size, load_factor, balance, hash_balance_factor)",
             ),
         ];
         for (input, want) in cases {

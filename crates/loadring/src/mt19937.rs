@@ -16,11 +16,20 @@ const UPPER_MASK: u32 = 0x8000_0000;
 const LOWER_MASK: u32 = 0x7fff_ffff;
 
 /// A Mersenne Twister stream.
+///
+/// Lazy: a spill draws a handful of numbers from a fresh generator, so the
+/// state is seeded only as far as the draws need (word `k + 397` for the
+/// `k`-th) and each word is twisted when it is drawn, not in blocks of 624.
+/// Twisting word `k` reads word `k + 1` not yet twisted and word
+/// `k + 397 mod 624` twisted only once it wrapped: what the reference's
+/// in-place block loop reads, so the outputs are the same.
 #[derive(Clone)]
 pub(crate) struct Mt19937 {
     state: [u32; N],
-    /// The next state word to temper; `N` asks for a new block.
+    /// The next word to twist and temper.
     next: usize,
+    /// Words `0..seeded` hold `init_genrand`'s values (or later ones).
+    seeded: usize,
 }
 
 impl std::fmt::Debug for Mt19937 {
@@ -30,41 +39,46 @@ impl std::fmt::Debug for Mt19937 {
 }
 
 impl Mt19937 {
-    /// `std::mt19937(seed)`: `init_genrand(seed)`.
+    /// `std::mt19937(seed)`: `init_genrand(seed)`, done as the draws need it.
     pub(crate) fn new(seed: u32) -> Self {
         let mut state = [0u32; N];
         state[0] = seed;
-        for i in 1..N {
-            let prev = state[i - 1];
-            state[i] = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i as u32);
+        Mt19937 {
+            state,
+            next: 0,
+            seeded: 1,
         }
-        Mt19937 { state, next: N }
+    }
+
+    /// Seeds words up to `i` (`init_genrand`'s recurrence).
+    #[inline]
+    fn seed_to(&mut self, i: usize) {
+        while self.seeded <= i {
+            let prev = self.state[self.seeded - 1];
+            self.state[self.seeded] = 1_812_433_253u32
+                .wrapping_mul(prev ^ (prev >> 30))
+                .wrapping_add(self.seeded as u32);
+            self.seeded += 1;
+        }
     }
 
     /// The next 32 bits (`genrand_int32`).
     #[inline]
     pub(crate) fn next_u32(&mut self) -> u32 {
-        if self.next >= N {
-            self.twist();
+        let k = self.next;
+        let (k1, km) = ((k + 1) % N, (k + M) % N);
+        if self.seeded < N {
+            self.seed_to(k1.max(km));
         }
-        let mut y = self.state[self.next];
-        self.next += 1;
+        let y = (self.state[k] & UPPER_MASK) | (self.state[k1] & LOWER_MASK);
+        let mag = if y & 1 == 0 { 0 } else { MATRIX_A };
+        self.state[k] = self.state[km] ^ (y >> 1) ^ mag;
+        self.next = k1;
+        let mut y = self.state[k];
         y ^= y >> 11;
         y ^= (y << 7) & 0x9d2c_5680;
         y ^= (y << 15) & 0xefc6_0000;
         y ^ (y >> 18)
-    }
-
-    /// The next block of `N` state words.
-    fn twist(&mut self) {
-        for k in 0..N {
-            let y = (self.state[k] & UPPER_MASK) | (self.state[(k + 1) % N] & LOWER_MASK);
-            let mag = if y & 1 == 0 { 0 } else { MATRIX_A };
-            self.state[k] = self.state[(k + M) % N] ^ (y >> 1) ^ mag;
-        }
-        self.next = 0;
     }
 }
 

@@ -27,6 +27,9 @@
 //! `max_ring_size` points), e.g. one eligible endpoint among many; under a
 //! load bound, when nobody eligible has room, one more `O(n)` pass finds the
 //! least-loaded endpoint.
+//! Under `hash_balance_factor=` (Envoy's own bound, `envoy_bound.rs`) a
+//! full owner's request does not walk: it visits the endpoints in Envoy's
+//! pseudo-random order of its hash, `O(n)` plus seeding an MT19937.
 
 use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};

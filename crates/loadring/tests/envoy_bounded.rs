@@ -189,6 +189,31 @@ impl Model {
         chosen
     }
 
+    /// The owner, then the visiting order without it: where a request and
+    /// its retries go.
+    fn preference(&self, key: &str) -> Vec<usize> {
+        let h = xxh64(key.as_bytes(), 0);
+        let owner = self.lookup.owner(h);
+        let n = self.nodes.len();
+        let mut index: Vec<usize> = (0..n).collect();
+        let mut mt = Twister::new(h as u32);
+        let mut order = vec![owner];
+        for i in 0..n {
+            let k = (n - i) as u64;
+            let j = loop {
+                let x = u64::from(mt.next()) / ((1u64 << 32) / k);
+                if x < k {
+                    break x as usize;
+                }
+            };
+            index.swap(i, i + j);
+            if index[i] != owner {
+                order.push(index[i]);
+            }
+        }
+        order
+    }
+
     fn choose(&self, h: u64, owner: usize) -> usize {
         if self.acceptable(owner) {
             return owner;
@@ -286,6 +311,17 @@ fn run_session(scheme: Scheme, f: u64, weights: &[u32], ops: &[Op]) {
                 } else {
                     format!("user:{key}")
                 };
+                let order: Vec<String> = balancer
+                    .candidates(&Request::key(&key))
+                    .unwrap()
+                    .map(|c| c.addr().to_string())
+                    .collect();
+                let want_order: Vec<&str> = model
+                    .preference(&key)
+                    .into_iter()
+                    .map(|i| model.nodes[i].name.as_str())
+                    .collect();
+                assert_eq!(order, want_order, "step {step}: candidates of {key}");
                 let want = model.assign(&key);
                 let pick = balancer.pick(&Request::key(&key)).unwrap();
                 assert_eq!(
@@ -379,4 +415,54 @@ fn a_long_session_on_the_default_sizes() {
     ] {
         run_session(scheme, f, &weights, &ops);
     }
+}
+
+/// A local handle's picks are the shared picks: the same rule, the same
+/// counters (its guards count in the running total too).
+#[test]
+fn a_local_handle_places_as_the_balancer() {
+    let endpoints: Vec<Endpoint> = [3u32, 1, 2, 1, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            Endpoint::new(format!("10.3.0.{i}:80"))
+                .unwrap()
+                .with_weight(w)
+        })
+        .collect();
+    let spec = "ring_hash:hash_balance_factor=110";
+    let shared = Balancer::new(spec.parse().unwrap(), endpoints.clone()).unwrap();
+    let owner = Balancer::new(spec.parse().unwrap(), endpoints).unwrap();
+    let local = owner.local();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut spilled = 0;
+    for i in 0..400u32 {
+        let key = if i % 3 == 0 {
+            format!("user:{i}")
+        } else {
+            "hot".to_string()
+        };
+        let x = shared.pick(&Request::key(&key)).unwrap();
+        let y = local.pick(&Request::key(&key)).unwrap();
+        assert_eq!(x.addr(), y.addr(), "pick {i}: {key}");
+        if key == "hot"
+            && Some(x.addr())
+                != shared
+                    .route(&Request::key("hot"))
+                    .unwrap()
+                    .map(|r| r.addr().to_string())
+                    .as_deref()
+        {
+            spilled += 1;
+        }
+        a.push(x);
+        b.push(y);
+        // Hold up to 40 requests, releasing the oldest first.
+        if a.len() > 40 {
+            drop(a.remove(0));
+            drop(b.remove(0));
+        }
+        assert_eq!(shared.total_in_flight(), owner.total_in_flight());
+    }
+    assert!(spilled > 100, "the hot key spilled: {spilled}");
 }

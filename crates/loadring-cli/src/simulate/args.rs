@@ -15,6 +15,7 @@ pub const DEFAULT_POLICIES: &[&str] = &[
     "c_murmurhash_bl",
     "maglev",
     "maglev:load_factor=1.25",
+    "maglev:hash_balance_factor=125",
     "ring_hash",
     "p2c",
     "rr",
@@ -55,7 +56,8 @@ errors, and the time it takes to get its fair share back.";
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// A policy to compare (repeatable); default: c_murmurhash, c_murmurhash_bl,
-    /// maglev, maglev:load_factor=1.25, ring_hash, p2c, rr.
+    /// maglev, maglev:load_factor=1.25, maglev:hash_balance_factor=125,
+    /// ring_hash, p2c, rr.
     #[arg(long, short = 'p', value_name = "SPEC")]
     policy: Vec<String>,
     /// An endpoint: `ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]` (repeatable).

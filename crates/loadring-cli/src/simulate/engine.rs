@@ -254,6 +254,40 @@ pub fn simulate(
     Ok(run.finish())
 }
 
+/// The load bound a run checks every pick against.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    /// loadring's cap, `ceil(F * (total + 1) * w / W)`.
+    Cap(LoadFactor),
+    /// Envoy's `hash_balance_factor=F`: admitted while the endpoint holds at
+    /// most `max(ceil(ceil((total + 1) * F / 100) * w / W), 1)` (in `f64`, as
+    /// Envoy), so one more than that after the pick.
+    Envoy(u32),
+}
+
+impl Bound {
+    fn of(spec: &PolicySpec) -> Option<Bound> {
+        match (spec.load_factor(), spec.hash_balance_factor()) {
+            (Some(factor), _) => Some(Bound::Cap(factor)),
+            (None, Some(f)) => Some(Bound::Envoy(f)),
+            (None, None) => None,
+        }
+    }
+
+    /// The most an endpoint of weight `weight` may hold after a pick made
+    /// with `total` in flight before it.
+    fn cap(self, total: u64, weight: u64, weight_sum: u64) -> u64 {
+        match self {
+            Bound::Cap(factor) => factor.cap(total, weight as u32, weight_sum),
+            Bound::Envoy(f) => {
+                let slots = ((total + 1) * u64::from(f)).div_ceil(100);
+                let share = weight as f64 / weight_sum as f64;
+                ((slots as f64 * share).ceil() as u64).max(1) + 1
+            }
+        }
+    }
+}
+
 /// The state of one policy's run.
 struct Run<'a, 's> {
     name: &'a str,
@@ -261,7 +295,7 @@ struct Run<'a, 's> {
     setup: &'s Setup<'s>,
     balancer: Balancer,
     hashing: bool,
-    bound: Option<LoadFactor>,
+    bound: Option<Bound>,
     members: Membership,
     /// Each key's natural owner under the current membership (hashing only).
     natural: Vec<u32>,
@@ -309,7 +343,7 @@ impl<'a, 's> Run<'a, 's> {
             setup,
             balancer,
             hashing,
-            bound: spec.load_factor().filter(|_| !locality),
+            bound: Bound::of(spec).filter(|_| !locality),
             members,
             natural,
             // Room for the steady state; the heap grows on its own if needed.
@@ -422,10 +456,10 @@ impl<'a, 's> Run<'a, 's> {
         if self.hashing && self.natural[key] as usize == e {
             self.local += 1;
         }
-        if let Some(factor) = self.bound {
+        if let Some(bound) = self.bound {
             // The cap this pick was bound by: the exact formula on the load
-            // before the pick (`LoadFactor::cap`).
-            let cap = factor.cap(total_before, members.weight[e] as u32, members.weight_sum);
+            // before the pick (`LoadFactor::cap`, or Envoy's slots + 1).
+            let cap = bound.cap(total_before, members.weight[e], members.weight_sum);
             if load > cap {
                 self.violations += 1;
             }
@@ -544,8 +578,17 @@ mod tests {
                     .with_weight(w)
             })
             .collect();
-        let spec: PolicySpec = "c_murmurhash:load_factor=1.3".parse().unwrap();
-        let factor = spec.load_factor().unwrap();
+        for text in [
+            "c_murmurhash:load_factor=1.3",
+            "ring_hash:hash_balance_factor=130",
+            "maglev:hash_balance_factor=100",
+        ] {
+            caps_agree(text.parse().unwrap(), &weighted);
+        }
+    }
+
+    fn caps_agree(spec: PolicySpec, weighted: &[Endpoint]) {
+        let bound = Bound::of(&spec).unwrap();
         let trace = Trace::generate(
             10,
             10,
@@ -558,9 +601,9 @@ mod tests {
             at: 1,
             change: Change::Remove("10.0.0.2:80".into()),
         }];
-        let setup = Setup::new(&trace, &weighted, &events);
+        let setup = Setup::new(&trace, weighted, &events);
         let mut members = Membership::new(&setup);
-        let balancer = Balancer::new(spec, weighted.clone()).unwrap();
+        let balancer = Balancer::new(spec, weighted.to_vec()).unwrap();
         let mut held = Vec::new();
         for round in 0..2 {
             for k in 0..37 {
@@ -572,7 +615,7 @@ mod tests {
                 let total = balancer.total_in_flight();
                 for e in &members.current {
                     let i = setup.index[e.addr()];
-                    let want = factor.cap(total, members.weight[i] as u32, members.weight_sum);
+                    let want = bound.cap(total, members.weight[i], members.weight_sum);
                     assert_eq!(balancer.cap(e.addr()).unwrap(), Some(want), "{}", e.addr());
                 }
             }

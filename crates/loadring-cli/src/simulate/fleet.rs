@@ -213,7 +213,8 @@ pub fn run_all(config: &Config, setup: &Setup<'_>, k: usize) -> Result<Vec<Row>,
         .collect();
     if bounded.is_empty() {
         return Err(CliError(
-            "--balancers compares bounded-load policies: give one (e.g. -p c_murmurhash_bl, \
+            "--balancers compares policies bounded by loadring's cap (Envoy's \
+             hash_balance_factor is not modelled): give one (e.g. -p c_murmurhash_bl, \
              -p 'maglev:load_factor=1.25')"
                 .into(),
         ));

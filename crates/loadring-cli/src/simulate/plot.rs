@@ -110,10 +110,10 @@ where
     let (strip, bottom) = bottom.split_vertically(36);
     legend_strip(&strip)?;
     let bars = bottom.split_evenly((1, 3));
-    let color = |o: &Outcome| match (o.spec.load_factor(), o.spec.is_hashing()) {
-        (Some(_), _) => BOUNDED,
-        (None, true) => PLAIN,
-        (None, false) => OTHER,
+    let color = |o: &Outcome| match (bounded_spec(o), o.spec.is_hashing()) {
+        (true, _) => BOUNDED,
+        (false, true) => PLAIN,
+        (false, false) => OTHER,
     };
     bar_chart(
         &bars[0],
@@ -155,12 +155,17 @@ where
 fn pair(outcomes: &[Outcome]) -> (Option<&Outcome>, Option<&Outcome>) {
     let plain = outcomes
         .iter()
-        .find(|o| o.spec.is_hashing() && o.spec.load_factor().is_none());
+        .find(|o| o.spec.is_hashing() && !bounded_spec(o));
     let bounded = outcomes.iter().find(|o| o.spec.load_factor().is_some());
     match (plain, bounded) {
         (Some(p), Some(b)) => (Some(p), Some(b)),
         _ => (outcomes.first(), outcomes.get(1)),
     }
+}
+
+/// Whether the policy bounds load: loadring's cap or Envoy's rule.
+fn bounded_spec(o: &Outcome) -> bool {
+    o.spec.load_factor().is_some() || o.spec.hash_balance_factor().is_some()
 }
 
 fn timeline<DB: DrawingBackend>(

@@ -134,15 +134,21 @@ pub fn verdict(o: &Outcome) -> String {
         None => format!("peak not measured (under {MIN_MEAN} in flight per endpoint)"),
     };
     // Caps are checked only where they are measured (not per zone).
-    let bound = o.spec.load_factor().filter(|_| o.cap_violations.is_some());
+    let measured = o.cap_violations.is_some();
+    let bound = match (o.spec.load_factor(), o.spec.hash_balance_factor()) {
+        (Some(factor), _) => Some(format!("{factor}x the mean, rounded up")),
+        (None, Some(f)) => Some(format!("Envoy's: {f}% of the mean, plus one")),
+        (None, None) => None,
+    }
+    .filter(|_| measured);
     let mut line = match (bound, o.max_over_mean) {
-        (Some(factor), _) => match o.cap_violations.unwrap_or(0) {
+        (Some(cap), _) => match o.cap_violations.unwrap_or(0) {
             0 => format!(
-                "bounded: never over its cap ({factor}x the mean, rounded up), {peak}; {}",
+                "bounded: never over its cap ({cap}), {peak}; {}",
                 owner(o.locality)
             ),
             v => format!(
-                "bounded, yet {v} picks went over the cap ({factor}x the mean); {}",
+                "bounded, yet {v} picks went over the cap ({cap}); {}",
                 owner(o.locality)
             ),
         },
