@@ -73,6 +73,8 @@ async fn placement_equals_loadring_place() {
             "ring_hash:hash_balance_factor=150",
             "ketama",
             "c_md5",
+            "dubbo",
+            "pixiu_ring:load_factor=1.25",
         ] {
             let reference = Balancer::new(spec.parse().unwrap(), shard_endpoints()).unwrap();
             let mut svc = ring(spec, &backends);

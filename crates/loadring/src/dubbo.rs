@@ -156,6 +156,20 @@ mod tests {
         assert!((0..160).all(|i| built.ring.owner(i) == 1));
     }
 
+    /// Sizes count 4 points per digest of the endpoints of weight >= 1 only,
+    /// and a ring over the limit is refused before anything is hashed.
+    #[test]
+    fn sizes_count_live_endpoints_and_the_limit_is_checked_first() {
+        let three = pool(&["a:1", "b:1 weight=0", "c:1"]);
+        assert_eq!(Dubbo { nodes: 162 }.size(&three), 320);
+        assert_eq!(Dubbo { nodes: 4 }.size(&three), 8);
+        let err = Dubbo { nodes: 4_194_308 }.place(&three).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "dubbo: nodes=4194308 over 2 endpoints makes 8388616 points, more than the limit of 8388608"
+        );
+    }
+
     #[test]
     fn weight_zero_makes_no_points_and_nodes_round_down() {
         let built = Dubbo { nodes: 7 }

@@ -236,6 +236,17 @@ mod tests {
         assert!((0..built.entries()).all(|i| built.owner(i) == 1));
     }
 
+    #[test]
+    fn sizes_count_live_endpoints_and_the_limit_is_checked_first() {
+        let three = pool(&["a:1", "b:1 weight=0", "c:1"]);
+        assert_eq!(ring(7, 1023).size(&three), 14);
+        let err = ring(4_194_305, u32::MAX).place(&three).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pixiu_ring: replica_num=4194305 over 2 endpoints makes 8388610 points, more than the limit of 8388608"
+        );
+    }
+
     /// With 3 positions, a point at 1 owns {0, 1} and a point at 2 owns {2}.
     #[test]
     fn shares_count_positions_modulo_max_vnode_num() {

@@ -644,7 +644,7 @@ fn bad_specs_name_their_culprit() {
         ("over rr", "must come before `over`"),
         ("zone_first over wrong", "unknown policy `wrong`"),
         ("zone_first over p2c:choices=1", "p2c: choices=1 is out of range"),
-        ("round_robin", "(accepted: c_murmurhash, c_murmurhash_bl, c_md5, c_ketama, ketama, ring_hash, maglev, nginx_hash, haproxy_hash, twemproxy, rr, random, wrr, swrr, wr, p2c, la, zone_first, local_first)"),
+        ("round_robin", "(accepted: c_murmurhash, c_murmurhash_bl, c_md5, c_ketama, ketama, ring_hash, maglev, nginx_hash, haproxy_hash, twemproxy, dubbo, pixiu_ring, rr, random, wrr, swrr, wr, p2c, la, zone_first, local_first)"),
     ];
     for (input, want) in cases {
         let got = input.parse::<PolicySpec>().unwrap_err().to_string();
