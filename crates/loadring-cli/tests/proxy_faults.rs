@@ -5,9 +5,11 @@
 #[path = "../../loadring-proxy/tests/common/mod.rs"]
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{eventually, free_port, get};
@@ -15,10 +17,13 @@ use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
 
-/// A running `loadring proxy`, killed (by its pid) if the test ends early.
+/// A running `loadring proxy`, killed (by its pid) if the test ends early;
+/// its stderr lines are collected as they come.
 struct ProxyProcess {
     child: Option<Child>,
     addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for ProxyProcess {
@@ -32,30 +37,47 @@ impl Drop for ProxyProcess {
 
 impl ProxyProcess {
     async fn start(args: &[&str]) -> Self {
+        Self::start_logging(args, "warn").await
+    }
+
+    async fn start_logging(args: &[&str], level: &str) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut child = Command::new(BIN)
             .args(["proxy", "--listen", &addr.to_string()])
             .args(args)
+            .env("LOADRING_LOG", level)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("loadring runs");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let lines = log.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
         let up = eventually(Duration::from_secs(10), || async {
             tokio::net::TcpStream::connect(addr).await.is_ok()
         })
         .await;
         if !up {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "proxy did not start: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            panic!("proxy did not start: {:?}", log.lock().unwrap());
         }
         ProxyProcess {
             child: Some(child),
             addr,
+            log,
+            reader: Some(reader),
         }
+    }
+
+    /// The stderr lines so far.
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     fn pid(&self) -> u32 {
@@ -85,16 +107,22 @@ impl ProxyProcess {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
-    /// Sends SIGTERM and waits (at most 10 s) for the exit.
-    async fn terminate(mut self) -> Output {
+    /// Sends SIGTERM and waits (at most 10 s) for the exit; its status and
+    /// every stderr line.
+    async fn terminate(mut self) -> (ExitStatus, Vec<String>) {
         self.signal("TERM");
-        let child = self.child.take().unwrap();
-        let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-        tokio::time::timeout(Duration::from_secs(10), waited)
+        let mut child = self.child.take().unwrap();
+        let waited = tokio::task::spawn_blocking(move || child.wait());
+        let status = tokio::time::timeout(Duration::from_secs(10), waited)
             .await
             .expect("the proxy exits after SIGTERM")
             .unwrap()
-            .unwrap()
+            .unwrap();
+        // The reader ends with the pipe: then every line is in.
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log())
     }
 }
 
@@ -155,7 +183,7 @@ async fn an_idle_proxy_with_an_endpoints_file_does_not_burn_cpu() {
         );
     }
     for p in proxies {
-        assert!(p.terminate().await.status.success());
+        assert!(p.terminate().await.0.success());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -177,16 +205,14 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
     assert_eq!((reply.status, reply.backend()), (200, addr.clone()));
     assert_eq!(proxy.exited(), None, "SIGHUP must not stop the proxy");
     assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
-    let out = proxy.terminate().await;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "one line per SIGHUP: {stderr}");
+    let (status, lines) = proxy.terminate().await;
+    assert_eq!(status.code(), Some(0), "{lines:?}");
+    assert_eq!(lines.len(), 2, "one line per SIGHUP: {lines:?}");
     assert!(
         lines
             .iter()
             .all(|l| l.contains("SIGHUP: nothing to re-read")),
-        "{stderr}"
+        "{lines:?}"
     );
 }
 
@@ -246,5 +272,124 @@ fn zero_timeouts_are_refused_naming_the_flag() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Replaces `path` atomically (write aside, rename over).
+fn replace(path: &std::path::Path, text: &str) {
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+/// The backends that answer 2n round-robin requests.
+async fn answering(proxy: &ProxyProcess, n: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    for _ in 0..2 * n {
+        let reply = get(proxy.addr, "/", &[]).await;
+        assert_eq!(reply.status, 200);
+        seen.push(reply.backend());
+    }
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+/// Item 7: a file with one bad address (a port out of range) is refused
+/// whole, as a line that does not parse is: the pool of 3 stays, and one
+/// line names the file's line. (It used to become a pool of the good lines.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_with_one_bad_address_is_refused_whole_naming_its_line() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let addrs: Vec<String> = b.iter().map(|b| b.addr().to_string()).collect();
+    let dir = temp_dir("bad-line");
+    let file = dir.join("endpoints.txt");
+    std::fs::write(&file, format!("{}\n", addrs.join("\n"))).unwrap();
+    let file_arg = file.to_str().unwrap().to_string();
+    let proxy = ProxyProcess::start(&["--policy", "rr", "--endpoints", &file_arg]).await;
+    let mut all = addrs.clone();
+    all.sort();
+    assert_eq!(answering(&proxy, 3).await, all);
+
+    replace(
+        &file,
+        &format!("# one good, one bad\n{}\n127.0.0.1:99999\n", addrs[0]),
+    );
+    let named = eventually(Duration::from_secs(5), || {
+        let found = proxy.log().iter().any(|l| l.contains("line 3"));
+        async move { found }
+    })
+    .await;
+    assert!(named, "a line naming line 3: {:?}", proxy.log());
+    assert_eq!(answering(&proxy, 3).await, all, "the pool of 3 stays");
+    let (status, lines) = proxy.terminate().await;
+    assert!(status.success());
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(lines[0].contains("127.0.0.1:99999"), "{lines:?}");
+    assert!(
+        lines[0].contains("keeping the current 3 endpoints"),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 7: a file written in two pieces 20 ms apart (`127.0.0.1:910`, then
+/// the rest of `:9101`) is applied once, whole: a change is applied only
+/// after 100 ms without change. Counted in the proxy's info log, one line
+/// per membership applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_pieces_is_applied_once_whole() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let [a1, a2] = [b[0].addr().to_string(), b[1].addr().to_string()];
+    let dir = temp_dir("pieces");
+    let file = dir.join("endpoints.txt");
+    std::fs::write(&file, format!("{a1}\n")).unwrap();
+    let file_arg = file.to_str().unwrap().to_string();
+    let proxy =
+        ProxyProcess::start_logging(&["--policy", "rr", "--endpoints", &file_arg], "info").await;
+    let applied = |proxy: &ProxyProcess| {
+        proxy
+            .log()
+            .iter()
+            .filter(|l| l.contains("endpoints from"))
+            .count()
+    };
+    let before = applied(&proxy);
+    // The second endpoint's address, cut in the middle of its port.
+    let (head, tail) = a2.split_at(a2.len() - 1);
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(head.as_bytes()).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        f.write_all(format!("{tail}\n").as_bytes()).unwrap();
+    }
+    let mut both = vec![a1.clone(), a2.clone()];
+    both.sort();
+    let reached = eventually(Duration::from_secs(5), || {
+        let proxy = &proxy;
+        let both = both.clone();
+        async move { answering(proxy, 2).await == both }
+    })
+    .await;
+    assert!(reached, "the whole file is applied: {:?}", proxy.log());
+    let (status, lines) = proxy.terminate().await;
+    assert!(status.success());
+    let applied_after = lines
+        .iter()
+        .filter(|l| l.contains("endpoints from"))
+        .count();
+    assert_eq!(applied_after - before, 1, "applied once: {lines:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
