@@ -41,9 +41,23 @@ impl ProxyProcess {
     }
 
     async fn start_logging(args: &[&str], level: &str) -> Self {
+        Self::start_as(args, level, None).await
+    }
+
+    /// With `fds`, under `ulimit -n FDS` (through `sh`).
+    async fn start_as(args: &[&str], level: &str, fds: Option<u32>) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut child = Command::new(BIN)
-            .args(["proxy", "--listen", &addr.to_string()])
+        let listen = addr.to_string();
+        let mut command = match fds {
+            None => Command::new(BIN),
+            Some(n) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
+                sh
+            }
+        };
+        let mut child = command
+            .args(["proxy", "--listen", &listen])
             .args(args)
             .env("LOADRING_LOG", level)
             .stdout(Stdio::null())
@@ -392,4 +406,63 @@ async fn a_file_written_in_pieces_is_applied_once_whole() {
         .count();
     assert_eq!(applied_after - before, 1, "applied once: {lines:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 11: out of file descriptors (`ulimit -n 48`, 60 idle client
+/// connections held open, `--max-connections` above what the limit
+/// allows), the failing accepts are logged at most once a second, each
+/// line with the count of failures it stands for, instead of 20 warnings a
+/// second; once the connections close the proxy serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let addr = b.addr().to_string();
+    let proxy = ProxyProcess::start_as(
+        &["--policy", "rr", "-e", &addr, "--max-connections", "1000"],
+        "warn",
+        Some(48),
+    )
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..60 {
+        if let Ok(s) = tokio::net::TcpStream::connect(proxy.addr).await {
+            held.push(s);
+        }
+    }
+    let accept_lines = |proxy: &ProxyProcess| {
+        proxy
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("accept:"))
+            .collect::<Vec<_>>()
+    };
+    let failing = eventually(Duration::from_secs(5), || {
+        let n = accept_lines(&proxy).len();
+        async move { n > 0 }
+    })
+    .await;
+    assert!(failing, "accepts fail: {:?}", proxy.log());
+    // Three seconds of failing accepts (measuring a rate over an interval).
+    let first = accept_lines(&proxy).len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lines = accept_lines(&proxy);
+    assert!(
+        lines.len() - first <= 4,
+        "at most one line a second: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("failed accepts since the last report")),
+        "{lines:?}"
+    );
+    drop(held);
+    let served = eventually(Duration::from_secs(5), || async {
+        common::request(proxy.addr, "GET", "/", &[], "")
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served, "serving again once descriptors are free");
+    assert!(proxy.terminate().await.0.success());
 }
