@@ -708,3 +708,41 @@ async fn slow_clients_are_cut_and_connections_over_the_limit_refused_at_once() {
     .await;
     assert!(served);
 }
+
+/// Item 6: an endpoint removed and added back while 5 of its requests still
+/// run keeps counting them (it used to show 0), and they are released when
+/// they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_added_back_keeps_counting_its_requests() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let proxy = start(cluster("default", "rr", &[], &[b[0].addr()])).await;
+    let addr = proxy.addr;
+    let slow: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(async move { get(addr, "/?delay=1500", &[]).await }))
+        .collect();
+    assert!(eventually(STEP, || async { b[0].in_flight() == 5 }).await);
+    let cluster = &proxy.gateway.clusters()[0];
+    let endpoint = |a: SocketAddr| a.to_string().parse().unwrap();
+    let load_of = |a: SocketAddr| {
+        cluster
+            .balancer()
+            .loads()
+            .into_iter()
+            .find(|(e, _)| e.addr() == a.to_string())
+            .map(|(_, l)| l)
+    };
+    assert_eq!(load_of(b[0].addr()), Some(5));
+    cluster.set_endpoints(vec![endpoint(b[1].addr())]).unwrap();
+    assert_eq!(load_of(b[0].addr()), None, "removed");
+    cluster
+        .set_endpoints(vec![endpoint(b[0].addr()), endpoint(b[1].addr())])
+        .unwrap();
+    assert_eq!(load_of(b[0].addr()), Some(5), "back, with its 5 requests");
+    for s in slow {
+        assert_eq!(s.await.unwrap().status, 200);
+    }
+    assert!(eventually(STEP, || async { load_of(b[0].addr()) == Some(0) }).await);
+}
