@@ -232,7 +232,7 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
 
 /// Item 11: a zero timeout makes no sense (every request would get 504):
 /// refused before serving, one line naming the flag (or the config key)
-/// and the range.
+/// and the range; so is a connection limit out of its range.
 #[test]
 fn zero_timeouts_are_refused_naming_the_flag() {
     let listen = format!("127.0.0.1:{}", free_port());
@@ -244,7 +244,7 @@ fn zero_timeouts_are_refused_naming_the_flag() {
     )
     .unwrap();
     let toml = toml.to_str().unwrap().to_string();
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 6] = [
         (
             vec![
                 "--listen",
@@ -272,6 +272,45 @@ fn zero_timeouts_are_refused_naming_the_flag() {
             "error: --connect-timeout: must be more than 0ms",
         ),
         (vec!["--config", &toml], "timeout: must be more than 0ms"),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--header-timeout",
+                "0s",
+            ],
+            "error: --header-timeout: must be more than 0ms",
+        ),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--max-connections",
+                "0",
+            ],
+            "error: --max-connections: `0` is out of range: accepted 1..=16777216",
+        ),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--max-connections",
+                "-5",
+            ],
+            "error: --max-connections: `-5` is not a count: accepted 1..=16777216",
+        ),
     ];
     for (args, expected) in cases {
         let out = Command::new(BIN)
