@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use loadring_proxy::clients::ClientLimits;
 use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig};
 
 use crate::CliError;
@@ -79,6 +80,14 @@ pub struct Args {
     /// How long SIGTERM/SIGINT wait for requests in flight (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     drain_timeout: Option<String>,
+    /// How long a client may take to send a request's headers, or to start
+    /// its next request on a kept-alive connection (default 10s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    header_timeout: Option<String>,
+    /// Client connections open at once; beyond, new ones are refused at once
+    /// (default: half the file descriptor limit left after 64).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    max_connections: Option<String>,
     /// A TOML file with all of the above and more (several clusters, routes).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -128,6 +137,8 @@ impl Args {
             ("--eject-after", self.eject_after.is_some()),
             ("--eject-for", self.eject_for.is_some()),
             ("--drain-timeout", self.drain_timeout.is_some()),
+            ("--header-timeout", self.header_timeout.is_some()),
+            ("--max-connections", self.max_connections.is_some()),
         ];
         for (flag, present) in options {
             if present {
@@ -208,10 +219,23 @@ impl Args {
         }
         let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
             .unwrap_or(loadring_proxy::config::DEFAULT_DRAIN_TIMEOUT);
+        let mut clients = ClientLimits::default();
+        if let Some(d) = duration("--header-timeout", &self.header_timeout)? {
+            clients.header_timeout = d;
+        }
+        if let Some(text) = &self.max_connections {
+            clients.max_connections = Some(text.parse::<usize>().map_err(|_| {
+                CliError(format!(
+                    "--max-connections: `{text}` is not a count: accepted 1..={}",
+                    loadring_proxy::config::MAX_CONNECTIONS
+                ))
+            })?);
+        }
         let config = ProxyConfig {
             listen,
             admin: self.admin.clone(),
             drain_timeout,
+            clients,
             clusters: vec![cluster],
             routes: Vec::new(),
         };

@@ -5,9 +5,11 @@
 #[path = "../../loadring-proxy/tests/common/mod.rs"]
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{eventually, free_port, get};
@@ -15,10 +17,13 @@ use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
 
-/// A running `loadring proxy`, killed (by its pid) if the test ends early.
+/// A running `loadring proxy`, killed (by its pid) if the test ends early;
+/// its stderr lines are collected as they come.
 struct ProxyProcess {
     child: Option<Child>,
     addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for ProxyProcess {
@@ -32,30 +37,61 @@ impl Drop for ProxyProcess {
 
 impl ProxyProcess {
     async fn start(args: &[&str]) -> Self {
+        Self::start_logging(args, "warn").await
+    }
+
+    async fn start_logging(args: &[&str], level: &str) -> Self {
+        Self::start_as(args, level, None).await
+    }
+
+    /// With `fds`, under `ulimit -n FDS` (through `sh`).
+    async fn start_as(args: &[&str], level: &str, fds: Option<u32>) -> Self {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut child = Command::new(BIN)
-            .args(["proxy", "--listen", &addr.to_string()])
+        let listen = addr.to_string();
+        let mut command = match fds {
+            None => Command::new(BIN),
+            Some(n) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", &format!("ulimit -n {n} && exec \"$0\" \"$@\""), BIN]);
+                sh
+            }
+        };
+        let mut child = command
+            .args(["proxy", "--listen", &listen])
             .args(args)
+            .env("LOADRING_LOG", level)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("loadring runs");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let lines = log.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        });
         let up = eventually(Duration::from_secs(10), || async {
             tokio::net::TcpStream::connect(addr).await.is_ok()
         })
         .await;
         if !up {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "proxy did not start: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let _ = child.wait();
+            panic!("proxy did not start: {:?}", log.lock().unwrap());
         }
         ProxyProcess {
             child: Some(child),
             addr,
+            log,
+            reader: Some(reader),
         }
+    }
+
+    /// The stderr lines so far.
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     fn pid(&self) -> u32 {
@@ -85,16 +121,22 @@ impl ProxyProcess {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
-    /// Sends SIGTERM and waits (at most 10 s) for the exit.
-    async fn terminate(mut self) -> Output {
+    /// Sends SIGTERM and waits (at most 10 s) for the exit; its status and
+    /// every stderr line.
+    async fn terminate(mut self) -> (ExitStatus, Vec<String>) {
         self.signal("TERM");
-        let child = self.child.take().unwrap();
-        let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-        tokio::time::timeout(Duration::from_secs(10), waited)
+        let mut child = self.child.take().unwrap();
+        let waited = tokio::task::spawn_blocking(move || child.wait());
+        let status = tokio::time::timeout(Duration::from_secs(10), waited)
             .await
             .expect("the proxy exits after SIGTERM")
             .unwrap()
-            .unwrap()
+            .unwrap();
+        // The reader ends with the pipe: then every line is in.
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        (status, self.log())
     }
 }
 
@@ -155,7 +197,7 @@ async fn an_idle_proxy_with_an_endpoints_file_does_not_burn_cpu() {
         );
     }
     for p in proxies {
-        assert!(p.terminate().await.status.success());
+        assert!(p.terminate().await.0.success());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -177,22 +219,20 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
     assert_eq!((reply.status, reply.backend()), (200, addr.clone()));
     assert_eq!(proxy.exited(), None, "SIGHUP must not stop the proxy");
     assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
-    let out = proxy.terminate().await;
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 2, "one line per SIGHUP: {stderr}");
+    let (status, lines) = proxy.terminate().await;
+    assert_eq!(status.code(), Some(0), "{lines:?}");
+    assert_eq!(lines.len(), 2, "one line per SIGHUP: {lines:?}");
     assert!(
         lines
             .iter()
             .all(|l| l.contains("SIGHUP: nothing to re-read")),
-        "{stderr}"
+        "{lines:?}"
     );
 }
 
 /// Item 11: a zero timeout makes no sense (every request would get 504):
 /// refused before serving, one line naming the flag (or the config key)
-/// and the range.
+/// and the range; so is a connection limit out of its range.
 #[test]
 fn zero_timeouts_are_refused_naming_the_flag() {
     let listen = format!("127.0.0.1:{}", free_port());
@@ -204,7 +244,7 @@ fn zero_timeouts_are_refused_naming_the_flag() {
     )
     .unwrap();
     let toml = toml.to_str().unwrap().to_string();
-    let cases: [(Vec<&str>, &str); 3] = [
+    let cases: [(Vec<&str>, &str); 6] = [
         (
             vec![
                 "--listen",
@@ -232,6 +272,45 @@ fn zero_timeouts_are_refused_naming_the_flag() {
             "error: --connect-timeout: must be more than 0ms",
         ),
         (vec!["--config", &toml], "timeout: must be more than 0ms"),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--header-timeout",
+                "0s",
+            ],
+            "error: --header-timeout: must be more than 0ms",
+        ),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--max-connections",
+                "0",
+            ],
+            "error: --max-connections: `0` is out of range: accepted 1..=16777216",
+        ),
+        (
+            vec![
+                "--listen",
+                &listen,
+                "-p",
+                "rr",
+                "-e",
+                "127.0.0.1:2",
+                "--max-connections",
+                "-5",
+            ],
+            "error: --max-connections: `-5` is not a count: accepted 1..=16777216",
+        ),
     ];
     for (args, expected) in cases {
         let out = Command::new(BIN)
@@ -247,4 +326,182 @@ fn zero_timeouts_are_refused_naming_the_flag() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Replaces `path` atomically (write aside, rename over).
+fn replace(path: &std::path::Path, text: &str) {
+    let aside = path.with_extension("new");
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, path).unwrap();
+}
+
+/// The backends that answer 2n round-robin requests.
+async fn answering(proxy: &ProxyProcess, n: usize) -> Vec<String> {
+    let mut seen = Vec::new();
+    for _ in 0..2 * n {
+        let reply = get(proxy.addr, "/", &[]).await;
+        assert_eq!(reply.status, 200);
+        seen.push(reply.backend());
+    }
+    seen.sort();
+    seen.dedup();
+    seen
+}
+
+/// Item 7: a file with one bad address (a port out of range) is refused
+/// whole, as a line that does not parse is: the pool of 3 stays, and one
+/// line names the file's line. (It used to become a pool of the good lines.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_with_one_bad_address_is_refused_whole_naming_its_line() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let addrs: Vec<String> = b.iter().map(|b| b.addr().to_string()).collect();
+    let dir = temp_dir("bad-line");
+    let file = dir.join("endpoints.txt");
+    std::fs::write(&file, format!("{}\n", addrs.join("\n"))).unwrap();
+    let file_arg = file.to_str().unwrap().to_string();
+    let proxy = ProxyProcess::start(&["--policy", "rr", "--endpoints", &file_arg]).await;
+    let mut all = addrs.clone();
+    all.sort();
+    assert_eq!(answering(&proxy, 3).await, all);
+
+    replace(
+        &file,
+        &format!("# one good, one bad\n{}\n127.0.0.1:99999\n", addrs[0]),
+    );
+    let named = eventually(Duration::from_secs(5), || {
+        let found = proxy.log().iter().any(|l| l.contains("line 3"));
+        async move { found }
+    })
+    .await;
+    assert!(named, "a line naming line 3: {:?}", proxy.log());
+    assert_eq!(answering(&proxy, 3).await, all, "the pool of 3 stays");
+    let (status, lines) = proxy.terminate().await;
+    assert!(status.success());
+    assert_eq!(lines.len(), 1, "one line: {lines:?}");
+    assert!(lines[0].contains("127.0.0.1:99999"), "{lines:?}");
+    assert!(
+        lines[0].contains("keeping the current 3 endpoints"),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 7: a file written in two pieces 20 ms apart (`127.0.0.1:910`, then
+/// the rest of `:9101`) is applied once, whole: a change is applied only
+/// after 100 ms without change. Counted in the proxy's info log, one line
+/// per membership applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_pieces_is_applied_once_whole() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let [a1, a2] = [b[0].addr().to_string(), b[1].addr().to_string()];
+    let dir = temp_dir("pieces");
+    let file = dir.join("endpoints.txt");
+    std::fs::write(&file, format!("{a1}\n")).unwrap();
+    let file_arg = file.to_str().unwrap().to_string();
+    let proxy =
+        ProxyProcess::start_logging(&["--policy", "rr", "--endpoints", &file_arg], "info").await;
+    let applied = |proxy: &ProxyProcess| {
+        proxy
+            .log()
+            .iter()
+            .filter(|l| l.contains("endpoints from"))
+            .count()
+    };
+    let before = applied(&proxy);
+    // The second endpoint's address, cut in the middle of its port.
+    let (head, tail) = a2.split_at(a2.len() - 1);
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(head.as_bytes()).unwrap();
+        f.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        f.write_all(format!("{tail}\n").as_bytes()).unwrap();
+    }
+    let mut both = vec![a1.clone(), a2.clone()];
+    both.sort();
+    let reached = eventually(Duration::from_secs(5), || {
+        let proxy = &proxy;
+        let both = both.clone();
+        async move { answering(proxy, 2).await == both }
+    })
+    .await;
+    assert!(reached, "the whole file is applied: {:?}", proxy.log());
+    let (status, lines) = proxy.terminate().await;
+    assert!(status.success());
+    let applied_after = lines
+        .iter()
+        .filter(|l| l.contains("endpoints from"))
+        .count();
+    assert_eq!(applied_after - before, 1, "applied once: {lines:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 11: out of file descriptors (`ulimit -n 48`, 60 idle client
+/// connections held open, `--max-connections` above what the limit
+/// allows), the failing accepts are logged at most once a second, each
+/// line with the count of failures it stands for, instead of 20 warnings a
+/// second; once the connections close the proxy serves again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let addr = b.addr().to_string();
+    let proxy = ProxyProcess::start_as(
+        &["--policy", "rr", "-e", &addr, "--max-connections", "1000"],
+        "warn",
+        Some(48),
+    )
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..60 {
+        if let Ok(s) = tokio::net::TcpStream::connect(proxy.addr).await {
+            held.push(s);
+        }
+    }
+    let accept_lines = |proxy: &ProxyProcess| {
+        proxy
+            .log()
+            .into_iter()
+            .filter(|l| l.contains("accept:"))
+            .collect::<Vec<_>>()
+    };
+    let failing = eventually(Duration::from_secs(5), || {
+        let n = accept_lines(&proxy).len();
+        async move { n > 0 }
+    })
+    .await;
+    assert!(failing, "accepts fail: {:?}", proxy.log());
+    // Three seconds of failing accepts (measuring a rate over an interval).
+    let first = accept_lines(&proxy).len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let lines = accept_lines(&proxy);
+    assert!(
+        lines.len() - first <= 4,
+        "at most one line a second: {lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains("failed accepts since the last report")),
+        "{lines:?}"
+    );
+    drop(held);
+    let served = eventually(Duration::from_secs(5), || async {
+        common::request(proxy.addr, "GET", "/", &[], "")
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served, "serving again once descriptors are free");
+    assert!(proxy.terminate().await.0.success());
 }

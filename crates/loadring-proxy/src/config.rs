@@ -11,6 +11,7 @@ use loadring::{Endpoint, PolicySpec};
 use loadring_discovery::SourceSpec;
 use serde::Deserialize;
 
+use crate::clients::ClientLimits;
 use crate::duration::parse_duration;
 use crate::endpoints::parse_endpoints;
 use crate::key::KeySpec;
@@ -44,6 +45,8 @@ pub const DEFAULT_EJECT_AFTER: u32 = 5;
 pub const DEFAULT_EJECT_FOR: Duration = Duration::from_secs(30);
 /// How long a stopping proxy waits for requests in flight.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most client connections `max_connections` accepts.
+pub const MAX_CONNECTIONS: usize = 1 << 24;
 
 /// The whole proxy.
 #[derive(Debug, Clone)]
@@ -54,6 +57,8 @@ pub struct ProxyConfig {
     pub admin: Option<String>,
     /// How long a stopping proxy waits for requests in flight.
     pub drain_timeout: Duration,
+    /// Limits on client connections (header timeout, connection count).
+    pub clients: ClientLimits,
     /// The clusters, in order.
     pub clusters: Vec<ClusterConfig>,
     /// The routes, tried in order; without routes the single cluster takes
@@ -292,6 +297,8 @@ impl Naming {
                 "connect_timeout" => "--connect-timeout",
                 "retry_buffer" => "--retry-buffer",
                 "listen" => "--listen",
+                "header_timeout" => "--header-timeout",
+                "max_connections" => "--max-connections",
                 "admin" => "--admin",
                 other => other,
             },
@@ -348,6 +355,20 @@ impl ProxyConfig {
                 return Err(ConfigError(format!(
                     "cluster `{}` is defined twice",
                     c.name
+                )));
+            }
+        }
+        if self.clients.header_timeout.is_zero() {
+            return Err(ConfigError(format!(
+                "{}: must be more than 0ms",
+                naming.name("header_timeout")
+            )));
+        }
+        if let Some(n) = self.clients.max_connections {
+            if !(1..=MAX_CONNECTIONS).contains(&n) {
+                return Err(ConfigError(format!(
+                    "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
+                    naming.name("max_connections")
                 )));
             }
         }
@@ -436,6 +457,9 @@ struct RawConfig {
     listen: String,
     admin: Option<String>,
     drain_timeout: Option<String>,
+    header_timeout: Option<String>,
+    /// Signed, so that a negative value is named with its key.
+    max_connections: Option<i64>,
     #[serde(default)]
     cluster: Vec<RawCluster>,
     #[serde(default)]
@@ -498,6 +522,23 @@ impl RawConfig {
             self.drain_timeout.as_deref(),
             DEFAULT_DRAIN_TIMEOUT,
         )?;
+        let clients = ClientLimits {
+            header_timeout: duration(
+                "header_timeout",
+                self.header_timeout.as_deref(),
+                crate::clients::DEFAULT_HEADER_TIMEOUT,
+            )?,
+            max_connections: self
+                .max_connections
+                .map(|n| {
+                    usize::try_from(n).map_err(|_| {
+                        ConfigError(format!(
+                            "max_connections: `{n}` is not a count: accepted 1..={MAX_CONNECTIONS}"
+                        ))
+                    })
+                })
+                .transpose()?,
+        };
         let clusters = self
             .cluster
             .into_iter()
@@ -527,6 +568,7 @@ impl RawConfig {
             listen: self.listen,
             admin: self.admin,
             drain_timeout,
+            clients,
             clusters,
             routes,
         })
@@ -637,6 +679,17 @@ cluster = "users"
         let c = ProxyConfig::from_toml(TWO_CLUSTERS, Path::new(".")).unwrap();
         assert_eq!(c.listen, "127.0.0.1:8080");
         assert_eq!(c.drain_timeout, Duration::from_secs(5));
+        assert_eq!(c.clients, ClientLimits::default());
+        let limited = ProxyConfig::from_toml(
+            &TWO_CLUSTERS.replace(
+                "drain_timeout = \"5s\"",
+                "header_timeout = \"2s\"\nmax_connections = 100",
+            ),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(limited.clients.header_timeout, Duration::from_secs(2));
+        assert_eq!(limited.clients.max_connections, Some(100));
         assert_eq!(c.clusters.len(), 2);
         let users = &c.clusters[0];
         assert_eq!(users.policy.name(), "c_murmurhash_bl");
@@ -704,6 +757,18 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("timeout = \"2s\"", "connect_timeout = \"0ms\""),
                 "cluster `users`: connect_timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "header_timeout = \"0s\""),
+                "header_timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = 0"),
+                "max_connections: `0` is out of range: accepted 1..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = -3"),
+                "max_connections: `-3` is not a count: accepted 1..=16777216",
             ),
             (
                 TWO_CLUSTERS.replace("127.0.0.1:9003", "localhost"),

@@ -24,6 +24,7 @@
 //!     listen: "127.0.0.1:8080".into(),
 //!     admin: Some("127.0.0.1:9900".into()),
 //!     drain_timeout: std::time::Duration::from_secs(10),
+//!     clients: Default::default(),
 //!     clusters: vec![cluster],
 //!     routes: vec![],
 //! };
@@ -42,6 +43,7 @@
 pub mod admin;
 pub mod backend;
 pub mod body;
+pub mod clients;
 pub mod cluster;
 pub mod config;
 pub mod dashboard;

@@ -83,17 +83,12 @@ async fn next_hangup(signal: &mut Option<tokio::signal::unix::Signal>) -> Option
     }
 }
 
-/// Replaces the cluster's pool with its inline endpoints and `discovered`
-/// (those with an address the proxy can connect to). An empty pool is not
-/// applied: the current one is kept, with a warning.
+/// Replaces the cluster's pool with its inline endpoints and `discovered`.
+/// A membership with an endpoint the proxy cannot connect to is refused
+/// whole (as a file with a line that does not parse): the current pool is
+/// kept and one line names the culprit (its line, for a file). An empty
+/// pool is not applied either.
 pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoint>) {
-    let mut all = cluster.config().endpoints.clone();
-    for e in discovered {
-        match check_backend_addr(e.addr()) {
-            Ok(()) => all.push(e),
-            Err(why) => tracing::warn!(cluster = cluster.name(), "{source}: {why}; skipped"),
-        }
-    }
     let kept = |why: &str| {
         tracing::warn!(
             cluster = cluster.name(),
@@ -101,6 +96,18 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
             cluster.balancer().endpoints().len()
         );
     };
+    let bad = discovered
+        .iter()
+        .enumerate()
+        .find_map(|(i, e)| check_backend_addr(e.addr()).err().map(|why| (i, why)));
+    if let Some((i, why)) = bad {
+        return match line_of_entry(cluster, i) {
+            Some(line) => kept(&format!("line {line}: {why}")),
+            None => kept(&why),
+        };
+    }
+    let mut all = cluster.config().endpoints.clone();
+    all.extend(discovered);
     if all.is_empty() {
         return kept("no endpoints");
     }
@@ -113,4 +120,21 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
         Ok(false) => {}
         Err(e) => kept(&e),
     }
+}
+
+/// The line of the `index`th endpoint of the cluster's file, if it follows
+/// a file (blank lines and comments are not endpoints).
+fn line_of_entry(cluster: &Cluster, index: usize) -> Option<usize> {
+    let Some(SourceSpec::File(path)) = source_of(cluster) else {
+        return None;
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let l = l.trim();
+            !l.is_empty() && !l.starts_with('#')
+        })
+        .nth(index)
+        .map(|(n, _)| n + 1)
 }

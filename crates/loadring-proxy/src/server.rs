@@ -19,6 +19,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::forward::{client, local_response, Forwarder, ProxyBody};
@@ -164,6 +165,7 @@ pub struct Proxy {
     listener: TcpListener,
     admin: Option<TcpListener>,
     drain_timeout: Duration,
+    clients: ClientLimits,
     /// The membership sources, by cluster index.
     discoveries: Vec<(usize, Discovery)>,
 }
@@ -213,6 +215,7 @@ impl Proxy {
             listener,
             admin,
             drain_timeout: config.drain_timeout,
+            clients: config.clients,
             discoveries,
         })
     }
@@ -246,6 +249,7 @@ impl Proxy {
             listener,
             admin,
             drain_timeout,
+            clients,
             discoveries,
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
@@ -262,9 +266,13 @@ impl Proxy {
         }
         let graceful = GracefulShutdown::new();
         let mut http = hyper::server::conn::http1::Builder::new();
-        // hyper's 30 s limit on reading a request's headers (slow clients
-        // holding connections) only applies with a timer.
-        http.timer(TokioTimer::new());
+        // The limit on reading a request's headers (slow clients holding
+        // connections) only applies with a timer. hyper also applies it to
+        // a kept-alive connection waiting for its next request.
+        http.timer(TokioTimer::new())
+            .header_read_timeout(clients.header_timeout);
+        let connections = ConnectionCount::new(clients.max_connections());
+        let mut accept_errors = AcceptErrors::new();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -273,10 +281,17 @@ impl Proxy {
                         Ok(a) => a,
                         Err(e) => {
                             // Out of file descriptors and the like: wait, do not spin.
-                            tracing::warn!("accept: {e}");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            tokio::time::sleep(accept_errors.failed(&e)).await;
                             continue;
                         }
+                    };
+                    accept_errors.succeeded();
+                    let Some(slot) = connections.try_open() else {
+                        // At the limit: refused at once, so that the
+                        // connections open are not starved.
+                        let _ = stream.try_write(AT_CAPACITY);
+                        tracing::debug!("client {peer}: refused, at the connection limit");
+                        continue;
                     };
                     let _ = stream.set_nodelay(true);
                     let gateway = gateway.clone();
@@ -286,6 +301,7 @@ impl Proxy {
                     });
                     let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
                     tokio::spawn(async move {
+                        let _slot = slot;
                         if let Err(e) = connection.await {
                             tracing::debug!("client {peer}: {e}");
                         }
@@ -310,6 +326,9 @@ impl Proxy {
         Ok(())
     }
 }
+
+/// The answer to a connection over the limit, written if the socket takes it.
+const AT_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 37\r\nconnection: close\r\n\r\ntoo many connections: try again later\n";
 
 async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
     // The dashboard's timeline, sampled beside the listener: it stops with it.

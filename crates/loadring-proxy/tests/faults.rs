@@ -19,6 +19,7 @@ use common::{eventually, get, metric_sum, request, STEP};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use loadring_proxy::clients::ClientLimits;
 use loadring_proxy::{
     ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig, RouteConfig,
 };
@@ -58,10 +59,19 @@ fn cluster(name: &str, policy: &str, key: &[&str], backends: &[SocketAddr]) -> C
 }
 
 async fn start_with(clusters: Vec<ClusterConfig>, routes: Vec<RouteConfig>) -> Running {
+    start_limited(clusters, routes, ClientLimits::default()).await
+}
+
+async fn start_limited(
+    clusters: Vec<ClusterConfig>,
+    routes: Vec<RouteConfig>,
+    clients: ClientLimits,
+) -> Running {
     let config = ProxyConfig {
         listen: "127.0.0.1:0".into(),
         admin: Some("127.0.0.1:0".into()),
         drain_timeout: Duration::from_secs(5),
+        clients,
         clusters,
         routes,
     };
@@ -638,4 +648,101 @@ async fn host_and_path_are_checked_and_normalised_before_routing() {
     assert_eq!(reply.header("x-echo-uri"), Some("/api/v1"));
     assert_eq!(get(addr, "/../etc/passwd", &[]).await.status, 400);
     assert_eq!(api.requests(), 2);
+}
+
+/// Reads until the proxy closes the connection (or resets it); what came.
+async fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(STEP, stream.read_to_end(&mut raw))
+        .await
+        .expect("the proxy closes the connection in time");
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+/// Item 12: slow clients. With at most 6 client connections and a 500 ms
+/// header timeout: 6 connections that send half a request head hold every
+/// place; a 7th is refused at once (503) instead of waiting; the slow ones
+/// are closed when their time is up, and then a normal request is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_and_connections_over_the_limit_refused_at_once() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let limits = ClientLimits {
+        header_timeout: Duration::from_millis(500),
+        max_connections: Some(6),
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[b.addr()])],
+        vec![],
+        limits,
+    )
+    .await;
+    let mut slow = Vec::new();
+    for _ in 0..6 {
+        let mut s = TcpStream::connect(proxy.addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    // The 7th: answered 503 and closed, long before any header timeout
+    // frees a place (the slow ones are still open: checked below).
+    let mut extra = TcpStream::connect(proxy.addr).await.unwrap();
+    let refused = read_until_closed(&mut extra).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused:?}");
+    // Each slow connection is closed by the proxy (hyper answers 408 or
+    // just closes), with nothing forwarded.
+    for s in &mut slow {
+        let text = read_until_closed(s).await;
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 408"),
+            "{text:?}"
+        );
+    }
+    assert_eq!(b.requests(), 0);
+    // Their places are free again.
+    let served = eventually(STEP, || async {
+        request(proxy.addr, "GET", "/", &[], "")
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served);
+}
+
+/// Item 6: an endpoint removed and added back while 5 of its requests still
+/// run keeps counting them (it used to show 0), and they are released when
+/// they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_added_back_keeps_counting_its_requests() {
+    let b = [
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+        DemoBackend::start("127.0.0.1:0").await.unwrap(),
+    ];
+    let proxy = start(cluster("default", "rr", &[], &[b[0].addr()])).await;
+    let addr = proxy.addr;
+    let slow: Vec<_> = (0..5)
+        .map(|_| tokio::spawn(async move { get(addr, "/?delay=1500", &[]).await }))
+        .collect();
+    assert!(eventually(STEP, || async { b[0].in_flight() == 5 }).await);
+    let cluster = &proxy.gateway.clusters()[0];
+    let endpoint = |a: SocketAddr| a.to_string().parse().unwrap();
+    let load_of = |a: SocketAddr| {
+        cluster
+            .balancer()
+            .loads()
+            .into_iter()
+            .find(|(e, _)| e.addr() == a.to_string())
+            .map(|(_, l)| l)
+    };
+    assert_eq!(load_of(b[0].addr()), Some(5));
+    cluster.set_endpoints(vec![endpoint(b[1].addr())]).unwrap();
+    assert_eq!(load_of(b[0].addr()), None, "removed");
+    cluster
+        .set_endpoints(vec![endpoint(b[0].addr()), endpoint(b[1].addr())])
+        .unwrap();
+    assert_eq!(load_of(b[0].addr()), Some(5), "back, with its 5 requests");
+    for s in slow {
+        assert_eq!(s.await.unwrap().status, 200);
+    }
+    assert!(eventually(STEP, || async { load_of(b[0].addr()) == Some(0) }).await);
 }

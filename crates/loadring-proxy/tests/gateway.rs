@@ -51,6 +51,7 @@ async fn start(cluster: ClusterConfig) -> Running {
         listen: "127.0.0.1:0".into(),
         admin: Some("127.0.0.1:0".into()),
         drain_timeout: Duration::from_secs(5),
+        clients: Default::default(),
         clusters: vec![cluster],
         routes: vec![],
     };

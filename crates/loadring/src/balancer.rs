@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use arc_swap::ArcSwap;
 
@@ -117,6 +117,9 @@ pub struct Balancer<T = ()> {
     slots: Arc<AtomicU32>,
     /// Members marked unhealthy (kept by the members; read by picks).
     unhealthy: Arc<AtomicU64>,
+    /// Removed members that requests in flight still hold: an endpoint
+    /// added back takes its member again, and so keeps counting them.
+    retired: Mutex<Vec<Weak<Member>>>,
 }
 
 /// Picks with `engine` over `members` backends and reserves: the index of
@@ -224,7 +227,8 @@ impl Balancer<()> {
     ///
     /// Backends that stay keep their in-flight counters and health; removed
     /// ones leave the total at once, and their outstanding guards release
-    /// harmlessly.
+    /// harmlessly. One added back while guards taken on it are still held
+    /// counts them again (it starts healthy, as a new one does).
     ///
     /// # Errors
     /// As [`Balancer::new`]; the balancer then keeps its current membership.
@@ -273,6 +277,7 @@ impl<T> Balancer<T> {
             generation: AtomicU64::new(0),
             slots: Arc::new(AtomicU32::new(0)),
             unhealthy: Arc::new(AtomicU64::new(0)),
+            retired: Mutex::new(Vec::new()),
         };
         let backends = dedup(backends)?;
         let backends = backends
@@ -295,6 +300,14 @@ impl<T> Balancer<T> {
     }
 
     fn new_backend(&self, endpoint: Endpoint, value: T) -> Arc<Backend<T>> {
+        if let Some(member) = self.retired_member(&endpoint) {
+            // Made a member again when the snapshot is published.
+            return Arc::new(Backend {
+                member,
+                endpoint,
+                value,
+            });
+        }
         let member = Member::new(
             &endpoint,
             self.tallied.then(|| self.total.clone()),
@@ -305,6 +318,18 @@ impl<T> Balancer<T> {
             member: Arc::new(member),
             endpoint,
             value,
+        })
+    }
+
+    /// The removed member of `endpoint`'s identity, if requests reserved on
+    /// it are still running.
+    fn retired_member(&self, endpoint: &Endpoint) -> Option<Arc<Member>> {
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired.iter().filter_map(Weak::upgrade).find(|m| {
+            m.is_retired()
+                && m.load() > 0
+                && m.addr() == endpoint.addr()
+                && m.tag() == endpoint.tag()
         })
     }
 
@@ -348,11 +373,22 @@ impl<T> Balancer<T> {
             .iter()
             .map(|b| Arc::as_ptr(&b.member))
             .collect();
+        let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        // Membership changes only here, under the writer's lock.
+        for new in &next.backends {
+            if new.member.is_retired() {
+                new.member.rejoin();
+            }
+        }
         for old in &current.backends {
             if !kept.contains(&Arc::as_ptr(&old.member)) {
                 old.member.retire();
+                retired.push(Arc::downgrade(&old.member));
             }
         }
+        // Forget members no request holds any more, and those back in.
+        retired.retain(|m| m.upgrade().is_some_and(|m| m.is_retired() && m.load() > 0));
+        drop(retired);
         self.snapshot.store(Arc::new(next));
         self.generation.fetch_add(1, Release);
     }
@@ -906,7 +942,8 @@ mod tests {
     }
 
     /// Plain balancers keep no running total and sum their members instead:
-    /// both ways must count the same guards, current members only.
+    /// both ways must count the same guards, current members only. A member
+    /// added back while its requests still run counts them again.
     #[test]
     fn totals_count_current_members_with_or_without_a_running_total() {
         for spec in ["c_murmurhash", "c_murmurhash_bl"] {
@@ -923,8 +960,21 @@ mod tests {
             let loads: u64 = b.loads().iter().map(|(_, l)| l).sum();
             assert_eq!(loads, 30 - on_c, "{spec}");
             assert!(b.update(endpoints(&["a:1", "b:1", "c:1"])).unwrap());
+            assert_eq!(
+                b.total_in_flight(),
+                30,
+                "{spec}: c is back, its requests still running"
+            );
+            let c_load = b.loads().into_iter().find(|(e, _)| e.addr() == "c:1");
+            assert_eq!(c_load.map(|(_, l)| l), Some(on_c), "{spec}");
+            // Released while removed, then added back: nothing left to count.
+            let (on_c_picks, rest): (Vec<Pick>, Vec<Pick>) =
+                picks.into_iter().partition(|p| p.addr() == "c:1");
+            assert!(b.update(endpoints(&["b:1", "a:1"])).unwrap());
+            drop(on_c_picks);
+            assert!(b.update(endpoints(&["a:1", "b:1", "c:1"])).unwrap());
             assert_eq!(b.total_in_flight(), 30 - on_c, "{spec}: c is back, empty");
-            drop(picks);
+            drop(rest);
             assert_eq!(b.total_in_flight(), 0, "{spec}");
             assert!(b.loads().iter().all(|(_, l)| *l == 0), "{spec}");
         }

@@ -208,6 +208,26 @@ impl Member {
         self.count_in_total(prev, -1);
     }
 
+    /// Whether [`Member::retire`] took it out of the membership.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.word.load(Relaxed) & REMOVED != 0
+    }
+
+    /// Makes a retired backend a member again (the same endpoint added back
+    /// while requests reserved on it are still running): its load, those
+    /// requests, counts in the total again, and it starts healthy, as a new
+    /// member does. A release racing with it is counted once, by whichever
+    /// of the two the word orders first.
+    pub(crate) fn rejoin(&self) {
+        let prev = self.word.fetch_and(!(REMOVED | UNHEALTHY), Relaxed);
+        if prev & REMOVED == 0 {
+            return;
+        }
+        if let Some(total) = &self.total {
+            total.fetch_add((prev & COUNT) as i64, Relaxed);
+        }
+    }
+
     /// Marks the backend as no longer a member: its load leaves the total now,
     /// and its outstanding guards will release without touching the total.
     pub(crate) fn retire(&self) {

@@ -231,9 +231,14 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::Update { mask } => {
                 let members: Vec<usize> = (0..6).filter(|i| mask & (1 << i) != 0).collect();
-                for &gone in model.members.iter().filter(|i| !members.contains(i)) {
-                    model.generation[gone] += 1;
-                    model.healthy[gone] = true; // a backend that comes back starts healthy
+                for &back in members.iter().filter(|i| !model.members.contains(i)) {
+                    // A backend that comes back starts healthy; it takes its
+                    // old member again, counting the requests still held on
+                    // it, or starts afresh when none is left.
+                    model.healthy[back] = true;
+                    if model.expected_load(back) == 0 {
+                        model.generation[back] += 1;
+                    }
                 }
                 balancer
                     .update(members.iter().map(|&i| model.universe[i].clone()))

@@ -383,9 +383,18 @@ mod model {
                 }
                 Op::Update { mask } => {
                     let next: Vec<usize> = (0..5).filter(|i| mask & (1 << i) != 0).collect();
-                    for &gone in members.iter().filter(|i| !next.contains(i)) {
-                        generation[gone] += 1;
-                        healthy[gone] = true;
+                    // A backend that comes back starts healthy, and takes
+                    // its old member again (with the guards still held on
+                    // it) unless none is left.
+                    for &back in next.iter().filter(|i| !members.contains(i)) {
+                        healthy[back] = true;
+                        let still_held = held
+                            .iter()
+                            .filter(|(e, g, _)| *e == back && *g == generation[back])
+                            .count();
+                        if still_held == 0 {
+                            generation[back] += 1;
+                        }
                     }
                     balancer
                         .update(next.iter().map(|&i| universe[i].clone()))

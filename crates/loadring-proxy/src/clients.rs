@@ -1,0 +1,181 @@
+//! Limits on client connections: how long a client may take to send its
+//! request headers, how many connections may be open at once, and how
+//! accept errors (out of file descriptors) are waited out.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long a client may take to send a request's headers by default (and
+/// to start the next one on a kept-alive connection).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// File descriptors kept aside from client connections by the default
+/// limit: listeners, the endpoints file, logs.
+const RESERVED_FDS: u64 = 64;
+/// The default limit when the file descriptor limit cannot be read.
+const FALLBACK_MAX_CONNECTIONS: usize = 4096;
+
+/// Limits on client connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// Client connections open at once; beyond, new ones are refused at
+    /// once. `None`: derived from the file descriptor limit
+    /// ([`default_max_connections`]).
+    pub max_connections: Option<usize>,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits {
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: None,
+        }
+    }
+}
+
+impl ClientLimits {
+    /// The connection limit in force.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections.unwrap_or_else(default_max_connections)
+    }
+}
+
+/// Half of the soft file descriptor limit left after a reserve of 64 (each
+/// client connection may need a connection to a backend too), at least 1;
+/// 4096 where the limit cannot be read.
+pub fn default_max_connections() -> usize {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| soft_open_files(&text))
+        .map_or(FALLBACK_MAX_CONNECTIONS, connections_for_fds)
+}
+
+/// The connection limit for a soft file descriptor limit of `fds`.
+pub fn connections_for_fds(fds: u64) -> usize {
+    usize::try_from((fds.saturating_sub(RESERVED_FDS) / 2).max(1)).unwrap_or(usize::MAX)
+}
+
+/// The soft limit of `Max open files` in `/proc/self/limits`' text.
+fn soft_open_files(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line["Max open files".len()..].split_whitespace().next()?;
+    match soft {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    }
+}
+
+/// The client connections open now, against the limit.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnectionCount {
+    open: Arc<AtomicUsize>,
+    limit: usize,
+}
+
+/// One open connection; dropping it frees its place.
+#[derive(Debug)]
+pub(crate) struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+impl ConnectionCount {
+    pub(crate) fn new(limit: usize) -> Self {
+        ConnectionCount {
+            open: Arc::new(AtomicUsize::new(0)),
+            limit,
+        }
+    }
+
+    /// A place for one more connection, or `None` at the limit.
+    pub(crate) fn try_open(&self) -> Option<ConnectionSlot> {
+        self.open
+            .fetch_update(Relaxed, Relaxed, |n| (n < self.limit).then_some(n + 1))
+            .ok()
+            .map(|_| ConnectionSlot(self.open.clone()))
+    }
+}
+
+/// Accept errors (out of file descriptors and the like): each waits a
+/// little longer, up to a second, and they are logged once a second with
+/// their count, instead of a warning each.
+#[derive(Debug)]
+pub(crate) struct AcceptErrors {
+    backoff: Duration,
+    unlogged: u64,
+    last_log: Option<Instant>,
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// At most one accept warning per interval.
+pub(crate) const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
+
+impl AcceptErrors {
+    pub(crate) fn new() -> Self {
+        AcceptErrors {
+            backoff: FIRST_BACKOFF,
+            unlogged: 0,
+            last_log: None,
+        }
+    }
+
+    /// Counts `error`, logs when a second has passed since the last log,
+    /// and says how long to wait before accepting again.
+    pub(crate) fn failed(&mut self, error: &std::io::Error) -> Duration {
+        self.unlogged += 1;
+        let now = Instant::now();
+        if self
+            .last_log
+            .is_none_or(|last| now.duration_since(last) >= ACCEPT_LOG_INTERVAL)
+        {
+            tracing::warn!(
+                "accept: {error} ({} failed accepts since the last report); retrying with backoff",
+                self.unlogged
+            );
+            self.unlogged = 0;
+            self.last_log = Some(now);
+        }
+        let wait = self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+        wait
+    }
+
+    /// An accept succeeded: the next error starts the backoff again.
+    pub(crate) fn succeeded(&mut self) {
+        self.backoff = FIRST_BACKOFF;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_limit_follows_the_fd_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(soft_open_files(limits), Some(1024));
+        // (1024 - 64) / 2
+        assert_eq!(connections_for_fds(1024), 480);
+        assert_eq!(connections_for_fds(10), 1);
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
+        assert_eq!(soft_open_files(unlimited), Some(u64::MAX));
+    }
+
+    #[test]
+    fn connections_are_counted_against_the_limit() {
+        let count = ConnectionCount::new(2);
+        let a = count.try_open().unwrap();
+        let _b = count.try_open().unwrap();
+        assert!(count.try_open().is_none());
+        drop(a);
+        assert!(count.try_open().is_some());
+    }
+}
