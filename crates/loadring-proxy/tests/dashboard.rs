@@ -50,6 +50,7 @@ async fn start(cluster: ClusterConfig) -> Running {
         drain_timeout: Duration::from_secs(1),
         clusters: vec![cluster],
         routes: vec![],
+        clients: Default::default(),
     };
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let addr = proxy.local_addr().unwrap();
