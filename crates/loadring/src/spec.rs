@@ -776,6 +776,11 @@ mod tests {
             let spec: PolicySpec = name.to_ascii_uppercase().parse().unwrap();
             assert_eq!(spec.name(), *name);
         }
+        // The policy a family builds carries its name (errors name it).
+        for name in ["dubbo", "pixiu_ring"] {
+            let spec: PolicySpec = name.parse().unwrap();
+            assert_eq!(spec.policy().name(), name);
+        }
         assert_eq!(
             "c_murmurhash_bl".parse::<PolicySpec>().unwrap().name(),
             "c_murmurhash_bl"

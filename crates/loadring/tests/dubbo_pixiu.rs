@@ -238,7 +238,13 @@ fn pixiu_codes_are_ring_positions() {
             "code {code}"
         );
     }
-    assert!(b.pick(&Request::code(1 << 32)).is_err(), "codes are u32");
+    let err = b.pick(&Request::code(1 << 32)).unwrap_err().to_string();
+    assert!(
+        err.contains("pixiu_ring"),
+        "codes are u32, the error names the policy: {err}"
+    );
+    let err = b.pick(&Request::new()).unwrap_err().to_string();
+    assert!(err.contains("pixiu_ring"), "{err}");
 }
 
 /// describe's share of each endpoint: pixiu's by counting, position by
