@@ -11,7 +11,7 @@ use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use loadring::Outcome;
 
@@ -21,7 +21,8 @@ use crate::health::report_failure;
 use crate::metrics::Metrics;
 use crate::request_body::{ReadError, RequestBody};
 use crate::reused::{
-    close_connection, closed_before_a_response, lost_before_processing, CountingConnector,
+    close_connection, closed_before_a_response, lost_before_processing, unless_dropped_unsent,
+    CountingConnector,
 };
 
 /// Bodies both ways.
@@ -368,7 +369,29 @@ impl Forwarder {
                 } else {
                     &self.client
                 };
-                let result = tokio::time::timeout(timeout, client.request(outgoing)).await;
+                let capture = capture_connection(&mut outgoing);
+                let sending = unless_dropped_unsent(capture, client.request(outgoing));
+                let result = match tokio::time::timeout(timeout, sending).await {
+                    Ok(Some(answer)) => Ok(answer),
+                    Ok(None) if !fresh_connection => {
+                        // Handed to a connection that went without
+                        // writing it: nothing reached the backend.
+                        tracing::debug!(
+                            cluster = name,
+                            endpoint = upstream.addr(),
+                            "stale keep-alive connection gone before the request was written, \
+                             sending again on a new one"
+                        );
+                        if !replayable {
+                            break None;
+                        }
+                        self.metrics.reused_connection_retry(name);
+                        fresh_connection = true;
+                        continue;
+                    }
+                    Ok(None) => break None,
+                    Err(elapsed) => Err(elapsed),
+                };
                 if let Ok(Err(error)) = &result {
                     if replayable && !fresh_connection && lost_before_processing(error) {
                         tracing::debug!(
@@ -382,7 +405,26 @@ impl Forwarder {
                         continue;
                     }
                 }
-                break result;
+                break Some(result);
+            };
+            let Some(result) = result else {
+                // The request was never written: as after a connect
+                // failure, another endpoint may take it.
+                pick.finish(Outcome::failure(started.elapsed()));
+                self.metrics
+                    .request(&self.label, upstream.shared_addr(), 502);
+                report_failure(cluster, &upstream);
+                if replayable && attempt < retries {
+                    tried.push(upstream.addr().to_string());
+                    attempt += 1;
+                    continue;
+                }
+                tracing::warn!(
+                    cluster = name,
+                    endpoint = upstream.addr(),
+                    "no response: the connection closed before the request was written"
+                );
+                return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
             };
             match result {
                 Ok(Ok(response)) => {
