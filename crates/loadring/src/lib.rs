@@ -68,8 +68,8 @@ mod load;
 mod local;
 mod local_pick;
 pub mod maglev;
-mod mt19937;
 mod member_state;
+mod mt19937;
 mod nginx;
 mod params;
 mod pixiu;
@@ -86,6 +86,8 @@ mod wavelet;
 
 pub use balancer::{Balancer, Candidate, Candidates};
 pub use bounded::LoadFactor;
+#[doc(hidden)]
+pub use brpc::points_hashed;
 pub use describe::Layout;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
