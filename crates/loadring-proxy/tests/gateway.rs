@@ -218,12 +218,7 @@ async fn a_hot_key_is_capped_under_bounded_load_and_piles_up_on_a_plain_ring() {
             assert_eq!(spilled, 0.0);
         }
         // Every guard released: in flight back to 0 on every endpoint.
-        assert!(
-            eventually(Duration::from_secs(2), || async {
-                proxy.in_flight_total().await == 0.0
-            })
-            .await
-        );
+        assert!(eventually(WAIT, || async { proxy.in_flight_total().await == 0.0 }).await);
         for backend in &b {
             let series = format!("loadring_in_flight{{endpoint=\"{}\"}}", backend.addr());
             assert_eq!(metric(&metrics, &series).map(|_| ()), Some(()), "{series}");
@@ -615,7 +610,7 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
             .unwrap();
         assert_eq!(reply.status, 500, "{policy}");
         assert!(
-            eventually(Duration::from_secs(2), || async {
+            eventually(WAIT, || async {
                 get(proxy.addr, "/", &[("x-user", first)]).await.backend() == *second_owner
             })
             .await,
@@ -626,7 +621,7 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
         assert_eq!(reply.status, 500, "{policy}");
         if second_ejected {
             assert!(
-                eventually(Duration::from_secs(2), || async {
+                eventually(WAIT, || async {
                     get(proxy.addr, "/", &[("x-user", second)]).await.status == 503
                 })
                 .await,
@@ -673,7 +668,7 @@ async fn health_checks_and_ejection_move_the_marks_and_keys_come_back() {
 
     sick.set_healthy(false);
     assert!(
-        eventually(Duration::from_secs(2), || async {
+        eventually(WAIT, || async {
             metric(&proxy.metrics().await, &healthy_series) == Some(0.0)
         })
         .await
@@ -684,7 +679,7 @@ async fn health_checks_and_ejection_move_the_marks_and_keys_come_back() {
     );
     sick.set_healthy(true);
     assert!(
-        eventually(Duration::from_secs(2), || async {
+        eventually(WAIT, || async {
             get(proxy.addr, "/", &[("x-user", "k")]).await.backend() == owner
         })
         .await,
@@ -709,7 +704,7 @@ async fn health_checks_and_ejection_move_the_marks_and_keys_come_back() {
         owner
     );
     assert!(
-        eventually(Duration::from_secs(2), || async {
+        eventually(WAIT, || async {
             get(proxy.addr, "/", &[("x-user", "k")]).await.backend() == owner
         })
         .await,
@@ -725,7 +720,7 @@ async fn stopping_finishes_requests_in_flight() {
     let mut proxy = start(cluster("rr", &[], &[&b[0]])).await;
     let addr = proxy.addr;
     let slow = tokio::spawn(async move { get(addr, "/?delay=600", &[]).await });
-    assert!(eventually(Duration::from_secs(1), || async { b[0].in_flight() == 1 }).await);
+    assert!(eventually(WAIT, || async { b[0].in_flight() == 1 }).await);
     proxy.stop.take().unwrap().send(()).unwrap();
     let reply = slow.await.unwrap();
     assert_eq!(
@@ -762,7 +757,13 @@ async fn guard_until_sent_or_gone(abort_on_close: bool) {
     let proxy = start(c).await;
     for leave_early in [false, true] {
         let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
-        let lines = if leave_early { 30 } else { 6 };
+        // Left with `abort_on_close`: a body of five minutes, so that only
+        // the client's leaving can end the slot within the wait below.
+        let lines = match (leave_early, abort_on_close) {
+            (true, true) => 3000,
+            (true, false) => 30,
+            (false, _) => 6,
+        };
         let head = format!(
             "GET /?drip={lines} HTTP/1.1\r\nHost: x\r\nx-user: k\r\nConnection: close\r\n\r\n"
         );
@@ -786,11 +787,8 @@ async fn guard_until_sent_or_gone(abort_on_close: bool) {
         if leave_early && abort_on_close {
             drop(stream);
             assert!(
-                eventually(Duration::from_secs(1), || async {
-                    proxy.in_flight_total().await == 0.0
-                })
-                .await,
-                "released when the client left, long before the body's 3 s"
+                eventually(WAIT, || async { proxy.in_flight_total().await == 0.0 }).await,
+                "released when the client left, long before the body's end"
             );
         } else if leave_early {
             drop(stream);
@@ -807,12 +805,7 @@ async fn guard_until_sent_or_gone(abort_on_close: bool) {
                 .unwrap()
                 .unwrap();
             assert!(String::from_utf8_lossy(&received).contains("line 5"));
-            assert!(
-                eventually(Duration::from_secs(1), || async {
-                    proxy.in_flight_total().await == 0.0
-                })
-                .await
-            );
+            assert!(eventually(WAIT, || async { proxy.in_flight_total().await == 0.0 }).await);
         }
     }
 }
