@@ -181,15 +181,13 @@ async fn a_hot_key_is_capped_under_bounded_load_and_piles_up_on_a_plain_ring() {
         let clients: Vec<_> = (0..40)
             .map(|_| {
                 let addr = proxy.addr;
-                tokio::spawn(async move { get(addr, "/?delay=1500", &[("x-user", "hot")]).await })
+                // Held long enough that all 40 overlap even on a busy machine.
+                tokio::spawn(async move { get(addr, "/?delay=5000", &[("x-user", "hot")]).await })
             })
             .collect();
         // While they are all in flight, the proxy counts all 40.
         assert!(
-            eventually(Duration::from_millis(1200), || async {
-                proxy.in_flight_total().await == 40.0
-            })
-            .await,
+            eventually(WAIT, || async { proxy.in_flight_total().await == 40.0 }).await,
             "{policy}: 40 in flight: {}",
             proxy.metrics().await
         );
@@ -728,7 +726,7 @@ async fn stopping_finishes_requests_in_flight() {
         (200, b[0].addr().to_string())
     );
     let task = &mut proxy.task;
-    tokio::time::timeout(Duration::from_secs(2), task)
+    tokio::time::timeout(WAIT, task)
         .await
         .expect("serve returns once drained")
         .unwrap();
