@@ -13,11 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{eventually, free_port, get};
-
-/// How long a wait for an event may take before the test calls it hung; a
-/// bound against hanging, not a timing.
-const WAIT: Duration = Duration::from_secs(30);
+use common::{eventually, free_port, get, StderrLines, WAIT};
 use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
@@ -331,7 +327,7 @@ async fn an_edited_endpoints_file_takes_effect_and_a_bad_edit_changes_nothing() 
     ])
     .await;
     let mut proxy = proxy;
-    let log = StderrLines::follow(&mut proxy);
+    let log = StderrLines::follow(proxy.child.as_mut().unwrap().stderr.take().unwrap());
     assert_eq!(
         status_endpoints(&proxy.status().await),
         [(a1.clone(), 0), (a2.clone(), 0)]
@@ -402,37 +398,6 @@ async fn an_edited_endpoints_file_takes_effect_and_a_bad_edit_changes_nothing() 
         assert!(line.contains("keeping the current 2 endpoints"), "{stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The proxy's stderr, line by line, as it is written.
-struct StderrLines(std::sync::mpsc::Receiver<String>);
-
-impl StderrLines {
-    fn follow(proxy: &mut ProxyProcess) -> Self {
-        use std::io::BufRead;
-        let stderr = proxy.child.as_mut().unwrap().stderr.take().unwrap();
-        let (line, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(stderr).lines() {
-                let Ok(l) = l else { break };
-                if line.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        StderrLines(lines)
-    }
-
-    /// The next line, which should be `what`; panics if none comes.
-    fn next(&self, what: &str) -> String {
-        tokio::task::block_in_place(|| self.0.recv_timeout(WAIT))
-            .unwrap_or_else(|e| panic!("no line on the proxy's stderr ({what}): {e}"))
-    }
-
-    /// Every line left, once the proxy has exited.
-    fn rest(self) -> Vec<String> {
-        self.0.iter().collect()
-    }
 }
 
 fn run(args: &[&str]) -> Output {

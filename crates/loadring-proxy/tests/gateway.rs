@@ -7,14 +7,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{chunked, eventually, free_port, get, metric, metric_sum, request, request_raw};
+use common::{chunked, eventually, free_port, get, metric, metric_sum, request, request_raw, WAIT};
 use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// How long a wait for an event may take before the test calls it hung; a
-/// bound against hanging, not a timing.
-const WAIT: Duration = Duration::from_secs(30);
 
 struct Running {
     addr: SocketAddr,
