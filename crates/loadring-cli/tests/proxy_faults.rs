@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{eventually, free_port, get};
+use common::{eventually, free_port, get, StderrLines, WAIT};
 use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
@@ -85,12 +85,12 @@ impl ProxyProcess {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
-    /// Sends SIGTERM and waits (at most 10 s) for the exit.
+    /// Sends SIGTERM and waits for the exit.
     async fn terminate(mut self) -> Output {
         self.signal("TERM");
         let child = self.child.take().unwrap();
         let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-        tokio::time::timeout(Duration::from_secs(10), waited)
+        tokio::time::timeout(WAIT, waited)
             .await
             .expect("the proxy exits after SIGTERM")
             .unwrap()
@@ -169,18 +169,22 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
     let addr = b.addr().to_string();
     let mut proxy = ProxyProcess::start(&["--policy", "rr", "-e", &addr]).await;
     let listen = proxy.addr;
-    let slow = tokio::spawn(async move { get(listen, "/?delay=800", &[]).await });
-    assert!(eventually(Duration::from_secs(5), || async { b.in_flight() == 1 }).await);
+    let log = StderrLines::follow(proxy.child.as_mut().unwrap().stderr.take().unwrap());
+    let slow = tokio::spawn(async move { get(listen, "/?delay=3000", &[]).await });
+    assert!(eventually(WAIT, || async { b.in_flight() == 1 }).await);
+    // One at a time: signals sent together may be delivered as one.
     proxy.signal("HUP");
+    let first = log.next("the first SIGHUP's line");
     proxy.signal("HUP");
+    let second = log.next("the second SIGHUP's line");
     let reply = slow.await.unwrap();
     assert_eq!((reply.status, reply.backend()), (200, addr.clone()));
     assert_eq!(proxy.exited(), None, "SIGHUP must not stop the proxy");
     assert_eq!(get(proxy.addr, "/", &[]).await.status, 200);
     let out = proxy.terminate().await;
     assert_eq!(out.status.code(), Some(0), "{out:?}");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let lines: Vec<&str> = stderr.lines().collect();
+    let lines = [vec![first, second], log.rest()].concat();
+    let stderr = lines.join("\n");
     assert_eq!(lines.len(), 2, "one line per SIGHUP: {stderr}");
     assert!(
         lines
