@@ -266,7 +266,8 @@ async fn sigterm_drains_requests_in_flight_and_exits_zero() {
     let addr = b[0].addr().to_string();
     let proxy = ProxyProcess::start(&["--policy", "rr", "-e", &addr]).await;
     let listen = proxy.addr;
-    let slow = tokio::spawn(async move { get(listen, "/?delay=800", &[]).await });
+    // Held long enough to be in flight when SIGTERM lands on a busy machine.
+    let slow = tokio::spawn(async move { get(listen, "/?delay=3000", &[]).await });
     assert!(eventually(WAIT, || async { b[0].in_flight() == 1 }).await);
     let out = proxy.terminate().await;
     let reply = slow.await.unwrap();
@@ -345,7 +346,9 @@ async fn an_edited_endpoints_file_takes_effect_and_a_bad_edit_changes_nothing() 
         .unwrap();
     let listen = proxy.addr;
     let held = key.clone();
-    let slow = tokio::spawn(async move { get(listen, "/?delay=2500", &[("x-user", &held)]).await });
+    // Held through the swap below on a busy machine (and within the
+    // client's own 10 s limit on a request).
+    let slow = tokio::spawn(async move { get(listen, "/?delay=6000", &[("x-user", &held)]).await });
     assert!(eventually(WAIT, || async { b[0].in_flight() == 1 }).await);
 
     // Swap the symlink to a file with a1 and a3.
