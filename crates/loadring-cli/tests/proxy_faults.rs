@@ -12,7 +12,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, free_port, get};
+use common::{eventually, free_port, get, WAIT};
 use loadring_proxy::DemoBackend;
 
 const BIN: &str = env!("CARGO_BIN_EXE_loadring");
@@ -72,7 +72,7 @@ impl ProxyProcess {
                 lines.lock().unwrap().push(line);
             }
         });
-        let up = eventually(Duration::from_secs(10), || async {
+        let up = eventually(WAIT, || async {
             tokio::net::TcpStream::connect(addr).await.is_ok()
         })
         .await;
@@ -121,13 +121,13 @@ impl ProxyProcess {
         fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
-    /// Sends SIGTERM and waits (at most 10 s) for the exit; its status and
-    /// every stderr line.
+    /// Sends SIGTERM and waits for the exit; its status and every stderr
+    /// line.
     async fn terminate(mut self) -> (ExitStatus, Vec<String>) {
         self.signal("TERM");
         let mut child = self.child.take().unwrap();
         let waited = tokio::task::spawn_blocking(move || child.wait());
-        let status = tokio::time::timeout(Duration::from_secs(10), waited)
+        let status = tokio::time::timeout(WAIT, waited)
             .await
             .expect("the proxy exits after SIGTERM")
             .unwrap()
@@ -211,10 +211,15 @@ async fn sighup_without_an_endpoints_file_does_not_stop_the_proxy() {
     let addr = b.addr().to_string();
     let mut proxy = ProxyProcess::start(&["--policy", "rr", "-e", &addr]).await;
     let listen = proxy.addr;
-    let slow = tokio::spawn(async move { get(listen, "/?delay=800", &[]).await });
-    assert!(eventually(Duration::from_secs(5), || async { b.in_flight() == 1 }).await);
+    let slow = tokio::spawn(async move { get(listen, "/?delay=3000", &[]).await });
+    assert!(eventually(WAIT, || async { b.in_flight() == 1 }).await);
+    // One at a time: signals sent together may be delivered as one.
     proxy.signal("HUP");
+    let first = eventually(WAIT, || async { proxy.log().len() == 1 }).await;
+    assert!(first, "the first SIGHUP's line: {:?}", proxy.log());
     proxy.signal("HUP");
+    let second = eventually(WAIT, || async { proxy.log().len() == 2 }).await;
+    assert!(second, "the second SIGHUP's line: {:?}", proxy.log());
     let reply = slow.await.unwrap();
     assert_eq!((reply.status, reply.backend()), (200, addr.clone()));
     assert_eq!(proxy.exited(), None, "SIGHUP must not stop the proxy");
@@ -372,7 +377,7 @@ async fn a_file_with_one_bad_address_is_refused_whole_naming_its_line() {
         &file,
         &format!("# one good, one bad\n{}\n127.0.0.1:99999\n", addrs[0]),
     );
-    let named = eventually(Duration::from_secs(5), || {
+    let named = eventually(WAIT, || {
         let found = proxy.log().iter().any(|l| l.contains("line 3"));
         async move { found }
     })
@@ -430,7 +435,7 @@ async fn a_file_written_in_pieces_is_applied_once_whole() {
     }
     let mut both = vec![a1.clone(), a2.clone()];
     both.sort();
-    let reached = eventually(Duration::from_secs(5), || {
+    let reached = eventually(WAIT, || {
         let proxy = &proxy;
         let both = both.clone();
         async move { answering(proxy, 2).await == both }
@@ -475,7 +480,7 @@ async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
             .filter(|l| l.contains("accept:"))
             .collect::<Vec<_>>()
     };
-    let failing = eventually(Duration::from_secs(5), || {
+    let failing = eventually(WAIT, || {
         let n = accept_lines(&proxy).len();
         async move { n > 0 }
     })
@@ -496,7 +501,7 @@ async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
         "{lines:?}"
     );
     drop(held);
-    let served = eventually(Duration::from_secs(5), || async {
+    let served = eventually(WAIT, || async {
         common::request(proxy.addr, "GET", "/", &[], "")
             .await
             .is_ok_and(|r| r.status == 200)

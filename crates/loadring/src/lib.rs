@@ -86,6 +86,8 @@ mod wavelet;
 
 pub use balancer::{Balancer, Candidate, Candidates};
 pub use bounded::LoadFactor;
+#[doc(hidden)]
+pub use brpc::points_hashed;
 pub use describe::Layout;
 pub use endpoint::{Endpoint, Id};
 pub use error::{

@@ -14,6 +14,10 @@ use tokio::net::TcpStream;
 /// Any single step of a test may take this long at most.
 pub const STEP: Duration = Duration::from_secs(10);
 
+/// How long a wait for an event may take before the test calls it hung; a
+/// bound against hanging, not a timing.
+pub const WAIT: Duration = Duration::from_secs(30);
+
 /// A response.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -184,4 +188,35 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// A child process's stderr, line by line, as it is written.
+pub struct StderrLines(std::sync::mpsc::Receiver<String>);
+
+impl StderrLines {
+    pub fn follow(stderr: std::process::ChildStderr) -> Self {
+        use std::io::BufRead;
+        let (line, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(stderr).lines() {
+                let Ok(l) = l else { break };
+                if line.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        StderrLines(lines)
+    }
+
+    /// The next line, which should be `what`; panics if none comes within
+    /// [`WAIT`]. Blocks the thread: call it from a multi-threaded runtime.
+    pub fn next(&self, what: &str) -> String {
+        tokio::task::block_in_place(|| self.0.recv_timeout(WAIT))
+            .unwrap_or_else(|e| panic!("no line on the child's stderr ({what}): {e}"))
+    }
+
+    /// Every line left, once the child has exited.
+    pub fn rest(self) -> Vec<String> {
+        self.0.iter().collect()
+    }
 }
