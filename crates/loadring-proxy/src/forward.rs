@@ -13,10 +13,10 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use loadring::Outcome;
+use loadring::{Outcome, Pick};
 
 use crate::body::{BoxError, GuardedBody, OnClientGone};
-use crate::cluster::{Cluster, SelectError};
+use crate::cluster::{Backend, Cluster, SelectError};
 use crate::health::report_failure;
 use crate::metrics::Metrics;
 use crate::request_body::{ReadError, RequestBody};
@@ -201,6 +201,23 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
+    /// An attempt that ends without a usable response: the policy hears a
+    /// failure (releasing the slot), the metrics count `code`, and passive
+    /// ejection counts it against the endpoint.
+    fn attempt_failed(
+        &self,
+        pick: Pick<Backend>,
+        started: Instant,
+        cluster: &Arc<Cluster>,
+        upstream: &Backend,
+        code: u16,
+    ) {
+        pick.finish(Outcome::failure(started.elapsed()));
+        self.metrics
+            .request(&self.label, upstream.shared_addr(), code);
+        report_failure(cluster, upstream);
+    }
+
     /// A forwarder for `cluster` over `client`.
     pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
         Forwarder {
@@ -410,10 +427,7 @@ impl Forwarder {
             let Some(result) = result else {
                 // The request was never written: as after a connect
                 // failure, another endpoint may take it.
-                pick.finish(Outcome::failure(started.elapsed()));
-                self.metrics
-                    .request(&self.label, upstream.shared_addr(), 502);
-                report_failure(cluster, &upstream);
+                self.attempt_failed(pick, started, cluster, &upstream, 502);
                 if replayable && attempt < retries {
                     tried.push(upstream.addr().to_string());
                     attempt += 1;
@@ -431,10 +445,7 @@ impl Forwarder {
                     if let Some(why) = malformed_framing(response.headers()) {
                         close_connection(&response);
                         drop(response);
-                        pick.finish(Outcome::failure(started.elapsed()));
-                        self.metrics
-                            .request(&self.label, upstream.shared_addr(), 502);
-                        report_failure(cluster, &upstream);
+                        self.attempt_failed(pick, started, cluster, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
                             endpoint = upstream.addr(),
@@ -471,10 +482,7 @@ impl Forwarder {
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Err(error)) => {
-                    pick.finish(Outcome::failure(started.elapsed()));
-                    self.metrics
-                        .request(&self.label, upstream.shared_addr(), 502);
-                    report_failure(cluster, &upstream);
+                    self.attempt_failed(pick, started, cluster, &upstream, 502);
                     let retryable = replayable
                         && match classify(&error) {
                             NoResponse::Connect => true,
@@ -501,10 +509,7 @@ impl Forwarder {
                     return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
                 }
                 Err(_) => {
-                    pick.finish(Outcome::failure(started.elapsed()));
-                    self.metrics
-                        .request(&self.label, upstream.shared_addr(), 504);
-                    report_failure(cluster, &upstream);
+                    self.attempt_failed(pick, started, cluster, &upstream, 504);
                     tracing::warn!(
                         cluster = name,
                         endpoint = upstream.addr(),
