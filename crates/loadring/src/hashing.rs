@@ -309,8 +309,15 @@ impl<T: Placement> Hashing<T> {
 
     #[inline(always)]
     fn start(&self, req: &Request<'_>) -> Result<usize, PickError> {
+        Ok(self.code_and_start(req)?.1)
+    }
+
+    /// The request's code and its entry: Envoy's rule needs both, and a key
+    /// is hashed once.
+    #[inline(always)]
+    fn code_and_start(&self, req: &Request<'_>) -> Result<(u64, usize), PickError> {
         let code = self.code(req)?;
-        Ok(self.placement.start_among_healthy(code, &self.pool))
+        Ok((code, self.placement.start_among_healthy(code, &self.pool)))
     }
 
     /// The request's code: its key's hash, or the code it carries.
@@ -352,10 +359,10 @@ impl<T: Placement> Hashing<T> {
     fn pick_envoy(
         &self,
         start: usize,
+        code: u64,
         req: &Request<'_>,
         rule: HashBalance,
     ) -> Result<usize, PickError> {
-        let code = self.code(req)?;
         rule.pick(&self.pool, self.envoy_owner(start, req), code, req)
     }
 
@@ -507,7 +514,7 @@ impl<T: Placement> Hashing<T> {
         req: &Request<'_>,
         slot: u32,
     ) -> Result<(usize, u32), PickError> {
-        let start = self.start(req)?;
+        let (code, start) = self.code_and_start(req)?;
         let owner = self.placement.owner(start);
         let eligible = self.pool.eligible(owner, req);
         if let Some(rule) = self.envoy {
@@ -515,7 +522,7 @@ impl<T: Placement> Hashing<T> {
             if eligible && self.pool.try_reserve(owner, self.floors[owner]) {
                 return Ok((owner, SHARED));
             }
-            return Ok((self.pick_envoy(start, req, rule)?, SHARED));
+            return Ok((self.pick_envoy(start, code, req, rule)?, SHARED));
         }
         match self.bound {
             None => {
@@ -579,11 +586,11 @@ impl<T: Placement> Picker for Hashing<T> {
     /// scheme's arithmetic) come last, in pool order. Under Envoy's rule,
     /// the owner and then Envoy's visiting order of the request's hash.
     fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
-        let start = self.start(req)?;
+        let (code, start) = self.code_and_start(req)?;
         if self.envoy.is_some() {
             let owner = self.envoy_owner(start, req);
             let mut indices = Indices::new(self.pool.len());
-            let order: Vec<usize> = VisitOrder::new(self.code(req)?, indices.as_mut()).collect();
+            let order: Vec<usize> = VisitOrder::new(code, indices.as_mut()).collect();
             return Ok(Box::new(owner.into_iter().chain(order)));
         }
         let len = self.pool.len();
