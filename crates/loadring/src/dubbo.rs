@@ -71,11 +71,6 @@ impl Dubbo {
     fn digests(&self) -> u64 {
         u64::from(self.nodes) / 4
     }
-
-    /// The endpoints that get points: those of weight above 0.
-    fn live(pool: &Pool) -> u64 {
-        pool.endpoints().iter().filter(|e| e.weight() > 0).count() as u64
-    }
 }
 
 impl Scheme for Dubbo {
@@ -86,7 +81,7 @@ impl Scheme for Dubbo {
     }
 
     fn size(&self, pool: &Pool) -> u64 {
-        (self.digests() * 4).saturating_mul(Dubbo::live(pool))
+        (self.digests() * 4).saturating_mul(pool.weighted_len() as u64)
     }
 
     fn place(&self, pool: &Pool) -> Result<RingPlacement<u32>, BuildError> {
@@ -95,7 +90,7 @@ impl Scheme for Dubbo {
             return Err(BuildError::too_large(format!(
                 "{NAME}: nodes={} over {} endpoints makes {points} points, more than the limit of {MAX_RING_POINTS}",
                 self.nodes,
-                Dubbo::live(pool)
+                pool.weighted_len() as u64
             )));
         }
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);

@@ -154,7 +154,7 @@ impl Ketama {
     /// How many names each endpoint hashes (digests when weighted, points when
     /// not); 0 for endpoints of weight 0, which take no part.
     fn names_per_endpoint(&self, pool: &Pool) -> Vec<u64> {
-        let servers = pool.endpoints().iter().filter(|e| e.weight() > 0).count();
+        let servers = pool.weighted_len();
         // More servers than u32 cannot exist in a pool (and no C client has them).
         let servers = u32::try_from(servers).unwrap_or(u32::MAX);
         let total = pool.weight_sum();

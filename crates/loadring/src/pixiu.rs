@@ -87,11 +87,6 @@ impl PixiuRing {
             max_vnode_num,
         })
     }
-
-    /// The endpoints that get points: weight above 0.
-    fn live(pool: &Pool) -> u64 {
-        pool.endpoints().iter().filter(|e| e.weight() > 0).count() as u64
-    }
 }
 
 impl Scheme for PixiuRing {
@@ -102,7 +97,7 @@ impl Scheme for PixiuRing {
     }
 
     fn size(&self, pool: &Pool) -> u64 {
-        u64::from(self.replica_num).saturating_mul(PixiuRing::live(pool))
+        u64::from(self.replica_num).saturating_mul(pool.weighted_len() as u64)
     }
 
     fn place(&self, pool: &Pool) -> Result<PixiuPlacement, BuildError> {
@@ -111,7 +106,7 @@ impl Scheme for PixiuRing {
             return Err(BuildError::too_large(format!(
                 "{NAME}: replica_num={} over {} endpoints makes {points} points, more than the limit of {MAX_RING_POINTS}",
                 self.replica_num,
-                PixiuRing::live(pool)
+                pool.weighted_len() as u64
             )));
         }
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);

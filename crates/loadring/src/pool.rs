@@ -123,6 +123,11 @@ impl Pool {
         self.weight_sum
     }
 
+    /// How many endpoints have a weight above 0: those a ring gives points.
+    pub(crate) fn weighted_len(&self) -> usize {
+        self.endpoints.iter().filter(|e| e.weight() > 0).count()
+    }
+
     /// Requests in flight on endpoint `i`.
     #[inline]
     pub fn load(&self, i: usize) -> u64 {
