@@ -917,20 +917,9 @@ impl<T> Candidate<T> {
 /// A member's lifecycle at `now` (ns): its [`LifecycleState`](crate::lifecycle::LifecycleState)
 /// if the policy gave it one, under whatever states wrap it.
 fn lifecycle_of(member: &Member, now: u64) -> crate::lifecycle::LifecycleView {
-    let mut observer: &dyn crate::policy::Observer = match member.observer() {
-        Some(o) => &**o,
-        None => return Default::default(),
-    };
-    loop {
-        let any: &dyn std::any::Any = observer;
-        if let Some(state) = any.downcast_ref::<crate::lifecycle::LifecycleState>() {
-            return state.view(now);
-        }
-        match observer.wrapped() {
-            Some(inner) => observer = inner,
-            None => return Default::default(),
-        }
-    }
+    member
+        .find_observer::<crate::lifecycle::LifecycleState>()
+        .map_or_else(Default::default, |state| state.view(now))
 }
 
 #[cfg(test)]

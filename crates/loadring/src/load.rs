@@ -92,6 +92,19 @@ impl Member {
         self.observer.as_ref()
     }
 
+    /// The observer of type `O` of this member, looking through observers
+    /// that wrap others (the endpoint lifecycle's).
+    pub(crate) fn find_observer<O: Observer>(&self) -> Option<&O> {
+        let mut observer: &dyn Observer = &**self.observer()?;
+        loop {
+            let any: &dyn std::any::Any = observer;
+            if let Some(found) = any.downcast_ref() {
+                return Some(found);
+            }
+            observer = observer.wrapped()?;
+        }
+    }
+
     pub(crate) fn addr(&self) -> &str {
         &self.addr
     }

@@ -229,14 +229,7 @@ impl Pool {
     /// An observer wrapping others (the endpoint lifecycle's) is looked
     /// through, so a policy finds its own state under the lifecycle's.
     pub fn observer<O: crate::policy::Observer>(&self, i: usize) -> Option<&O> {
-        let mut observer: &dyn crate::policy::Observer = &**self.members[i].observer()?;
-        loop {
-            let any: &dyn std::any::Any = observer;
-            if let Some(found) = any.downcast_ref() {
-                return Some(found);
-            }
-            observer = observer.wrapped()?;
-        }
+        self.members[i].find_observer()
     }
 
     /// The eligible endpoint with the fewest requests in flight (the first
