@@ -12,10 +12,14 @@ mod echo;
 mod endpoints;
 mod lines;
 pub mod place;
+#[cfg(feature = "net")]
 mod proxy;
+#[cfg(feature = "net")]
 mod register;
 pub mod shell;
 mod simulate;
+#[cfg(not(feature = "net"))]
+mod without_net;
 
 /// Which backend gets each request: placement-compatible consistent hashing,
 /// bounded loads and the classic load-balancing policies.
@@ -40,10 +44,21 @@ enum Command {
     Simulate(Box<simulate::Args>),
     /// An HTTP gateway: each request's key picks its backend with the policy
     /// (bounded load, retries, health checks, metrics).
+    #[cfg(feature = "net")]
     Proxy(Box<proxy::Args>),
     /// Keep an endpoint in etcd under a lease while this runs (for
     /// `loadring proxy --discover etcd://...`).
+    #[cfg(feature = "net")]
     Register(register::Args),
+    /// An HTTP gateway (not in this build: needs the `net` feature).
+    #[cfg(not(feature = "net"))]
+    #[command(disable_help_flag = true)]
+    Proxy(without_net::Args),
+    /// Keep an endpoint in etcd under a lease (not in this build: needs the
+    /// `net` feature).
+    #[cfg(not(feature = "net"))]
+    #[command(disable_help_flag = true)]
+    Register(without_net::Args),
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
@@ -63,8 +78,14 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Describe(args) => describe::run(args),
         Command::Shell(args) => shell::run(args),
         Command::Simulate(args) => simulate::run(*args),
+        #[cfg(feature = "net")]
         Command::Proxy(args) => proxy::run(*args),
+        #[cfg(feature = "net")]
         Command::Register(args) => register::run(args),
+        #[cfg(not(feature = "net"))]
+        Command::Proxy(_) => Err(without_net::missing("proxy")),
+        #[cfg(not(feature = "net"))]
+        Command::Register(_) => Err(without_net::missing("register")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
