@@ -8,7 +8,7 @@
 //! with a new configuration) is picked up when the old one's TTL runs out.
 //! Waits are for events, bounded only against hanging.
 
-mod live;
+use crate::live;
 
 use std::path::Path;
 use std::process::Command;

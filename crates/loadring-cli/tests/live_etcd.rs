@@ -11,7 +11,7 @@
 //! are for events (a log line, an exit, etcd's own answer), bounded only
 //! against hanging.
 
-mod live;
+use crate::live;
 
 use std::path::Path;
 use std::process::Command;

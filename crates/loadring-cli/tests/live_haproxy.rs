@@ -9,7 +9,7 @@
 //! 200 keys each, from a seed printed at the start (`LOADRING_LIVE_SEED=N`
 //! replays a run). HAProxy must be installed (`apt-get install -y haproxy`).
 
-mod live;
+use crate::live;
 
 use std::process::Command;
 

@@ -7,7 +7,7 @@
 //! (`LOADRING_LIVE_SEED=N` replays a run). nginx must be installed
 //! (`apt-get install -y nginx`).
 
-mod live;
+use crate::live;
 
 use std::process::Command;
 

@@ -9,7 +9,7 @@
 //! (`LOADRING_LIVE_SEED=N` replays a run). nutcracker and memcached must be
 //! installed (`apt-get install -y nutcracker memcached`).
 
-mod live;
+use crate::live;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

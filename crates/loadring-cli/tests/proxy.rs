@@ -3,8 +3,7 @@
 //! literal codes, endpoints file reloads, SIGTERM drain, bad input. Every
 //! wait is bounded.
 
-#[path = "../../loadring-proxy/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Write;

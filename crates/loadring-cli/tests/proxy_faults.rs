@@ -2,8 +2,7 @@
 //! idle proxy with an endpoints file, SIGHUP without one. Real sockets on
 //! 127.0.0.1, every wait bounded, the child stopped by its pid.
 
-#[path = "../../loadring-proxy/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

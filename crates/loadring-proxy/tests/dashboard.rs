@@ -4,7 +4,7 @@
 //! `/status` and against the balancer's caps. Chromium runs with its own
 //! profile in the test's temp dir, bounded in time, killed by pid.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -622,7 +622,7 @@ async fn history_keeps_the_seconds_sampled_so_far() {
 ///
 /// ```text
 /// LOADRING_DASHBOARD_PNG=$PWD/docs/dashboard.png \
-///   cargo test -p loadring-proxy --test dashboard -- --ignored readme_screenshot
+///   cargo test -p loadring-proxy --test main -- --ignored readme_screenshot
 /// ```
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a minute of traffic; makes docs/dashboard.png"]

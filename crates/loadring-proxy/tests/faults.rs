@@ -3,7 +3,7 @@
 //! framing or work on after the client left; clients that send odd
 //! requests. Every wait is bounded.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::future::Future as _;

@@ -1,7 +1,7 @@
 //! The gateway in-process over real sockets on 127.0.0.1: real hyper
 //! backends (`DemoBackend`), a raw HTTP client, every wait bounded.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The tower service against real hyper servers on 127.0.0.1:0.
 
-mod common;
+use crate::common;
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

@@ -1,7 +1,7 @@
 //! Bounded load as a specification: caps hold at every pick, spilled requests
 //! follow the ring, counters return to zero whatever the interleaving.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

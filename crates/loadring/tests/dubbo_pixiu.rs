@@ -5,7 +5,7 @@
 //! models hash with the md-5 and blake2 crates directly and call nothing of
 //! loadring.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 

@@ -13,7 +13,7 @@
 //! the natural owner of code `s`, and a ring is determined by its owner at
 //! each point and just past it.
 
-mod common;
+use crate::common;
 
 use loadring::hash::{murmur_hash_2, xxhash64, STD_HASH_SEED};
 use loadring::{Balancer, Endpoint, Request};

@@ -2,7 +2,7 @@
 //! spec and endpoint parsers return (never panic), and their errors are one
 //! line. `fuzz/` at the top of the repository runs the same under cargo-fuzz.
 
-mod common;
+use crate::common;
 
 use loadring::{Balancer, Endpoint, PolicySpec, Request, POLICY_NAMES};
 use proptest::prelude::*;

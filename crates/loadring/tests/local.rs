@@ -2,8 +2,6 @@
 //! answers as `Balancer::pick`, the same accounting, and membership changes
 //! seen at the next pick.
 
-mod common;
-
 use std::time::Duration;
 
 use loadring::{Balancer, Endpoint, Outcome, Request};

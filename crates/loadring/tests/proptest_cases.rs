@@ -3,7 +3,7 @@
 //!
 //! The only test in this binary: it sets the variable for its own process.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 
