@@ -245,17 +245,29 @@ fn two_proxies_share_one_ring_through_registrar_deaths_and_etcd_restarts() {
     let took = eventually(TIMEOUT, || pools_are(&a, &b_proxy, &three_again));
     assert!(took.is_some(), "after SIGTERM: A {:?}", a.pool());
 
-    // SIGHUP: proxy A reads the prefix again: the same pool, still serving,
-    // and no warning (a re-read asked for is not a problem).
+    // SIGHUP: proxy A reads the prefix again (its log says so): the same
+    // pool, still serving, and no warning (a re-read asked for is not a
+    // problem).
     let warnings = |p: &FleetProxy| p.process.log_text().matches(" WARN ").count();
+    let rereads = |p: &FleetProxy| {
+        p.process
+            .log_text()
+            .matches("read again as asked: the same 3 endpoints")
+            .count()
+    };
     let before = warnings(&a);
+    let rereads_before = rereads(&a);
     let hup = Command::new("kill")
         .arg("-HUP")
         .arg(a.process.pid().to_string())
         .status()
         .unwrap();
     assert!(hup.success());
-    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        eventually(TIMEOUT, || rereads(&a) > rereads_before).is_some(),
+        "no re-read after SIGHUP: {}",
+        a.process.log_text()
+    );
     assert!(pools_are(&a, &b_proxy, &three_again));
     agree(
         &a,

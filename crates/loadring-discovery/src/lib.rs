@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use loadring::{Balancer, BuildError, Endpoint};
@@ -88,12 +89,31 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
     Ok(endpoints)
 }
 
+/// What one read of a source came to: the events a test (or a status
+/// page) can wait on instead of waiting for time to pass
+/// ([`Discovery::next_read`]).
+///
+/// Only reads that decide something count: a poll that finds a file's text
+/// unchanged, or a missing file found missing again, is not a read here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadOutcome {
+    /// A new membership was published.
+    Applied,
+    /// The membership read is the current one: nothing published.
+    Unchanged,
+    /// A problem (an unreadable file, a bad line, a failed lookup, etcd
+    /// down): the current membership stays. The text is the logged reason.
+    Kept(String),
+}
+
 /// A running source: the latest membership, and a wait for the next.
 /// Dropping it stops the source.
 #[derive(Debug)]
 pub struct Discovery {
     spec: SourceSpec,
     current: watch::Receiver<Membership>,
+    reads: watch::Receiver<(u64, Option<ReadOutcome>)>,
     refresh: Arc<Notify>,
     task: JoinHandle<()>,
 }
@@ -108,7 +128,11 @@ impl Drop for Discovery {
 /// for a re-read now.
 pub(crate) struct Publisher {
     tx: watch::Sender<Membership>,
+    /// How many reads decided something, and what the last one decided.
+    reads: watch::Sender<(u64, Option<ReadOutcome>)>,
     refresh: Arc<Notify>,
+    /// A re-read was asked for and has not come to anything yet.
+    asked: AtomicBool,
     what: String,
 }
 
@@ -123,10 +147,31 @@ impl Publisher {
                 true
             }
         });
+        let asked = self.asked.swap(false, Ordering::Relaxed);
         if changed {
             tracing::info!("{}: {} endpoints", self.what, self.tx.borrow().len());
+        } else if asked {
+            // The one trace of a SIGHUP that changed nothing: without it an
+            // operator (or a test) cannot tell a re-read from no re-read.
+            tracing::info!(
+                "{}: read again as asked: the same {} endpoints",
+                self.what,
+                self.current_len()
+            );
         }
+        self.record(if changed {
+            ReadOutcome::Applied
+        } else {
+            ReadOutcome::Unchanged
+        });
         changed
+    }
+
+    fn record(&self, outcome: ReadOutcome) {
+        self.reads.send_modify(|(count, last)| {
+            *count += 1;
+            *last = Some(outcome);
+        });
     }
 
     /// How many endpoints the current membership has.
@@ -136,16 +181,19 @@ impl Publisher {
 
     /// Logs a problem that keeps the current membership.
     pub(crate) fn keep(&self, why: &str) {
+        self.asked.store(false, Ordering::Relaxed);
         tracing::warn!(
             "{}: {why}; keeping the current {} endpoints",
             self.what,
             self.current_len()
         );
+        self.record(ReadOutcome::Kept(why.to_string()));
     }
 
     /// Completes when someone asked for a re-read.
     pub(crate) async fn refreshed(&self) {
         self.refresh.notified().await;
+        self.asked.store(true, Ordering::Relaxed);
     }
 }
 
@@ -189,14 +237,18 @@ impl Discovery {
                 }
             };
         let (tx, current) = watch::channel(first);
+        let (reads_tx, reads) = watch::channel((0, None));
         let task = source(Publisher {
             tx,
+            reads: reads_tx,
             refresh: refresh.clone(),
+            asked: AtomicBool::new(false),
             what,
         });
         Ok(Discovery {
             spec,
             current,
+            reads,
             refresh,
             task,
         })
@@ -220,6 +272,21 @@ impl Discovery {
             std::future::pending::<()>().await;
         }
         self.membership()
+    }
+
+    /// Waits for the next read that decides something (after the last one
+    /// this returned; the first read at [`Discovery::start`] is not one) and
+    /// returns what it decided. Reads that come while nobody waits are
+    /// folded: this returns the latest.
+    pub async fn next_read(&mut self) -> ReadOutcome {
+        loop {
+            if self.reads.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            if let (_, Some(outcome)) = &*self.reads.borrow_and_update() {
+                return outcome.clone();
+            }
+        }
     }
 
     /// Asks the source to read its membership again now (a file re-read,

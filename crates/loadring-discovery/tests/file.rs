@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loadring_discovery::{Discovery, Membership, SourceSpec};
+use loadring_discovery::{Discovery, Membership, ReadOutcome, SourceSpec};
 
 fn temp_dir(label: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -35,10 +35,25 @@ async fn next(d: &mut Discovery) -> Vec<String> {
     addrs(&m)
 }
 
-async fn nothing_within(d: &mut Discovery, wait: Duration) {
-    if let Ok(m) = tokio::time::timeout(wait, d.changed()).await {
-        panic!("unexpected membership {:?}", addrs(&m));
-    }
+/// Waits for the source's next read that `wanted` accepts, skipping the
+/// others (polls may decide things in between); the bound only guards
+/// against hanging.
+async fn read_until(d: &mut Discovery, wanted: impl Fn(&ReadOutcome) -> bool) -> ReadOutcome {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let outcome = d.next_read().await;
+            if wanted(&outcome) {
+                return outcome;
+            }
+        }
+    })
+    .await
+    .expect("the read, not a hang")
+}
+
+/// Whether a read kept the membership for a reason containing `why`.
+fn kept_for(why: &'static str) -> impl Fn(&ReadOutcome) -> bool {
+    move |o| matches!(o, ReadOutcome::Kept(reason) if reason.contains(why))
 }
 
 fn replace(path: &Path, text: &str) {
@@ -62,20 +77,22 @@ async fn an_atomic_replace_is_seen_and_a_bad_edit_keeps_the_membership() {
     replace(&file, "# resized\n10.0.0.2:80 weight=3\n10.0.0.3:80\n");
     assert_eq!(next(&mut d).await, ["10.0.0.2:80 weight=3", "10.0.0.3:80"]);
 
-    // A bad line, then the file gone: nothing published.
+    // A bad line, then the file gone: each read says why it keeps the
+    // membership, and nothing is published.
+    let kept = ["10.0.0.2:80 weight=3", "10.0.0.3:80"];
     replace(&file, "10.0.0.4:80 weight=x\n");
-    nothing_within(&mut d, Duration::from_millis(600)).await;
+    read_until(&mut d, kept_for("line 1: ")).await;
+    assert_eq!(addrs(&d.membership()), kept);
     std::fs::remove_file(&file).unwrap();
-    nothing_within(&mut d, Duration::from_millis(600)).await;
-    assert_eq!(
-        addrs(&d.membership()),
-        ["10.0.0.2:80 weight=3", "10.0.0.3:80"]
-    );
+    read_until(&mut d, kept_for("No such file")).await;
+    assert_eq!(addrs(&d.membership()), kept);
 
-    // Back, with the same text as before the bad edit: still no news (the
-    // membership did not change); then a real change.
+    // Back, with the same text as before the bad edit: read, and still no
+    // news (the membership did not change); then a real change.
     std::fs::write(&file, "# resized\n10.0.0.2:80 weight=3\n10.0.0.3:80\n").unwrap();
-    nothing_within(&mut d, Duration::from_millis(600)).await;
+    let back = read_until(&mut d, |o| !matches!(o, ReadOutcome::Kept(_))).await;
+    assert_eq!(back, ReadOutcome::Unchanged);
+    assert_eq!(addrs(&d.membership()), kept);
     replace(&file, "10.0.0.5:80\n");
     assert_eq!(next(&mut d).await, ["10.0.0.5:80"]);
     let _ = std::fs::remove_dir_all(&dir);
@@ -126,5 +143,20 @@ async fn no_first_membership_is_an_error_naming_the_source() {
         .await
         .unwrap_err();
     assert!(err.0.contains("line 2"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A refresh (SIGHUP in the proxy) reads the file even when its text has
+/// not changed: a read that publishes nothing.
+#[tokio::test]
+async fn a_refresh_reads_an_unchanged_file_and_publishes_nothing() {
+    let dir = temp_dir("refresh");
+    let file = dir.join("endpoints");
+    std::fs::write(&file, "10.0.2.1:80\n").unwrap();
+    let spec: SourceSpec = format!("file:{}", file.display()).parse().unwrap();
+    let mut d = Discovery::start(spec).await.unwrap();
+    d.refresh();
+    assert_eq!(read_until(&mut d, |_| true).await, ReadOutcome::Unchanged);
+    assert_eq!(addrs(&d.membership()), ["10.0.2.1:80"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
