@@ -488,13 +488,18 @@ async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
     })
     .await;
     assert!(failing, "accepts fail: {:?}", proxy.log());
-    // Three seconds of failing accepts (measuring a rate over an interval).
+    // Failing accepts for a while (measuring a rate over an interval: the
+    // budget follows the interval measured, however long a busy machine
+    // made it, so only a report rate above one a second can fail).
     let first = accept_lines(&proxy).len();
+    let started = std::time::Instant::now();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let lines = accept_lines(&proxy);
+    let budget = usize::try_from(started.elapsed().as_secs()).unwrap() + 1;
     assert!(
-        lines.len() - first <= 4,
-        "at most one line a second: {lines:?}"
+        lines.len() - first <= budget,
+        "at most one line a second ({budget} in {:?}): {lines:?}",
+        started.elapsed()
     );
     assert!(
         lines
