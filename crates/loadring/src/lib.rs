@@ -71,6 +71,7 @@ pub mod maglev;
 mod member_state;
 mod mt19937;
 mod nginx;
+pub mod orca;
 mod params;
 mod pixiu;
 pub mod policy;
