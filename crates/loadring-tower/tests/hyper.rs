@@ -11,7 +11,9 @@ use bytes::Bytes;
 use common::*;
 use http_body_util::{BodyExt, Full};
 use loadring::{Balancer, Endpoint, LoadReport, PickError, Request};
-use loadring_tower::{orca_report, Error, GuardedBody, Keyless, LoadRing, RetryNext, Served};
+use loadring_tower::{
+    orca_report, Error, GuardedBody, Keyless, LoadRing, LoadRingLayer, RetryNext, Served,
+};
 use tokio::time::timeout;
 use tower::discover::Change;
 use tower::retry::RetryLayer;
@@ -786,6 +788,57 @@ async fn a_closure_is_a_report_hook() {
         assert_eq!(owned.len(), 1, "{loads:?}");
         assert_eq!(owned[0].0.addr(), format!("shard-{owner}:80"));
         assert_eq!(owned[0].1, Some(7));
+    })
+    .await
+    .unwrap();
+}
+
+/// The layer takes the same hook: the services it makes give each
+/// response's report to their balancer when the body ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layer_reads_reports_too() {
+    timeout(WAIT, async {
+        let (backends, _gate) = backends(&["a", "b"]).await;
+        for (b, count) in backends.iter().zip([3, 9]) {
+            *b.report.lock().unwrap() = Some(format!("TEXT named_metrics.in_flight={count}"));
+        }
+        let endpoints: Vec<Endpoint> = backends
+            .iter()
+            .map(|b| Endpoint::new(b.addr.to_string()).unwrap())
+            .collect();
+        let layer = LoadRingLayer::new(
+            "c_murmurhash_bl:load_factor=1.25".parse().unwrap(),
+            endpoints,
+            user_key as fn(&_) -> _,
+        )
+        .unwrap()
+        .hold_until_body_end()
+        .load_report(orca_report("in_flight").unwrap());
+        let svc = ServiceBuilder::new().layer(layer).service(client());
+        // Keys until both backends have answered.
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..64 {
+            let reply = svc
+                .clone()
+                .oneshot(request("/", Some(&format!("user:{i}"))))
+                .await
+                .unwrap();
+            let body = reply.into_body();
+            seen.insert(text(body).await);
+            if seen.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 2, "both backends answered");
+        let loads = svc.balancer().reported_loads();
+        for (b, count) in backends.iter().zip([3u64, 9]) {
+            let load = loads
+                .iter()
+                .find(|(e, _)| e.addr() == b.addr.to_string())
+                .unwrap()
+                .1;
+            assert_eq!(load, Some(count), "{}: {loads:?}", b.name);
+        }
     })
     .await
     .unwrap();
