@@ -996,6 +996,14 @@ async fn load_reports_are_read_removed_counted_and_move_the_cap() {
         .unwrap()["reported_load"]
         .clone();
     assert_eq!(shown, 60, "{status}");
+    let gauge = |text: &str, addr: &str| {
+        metric(
+            text,
+            &format!("loadring_reported_load{{endpoint=\"{addr}\"}}"),
+        )
+    };
+    let text = proxy.metrics().await;
+    assert_eq!(gauge(&text, owner), Some(60.0), "{text}");
     let reply = get(proxy.addr, "/", &[("x-user", key)]).await;
     assert_ne!(
         reply.backend(),
@@ -1021,6 +1029,11 @@ async fn load_reports_are_read_removed_counted_and_move_the_cap() {
         metric_sum(&text, "loadring_load_reports_total"),
         0.0,
         "{text}"
+    );
+    assert_eq!(
+        gauge(&text, owner),
+        None,
+        "no series without reports: {text}"
     );
     let status: serde_json::Value =
         serde_json::from_str(&get(plain.admin, "/status", &[]).await.body).unwrap();
