@@ -1047,3 +1047,51 @@ async fn load_reports_are_read_removed_counted_and_move_the_cap() {
         .iter()
         .all(|e| e["reported_load"].is_null()));
 }
+
+/// A client that leaves before the end of the body: the response is drained
+/// and its report still reaches the balancer when the backend is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_response_still_gives_its_report() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = backends(1).await;
+    b[0].set_load_report(true);
+    b[0].set_load_report_text(Some("TEXT named_metrics.in_flight=7"));
+    // Reports stay fresh however slow the machine.
+    let mut c = cluster(
+        "c_murmurhash_bl:load_factor=1.25 report_max_age=60m",
+        &["header:x-user"],
+        &[&b[0]],
+    );
+    c.load_report = Some("orca".parse().unwrap());
+    let proxy = start(c).await;
+    let addr = b[0].addr().to_string();
+    let gauge = format!("loadring_reported_load{{endpoint=\"{addr}\"}}");
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = "GET /?drip=5 HTTP/1.1\r\nHost: x\r\nx-user: k\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&received).contains("line 0") {
+        let n = tokio::time::timeout(common::STEP, stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early");
+        received.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&received).to_ascii_lowercase();
+    assert!(!text.contains("endpoint-load-metrics"), "removed: {text}");
+    // Still streaming: the report waits for the outcome.
+    assert_eq!(metric(&proxy.metrics().await, &gauge), None);
+    drop(stream);
+    assert!(
+        eventually(common::STEP, || async {
+            proxy.in_flight_total().await == 0.0
+        })
+        .await,
+        "released once the body is drained"
+    );
+    let text = proxy.metrics().await;
+    assert_eq!(metric(&text, &gauge), Some(7.0), "{text}");
+    assert_eq!(reports(&text, &addr, "ok"), 1.0, "{text}");
+}
