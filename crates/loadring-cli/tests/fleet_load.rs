@@ -331,8 +331,8 @@ async fn reports_keep_the_busiest_backend_within_1_35_of_the_mean() {
 
 /// The same experiment with the numbers in `LOADRING_FLEET`
 /// (`PROXIES,BACKENDS,CLIENTS`); 8 proxies over 5 backends, 2 clients each,
-/// without it. Asserts the cut; `LOADRING_FLEET_TARGET=1` asserts the 1.35
-/// target too.
+/// without it. Asserts the cut (with more than one proxy);
+/// `LOADRING_FLEET_TARGET=1` asserts the 1.35 target too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_fleet_sizes() {
     let sizes: Vec<usize> = std::env::var("LOADRING_FLEET")
@@ -348,7 +348,11 @@ async fn other_fleet_sizes() {
         panic!("LOADRING_FLEET=PROXIES,BACKENDS,CLIENTS, got {sizes:?}");
     };
     let (with, without) = compare(Fleet::new(proxies, backends, clients)).await;
-    check_cut(&with, &without);
+    // One proxy already counts every request: reports cannot cut anything
+    // (the run prints both figures).
+    if proxies > 1 {
+        check_cut(&with, &without);
+    }
     if std::env::var_os("LOADRING_FLEET_TARGET").is_some() {
         check_target(&with);
     }
