@@ -147,7 +147,7 @@ impl Metrics {
         );
         registry.register(
             "loadring_reported_load",
-            "Per endpoint the fleet-wide load the bounded cap uses: the backend's last report plus this proxy's picks since (absent when no fresh report)",
+            "Per endpoint the fleet-wide load the bounded cap uses: the backend's last fresh report plus this proxy's picks since, minus those completed since (absent without a fresh report)",
             reported.clone(),
         );
         retries.register(
