@@ -11,7 +11,8 @@
 //! - `TEXT`: comma-separated `name=value` fields (`name:value` is accepted
 //!   too): `TEXT named_metrics.in_flight=12, cpu_utilization=0.3`. Space
 //!   and tabs around fields, names and values are ignored; empty fields
-//!   (`a=1,,b=2`) are skipped.
+//!   (`a=1,,b=2`) are skipped. A field splits at its first `=`, or without
+//!   one at its first `:`: a metric whose name holds `:` needs the `=` form.
 //! - `JSON`: the JSON form of ORCA's load report, field names in snake case
 //!   or lower camel case: `JSON {"named_metrics": {"in_flight": 12},
 //!   "cpu_utilization": 0.3}`. A number may be written as a JSON string
@@ -588,6 +589,9 @@ mod tests {
         );
         // Envoy's older separator.
         assert_eq!(read("TEXT named_metrics.in_flight:5,eps:2"), Ok(5));
+        // A name with `:` splits at `=`.
+        let vllm = "TEXT named_metrics.vllm:num_requests_running=4";
+        assert_eq!(in_service(vllm, "vllm:num_requests_running"), Ok(4));
         assert_eq!(read("TEXT named_metrics.in_flight=0"), Ok(0));
         assert_eq!(
             in_service(
