@@ -21,8 +21,13 @@
 //!
 //! **Limits.** Between two reports the view knows nothing of the other
 //! balancers: their picks since the report are missing, so the view errs
-//! low by the traffic of the others over the age of the report (a report
-//! every response keeps that to a few requests). A backend that never
+//! low by the traffic of the others over the age of the report (with a
+//! report on every response, a balancer hears a backend about once every K
+//! / the backend's completions per second, K balancers). Every balancer that
+//! sees room on an endpoint fills it with its own picks, so a fleet can put
+//! up to K times that room there before the next reports say so: reports
+//! keep keys at their owners, they do not make the peak lower (`loadring
+//! simulate --balancers K --load-report` measures both). A backend that never
 //! reports is counted as before, by this balancer alone: its load is
 //! understated next to the backends that report. A backend that counts
 //! differently (queued requests, or only some of its listeners) moves the

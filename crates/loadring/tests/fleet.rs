@@ -344,10 +344,94 @@ impl Model {
     }
 }
 
-/// loadring's cap from its definition: ceil(F * (total + 1) * w / W).
-fn cap(total: u64) -> u64 {
-    // F = 1.25, equal weights.
-    (125 * (total + 1)).div_ceil(100 * N as u64)
+/// The room an endpoint has under a rule, from the rule's words, for
+/// equal weights over [`N`] endpoints holding `total` in flight: whether a
+/// pick may still add one to an endpoint holding `load`.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// loadring's cap, F = 1.25: `load + 1 <= ceil(F * (total + 1) / N)`.
+    Cap,
+    /// Envoy's `hash_balance_factor=150`: acceptable while `load <= slots`,
+    /// `slots = max(ceil(ceil((total + 1) * 1.5) / N), 1)`.
+    Envoy,
+}
+
+impl Rule {
+    fn spec(self) -> String {
+        let rule = match self {
+            Rule::Cap => "c_murmurhash_bl:",
+            Rule::Envoy => "maglev:hash_balance_factor=150 ",
+        };
+        format!("{rule}report_max_age={MAX_AGE_MS}ms")
+    }
+
+    fn has_room(self, load: u64, total: u64) -> bool {
+        match self {
+            Rule::Cap => load < (125 * (total + 1)).div_ceil(100 * N as u64),
+            Rule::Envoy => {
+                let slots = (150 * (total + 1)).div_ceil(100).div_ceil(N as u64).max(1);
+                load <= slots
+            }
+        }
+    }
+}
+
+fn check_view_model(rule: Rule, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let b = balancer(&rule.spec(), N);
+    let mut model = vec![Model::default(); N];
+    let mut held: Vec<(usize, Pick)> = Vec::new();
+    let mut now = ms(0);
+    for (step, op) in ops.into_iter().enumerate() {
+        match op {
+            Op::Pick(key) => {
+                let loads: Vec<u64> = model.iter().map(|m| m.load(now)).collect();
+                let total: u64 = loads.iter().sum();
+                let key = [key];
+                let pick = b.pick(&Request::key(&key).at(now)).unwrap();
+                let i: usize = pick.addr()[1..].parse().unwrap();
+                if loads.iter().any(|&l| rule.has_room(l, total)) {
+                    prop_assert!(
+                        rule.has_room(loads[i], total),
+                        "{rule:?} step {step}: picked e{i} at {}, total {total}, loads {loads:?}",
+                        loads[i]
+                    );
+                }
+                model[i].local += 1;
+                model[i].picks_since += 1;
+                held.push((i, pick));
+            }
+            Op::Complete(k) if !held.is_empty() => {
+                let (i, pick) = held.remove(k as usize % held.len());
+                drop(pick);
+                model[i].complete();
+            }
+            Op::FinishWithReport(k, r) if !held.is_empty() => {
+                let (i, pick) = held.remove(k as usize % held.len());
+                pick.finish(Outcome::success(ms(1)).with_report(LoadReport::new(r.into()).at(now)));
+                model[i].local -= 1;
+                model[i].report(r.into(), now);
+            }
+            Op::Report(e, r) => {
+                let i = e as usize % N;
+                b.report_load(format!("e{i}").as_str(), LoadReport::new(r.into()).at(now))
+                    .unwrap();
+                model[i].report(r.into(), now);
+            }
+            Op::Advance(d) => now += ms(d.into()),
+            Op::Complete(_) | Op::FinishWithReport(..) => {}
+        }
+        let views: Vec<Option<u64>> = b
+            .reported_loads_at(now)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect();
+        let want: Vec<Option<u64>> = model.iter().map(|m| m.view(now)).collect();
+        prop_assert_eq!(views, want, "step {}", step);
+        let locals: Vec<u64> = b.loads().into_iter().map(|(_, l)| l).collect();
+        let want: Vec<u64> = model.iter().map(|m| m.local).collect();
+        prop_assert_eq!(locals, want);
+    }
+    Ok(())
 }
 
 proptest! {
@@ -355,56 +439,17 @@ proptest! {
 
     /// After every step the balancer's view of each endpoint is the
     /// model's, its local counts are the model's, and every pick respects
-    /// the cap computed over the model's loads: a pick lands on an endpoint
-    /// below the cap whenever one exists.
+    /// the rule computed over the model's loads: a pick lands on an
+    /// endpoint with room whenever one exists.
     #[test]
     fn the_view_follows_the_issues_words(ops in prop::collection::vec(op(), 1..80)) {
-        let b = balancer(&format!("c_murmurhash_bl:report_max_age={MAX_AGE_MS}ms"), N);
-        let mut model = vec![Model::default(); N];
-        let mut held: Vec<(usize, Pick)> = Vec::new();
-        let mut now = ms(0);
-        for (step, op) in ops.into_iter().enumerate() {
-            match op {
-                Op::Pick(key) => {
-                    let loads: Vec<u64> = model.iter().map(|m| m.load(now)).collect();
-                    let cap = cap(loads.iter().sum());
-                    let key = [key];
-                    let pick = b.pick(&Request::key(&key).at(now)).unwrap();
-                    let i: usize = pick.addr()[1..].parse().unwrap();
-                    if loads.iter().any(|&l| l < cap) {
-                        prop_assert!(loads[i] < cap,
-                            "step {step}: picked e{i} at {} with cap {cap}, loads {loads:?}", loads[i]);
-                    }
-                    model[i].local += 1;
-                    model[i].picks_since += 1;
-                    held.push((i, pick));
-                }
-                Op::Complete(k) if !held.is_empty() => {
-                    let (i, pick) = held.remove(k as usize % held.len());
-                    drop(pick);
-                    model[i].complete();
-                }
-                Op::FinishWithReport(k, r) if !held.is_empty() => {
-                    let (i, pick) = held.remove(k as usize % held.len());
-                    pick.finish(Outcome::success(ms(1)).with_report(LoadReport::new(r.into()).at(now)));
-                    model[i].local -= 1;
-                    model[i].report(r.into(), now);
-                }
-                Op::Report(e, r) => {
-                    let i = e as usize % N;
-                    b.report_load(format!("e{i}").as_str(), LoadReport::new(r.into()).at(now)).unwrap();
-                    model[i].report(r.into(), now);
-                }
-                Op::Advance(d) => now += ms(d.into()),
-                Op::Complete(_) | Op::FinishWithReport(..) => {}
-            }
-            let views: Vec<Option<u64>> = b.reported_loads_at(now).into_iter().map(|(_, l)| l).collect();
-            let want: Vec<Option<u64>> = model.iter().map(|m| m.view(now)).collect();
-            prop_assert_eq!(views, want, "step {}", step);
-            let locals: Vec<u64> = b.loads().into_iter().map(|(_, l)| l).collect();
-            let want: Vec<u64> = model.iter().map(|m| m.local).collect();
-            prop_assert_eq!(locals, want);
-        }
+        check_view_model(Rule::Cap, ops)?;
+    }
+
+    /// The same under Envoy's rule.
+    #[test]
+    fn envoys_rule_follows_the_view(ops in prop::collection::vec(op(), 1..80)) {
+        check_view_model(Rule::Envoy, ops)?;
     }
 }
 
