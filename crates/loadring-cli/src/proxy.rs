@@ -59,6 +59,11 @@ pub struct Args {
     /// with the endpoint's slot held.
     #[arg(long)]
     abort_on_close: bool,
+    /// Read each response's ORCA `endpoint-load-metrics` header: `orca` or
+    /// `orca:METRIC` (the named metric holding the backend's requests in
+    /// service, default in_flight); a bounded policy then caps the fleet's load.
+    #[arg(long, value_name = "orca[:METRIC]")]
+    load_report: Option<String>,
     /// Active health checks: the path to GET on each backend.
     #[arg(long, value_name = "PATH")]
     health_path: Option<String>,
@@ -130,6 +135,7 @@ impl Args {
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--timeout", self.timeout.is_some()),
             ("--abort-on-close", self.abort_on_close),
+            ("--load-report", self.load_report.is_some()),
             ("--health-path", self.health_path.is_some()),
             ("--health-interval", self.health_interval.is_some()),
             ("--health-rise", self.health_rise.is_some()),
@@ -201,6 +207,14 @@ impl Args {
             cluster.timeout = d;
         }
         cluster.abort_on_close = self.abort_on_close;
+        cluster.load_report = self
+            .load_report
+            .as_deref()
+            .map(|r| {
+                r.parse()
+                    .map_err(|e| CliError(format!("--load-report: {e}")))
+            })
+            .transpose()?;
         cluster.health.path = self.health_path.clone();
         if let Some(d) = duration("--health-interval", &self.health_interval)? {
             cluster.health.interval = d;

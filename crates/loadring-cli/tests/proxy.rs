@@ -507,6 +507,18 @@ fn bad_input_fails_cleanly_before_serving() {
             "--retries: `-1`",
         ),
         (
+            vec!["--policy", "c_murmurhash_bl", "--key", "path", "-e", "127.0.0.1:1", "--load-report", "prometheus"],
+            "error: --load-report: `prometheus` is not a load report source: accepted orca or orca:METRIC",
+        ),
+        (
+            vec!["--policy", "c_murmurhash_bl", "--key", "path", "-e", "127.0.0.1:1", "--load-report", "orca:in flight"],
+            "error: --load-report: metric `in flight` is not a metric name: accepted 1 to 128 of A-Z a-z 0-9 _ - . :",
+        ),
+        (
+            vec!["--policy", "rr", "-e", "127.0.0.1:1", "--load-report", "orca"],
+            "error: --load-report orca:in_flight: policy `rr` has no load bound to use reports with: pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
+        ),
+        (
             vec![
                 "--policy",
                 "rr",

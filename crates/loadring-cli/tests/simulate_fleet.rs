@@ -116,3 +116,173 @@ fn bad_fleets_are_one_line_errors() {
         );
     }
 }
+
+/// `--load-report`: 100,000 requests at 20,000/s for 10 ms each (20 in
+/// flight per backend), fleets of 1, 4 and 16 balancers.
+fn reports(delay: &str) -> Value {
+    let out = loadring(&[
+        "simulate",
+        "--requests",
+        "100000",
+        "--keys",
+        "5000",
+        "--rate",
+        "20000",
+        "--no-events",
+        "-p",
+        "c_murmurhash_bl",
+        "--balancers",
+        "16",
+        "--load-report",
+        "--report-delay",
+        delay,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// One balancer hears every response of every backend, so each report is
+/// exactly its own count: with and without reports it places every request
+/// alike. With many balancers, reports change the placements.
+#[test]
+fn one_balancers_reports_are_its_own_count() {
+    let doc = reports("0ms");
+    assert_eq!(doc["report_delay_ns"], 0);
+    let rows = doc["fleet"].as_array().expect("fleet rows");
+    let ks: Vec<u64> = rows
+        .iter()
+        .map(|r| r["balancers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ks, [1, 4, 16], "K = 1, 4, 16 up to --balancers");
+    let one = &rows[0];
+    assert_eq!(one["without_reports"], one["with_reports"], "{one}");
+    assert_eq!(f(&one["with_reports"], "over_cap"), 0.0, "{one}");
+    let sixteen = &rows[2];
+    assert_ne!(
+        sixteen["without_reports"], sixteen["with_reports"],
+        "{sixteen}"
+    );
+    for r in rows {
+        for side in ["without_reports", "with_reports"] {
+            let s = &r[side];
+            let (locality, spills) = (f(s, "locality"), f(s, "spills"));
+            assert!((0.0..=1.0).contains(&locality), "{r}");
+            assert!((locality + spills - 1.0).abs() < 1e-9, "{r}");
+        }
+    }
+}
+
+/// The delay holds each response (and its report) on its way: the runs
+/// with a delay differ from those without, with and without reports.
+#[test]
+fn the_report_delay_changes_the_runs() {
+    let now = reports("0ms");
+    let late = reports("10ms");
+    assert_eq!(late["report_delay_ns"], 10_000_000);
+    let (now, late) = (&now["fleet"][2], &late["fleet"][2]);
+    assert_ne!(now["with_reports"], late["with_reports"]);
+    assert_ne!(now["without_reports"], late["without_reports"]);
+}
+
+#[test]
+fn the_load_report_table_shows_both_sides() {
+    let out = loadring(&[
+        "simulate",
+        "--requests",
+        "20000",
+        "--no-events",
+        "-p",
+        "c_murmurhash_bl",
+        "--balancers",
+        "4",
+        "--load-report",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("without reports") && text.contains("with reports"),
+        "{text}"
+    );
+    assert!(text.contains("0ms on its way"), "{text}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("c_murmurhash_bl"))
+        .collect();
+    assert_eq!(rows.len(), 2, "K = 1 and 4: {text}");
+}
+
+#[test]
+fn bad_load_report_flags_are_one_line_errors() {
+    let delay = "accepted a whole number of us, ms or s from 0 to 10s (e.g. 0ms, 1ms, 10ms)";
+    for (args, why) in [
+        (
+            &["--load-report"][..],
+            "--load-report models a fleet of balancers: give --balancers K too".to_string(),
+        ),
+        (
+            &["--balancers", "2", "--report-delay", "1ms"][..],
+            "--report-delay 1ms: the delay of load reports applies with --load-report".into(),
+        ),
+        (
+            &["--balancers", "2", "--load-report", "--report-delay", "5"][..],
+            format!("--report-delay 5: {delay}"),
+        ),
+        (
+            &[
+                "--balancers",
+                "2",
+                "--load-report",
+                "--report-delay",
+                "1.5ms",
+            ][..],
+            format!("--report-delay 1.5ms: {delay}"),
+        ),
+        (
+            &[
+                "--balancers",
+                "2",
+                "--load-report",
+                "--report-delay",
+                "-1ms",
+            ][..],
+            format!("--report-delay -1ms: {delay}"),
+        ),
+        (
+            &["--balancers", "2", "--load-report", "--report-delay", "11s"][..],
+            format!("--report-delay 11s: {delay}"),
+        ),
+        (
+            &["--balancers", "2", "--load-report", "--report-delay", "ms"][..],
+            format!("--report-delay ms: {delay}"),
+        ),
+        (
+            &[
+                "--balancers",
+                "2",
+                "--load-report",
+                "--report-delay",
+                "99999999999999999999s",
+            ][..],
+            format!("--report-delay 99999999999999999999s: {delay}"),
+        ),
+    ] {
+        let mut all = vec!["simulate", "--requests", "1000"];
+        all.extend_from_slice(args);
+        let out = loadring(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert_eq!(stderr.trim_end(), format!("error: {why}"), "{args:?}");
+    }
+    let help = loadring(&["simulate", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--load-report") && help.contains("--report-delay <DUR>"),
+        "{help}"
+    );
+}

@@ -106,6 +106,20 @@ fn describe(cluster: &Cluster) -> Value {
                 .collect()
         })
         .unwrap_or_default();
+    // Reports are read only with --load-report; without it every endpoint
+    // shows null.
+    let reported: HashMap<(String, Option<String>), u64> = if cluster.config().load_report.is_some()
+    {
+        balancer
+            .reported_loads()
+            .into_iter()
+            .filter_map(|(e, load)| {
+                Some(((e.addr().to_string(), e.tag().map(str::to_string)), load?))
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
     let now = Instant::now();
     // One snapshot, one pass: no lookup per endpoint.
     let states = balancer.states(loadring::clock::now());
@@ -137,6 +151,7 @@ fn describe(cluster: &Cluster) -> Value {
                 "ejected_ms": ejected.map(millis),
                 "slow_start": state.lifecycle.slow_start,
                 "in_flight": state.in_flight,
+                "reported_load": reported.get(&(e.addr().to_string(), e.tag().map(str::to_string))),
                 "cap": state.cap,
                 "requests": served.attempts,
                 "errors": served.failures,
@@ -157,6 +172,7 @@ fn describe(cluster: &Cluster) -> Value {
         "policy": cluster.policy().to_string(),
         "key": cluster.key().sources().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
         "bounded": bounded,
+        "load_report": cluster.config().load_report.as_ref().map(|r| r.to_string()),
         "in_flight": in_flight_total,
         "in_flight_mean": mean,
         "requests": served.attempts,

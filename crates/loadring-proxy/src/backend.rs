@@ -9,6 +9,10 @@
 //!   else the backend's address and a newline. Headers `x-backend` (its address),
 //!   `x-echo-method`, `x-echo-uri`, `x-echo-host`, `x-echo-forwarded-for`
 //!   and `x-echo-hop` (the hop-by-hop headers it received) tell what came.
+//! - after [`DemoBackend::set_load_report`]`(true)`, each answer carries an
+//!   ORCA load report, `endpoint-load-metrics: TEXT named_metrics.in_flight=N`,
+//!   N the requests it has in service besides the one answered (the count
+//!   once this answer has gone), for `loadring proxy --load-report orca`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -32,6 +36,9 @@ struct Counters {
     requests: AtomicU64,
     connections: AtomicU64,
     unhealthy: AtomicBool,
+    load_report: AtomicBool,
+    /// A report given verbatim instead of the count.
+    report_text: std::sync::Mutex<Option<String>>,
 }
 
 /// A running demo backend; dropping it (or [`DemoBackend::kill`]) closes its
@@ -107,6 +114,23 @@ impl DemoBackend {
     /// Makes `/health...` answer 200 (true) or 503 (false).
     pub fn set_healthy(&self, healthy: bool) {
         self.counters.unhealthy.store(!healthy, SeqCst);
+    }
+
+    /// Makes every answer carry (true) or not (false) its load report in
+    /// `endpoint-load-metrics` (see the module's documentation).
+    pub fn set_load_report(&self, on: bool) {
+        self.counters.load_report.store(on, SeqCst);
+    }
+
+    /// Makes every answer carry `text` verbatim as its load report (to try
+    /// reports of other formats, or malformed ones), or its count again
+    /// (`None`); [`DemoBackend::set_load_report`] still turns reports on and off.
+    pub fn set_load_report_text(&self, text: Option<&str>) {
+        *self
+            .counters
+            .report_text
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = text.map(str::to_string);
     }
 
     /// Stops it abruptly: listener and connections closed.
@@ -224,6 +248,19 @@ async fn answer(
     for (name, value) in echo {
         if let Ok(value) = value.parse() {
             response.headers_mut().insert(name, value);
+        }
+    }
+    if counters.load_report.load(SeqCst) {
+        // This request is still counted: the report is the count once it has gone.
+        let others = counters.in_flight.load(SeqCst).saturating_sub(1);
+        let text = counters
+            .report_text
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| format!("TEXT named_metrics.in_flight={others}"));
+        if let Ok(value) = text.parse() {
+            response.headers_mut().insert(loadring::orca::HEADER, value);
         }
     }
     Ok(response)

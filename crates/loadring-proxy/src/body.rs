@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use loadring::{Outcome, Pick};
+use loadring::{LoadReport, Outcome, Pick};
 use tokio::time::Sleep;
 
 use crate::cluster::Backend;
@@ -55,6 +55,22 @@ pub struct GuardedBody {
     /// Armed when the backend is waited for, not while the client is.
     stall: Option<Pin<Box<Sleep>>>,
     on_client_gone: OnClientGone,
+    /// The backend's load report from the response headers, given to the
+    /// balancer with the outcome.
+    report: Option<LoadReport>,
+}
+
+/// The outcome, with the backend's report when there is one.
+fn outcome(succeeded: bool, latency: Duration, report: Option<LoadReport>) -> Outcome {
+    let outcome = if succeeded {
+        Outcome::success(latency)
+    } else {
+        Outcome::failure(latency)
+    };
+    match report {
+        Some(report) => outcome.with_report(report),
+        None => outcome,
+    }
 }
 
 impl GuardedBody {
@@ -81,7 +97,15 @@ impl GuardedBody {
             idle,
             stall: None,
             on_client_gone,
+            report: None,
         }
+    }
+
+    /// Gives `report` (the backend's, from the response headers) to the
+    /// balancer with the outcome.
+    pub fn with_report(mut self, report: Option<LoadReport>) -> Self {
+        self.report = report;
+        self
     }
 }
 
@@ -144,12 +168,13 @@ impl Drop for GuardedBody {
     fn drop(&mut self) {
         let Some(pick) = self.pick.take() else { return };
         let latency = self.started.elapsed();
+        let report = self.report.take();
         if self.broken || (self.ended && !self.succeeded) {
-            pick.finish(Outcome::failure(latency));
+            pick.finish(outcome(false, latency, report));
             return;
         }
         if self.ended {
-            pick.finish(Outcome::success(latency));
+            pick.finish(outcome(true, latency, report));
             return;
         }
         // The client went away before the end of the body.
@@ -157,7 +182,14 @@ impl Drop for GuardedBody {
         let runtime = tokio::runtime::Handle::try_current();
         match (self.on_client_gone, inner, runtime) {
             (OnClientGone::Drain, Some(inner), Ok(runtime)) => {
-                runtime.spawn(drain(inner, pick, self.started, self.succeeded, self.idle));
+                runtime.spawn(drain(
+                    inner,
+                    pick,
+                    self.started,
+                    self.succeeded,
+                    self.idle,
+                    report,
+                ));
             }
             // Aborted: the slot is released with no verdict on the backend.
             _ => drop(pick),
@@ -173,6 +205,7 @@ async fn drain(
     started: Instant,
     succeeded: bool,
     idle: Duration,
+    report: Option<LoadReport>,
 ) {
     let ended = loop {
         match tokio::time::timeout(idle, inner.frame()).await {
@@ -185,10 +218,5 @@ async fn drain(
             Ok(Some(Err(_))) | Err(_) => break false,
         }
     };
-    let latency = started.elapsed();
-    if ended && succeeded {
-        pick.finish(Outcome::success(latency));
-    } else {
-        pick.finish(Outcome::failure(latency));
-    }
+    pick.finish(outcome(ended && succeeded, started.elapsed(), report));
 }

@@ -15,6 +15,7 @@ use crate::clients::ClientLimits;
 use crate::duration::parse_duration;
 use crate::endpoints::parse_endpoints;
 use crate::key::KeySpec;
+use crate::load_report::LoadReportSpec;
 
 /// A configuration problem, as one line naming the culprit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,6 +101,9 @@ pub struct ClusterConfig {
     pub abort_on_close: bool,
     /// Active and passive health checking.
     pub health: HealthConfig,
+    /// Read each response's load report (`--load-report`) and give it to
+    /// the balancer, whose bounded cap then counts the whole fleet's load.
+    pub load_report: Option<LoadReportSpec>,
 }
 
 /// Active checks and passive ejection.
@@ -160,6 +164,7 @@ impl ClusterConfig {
             timeout: DEFAULT_TIMEOUT,
             abort_on_close: false,
             health: HealthConfig::default(),
+            load_report: None,
         }
     }
 
@@ -209,6 +214,17 @@ impl ClusterConfig {
                 self.policy,
                 name("key")
             )));
+        }
+        if let Some(report) = &self.load_report {
+            // Only a bounded policy has a cap for reports to inform.
+            if self.policy.report_max_age().is_none() {
+                return Err(ConfigError(format!(
+                    "{} {report}: policy `{}` has no load bound to use reports with: \
+                     pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
+                    name("load_report"),
+                    self.policy
+                )));
+            }
         }
         if self.discover.is_some() && self.endpoints_file.is_some() {
             return Err(ConfigError(format!(
@@ -290,6 +306,7 @@ impl Naming {
                 "endpoints" => "-e ENDPOINT (repeatable)",
                 "endpoints_file" => "--endpoints",
                 "health_path" => "--health-path",
+                "load_report" => "--load-report",
                 "health_rise" => "--health-rise",
                 "health_fall" => "--health-fall",
                 "health_interval" => "--health-interval",
@@ -489,6 +506,7 @@ struct RawCluster {
     health_fall: Option<u32>,
     eject_after: Option<u32>,
     eject_for: Option<String>,
+    load_report: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -635,6 +653,13 @@ impl RawCluster {
             eject_after: self.eject_after.unwrap_or(DEFAULT_EJECT_AFTER),
             eject_for: duration("eject_for", self.eject_for.as_deref(), DEFAULT_EJECT_FOR)?,
         };
+        c.load_report = self
+            .load_report
+            .map(|r| {
+                r.parse()
+                    .map_err(|e| ConfigError(format!("load_report: {e}")))
+            })
+            .transpose()?;
         Ok(c)
     }
 }
@@ -660,6 +685,7 @@ abort_on_close = true
 health_path = "/healthz"
 health_interval = "500ms"
 eject_after = 0
+load_report = "orca:num_requests_running"
 
 [[cluster]]
 name = "static"
@@ -704,6 +730,11 @@ cluster = "users"
         assert_eq!(users.health.path.as_deref(), Some("/healthz"));
         assert_eq!(users.health.interval, Duration::from_millis(500));
         assert_eq!(users.health.eject_after, 0);
+        assert_eq!(
+            users.load_report.as_ref().map(|r| r.metric()),
+            Some("num_requests_running")
+        );
+        assert_eq!(c.clusters[1].load_report, None);
         assert_eq!(c.routes[1].path_prefix, "/");
     }
 
@@ -777,6 +808,22 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("key = [\"header:x-user\", \"cookie:sid\"]", ""),
                 "cluster `users`: key: policy `c_murmurhash_bl:load_factor=1.25` hashes a key: give key SOURCE",
+            ),
+            (
+                TWO_CLUSTERS.replace("orca:num_requests_running", "orca:"),
+                "cluster `users`: load_report: metric `` is not a metric name: accepted 1 to 128 of A-Z a-z 0-9 _ - . :",
+            ),
+            (
+                TWO_CLUSTERS.replace("orca:num_requests_running", "json"),
+                "cluster `users`: load_report: `json` is not a load report source: accepted orca or orca:METRIC",
+            ),
+            (
+                TWO_CLUSTERS.replace("load_report = \"orca:num_requests_running\"", "load_report = 3"),
+                "(line 18, key `load_report`)",
+            ),
+            (
+                TWO_CLUSTERS.replace("policy = \"rr\"", "policy = \"rr\"\nload_report = \"orca\""),
+                "cluster `static`: load_report orca:in_flight: policy `rr` has no load bound to use reports with: pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
             ),
         ];
         for (text, expected) in cases {

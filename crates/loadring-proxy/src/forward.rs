@@ -13,11 +13,12 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use loadring::{Outcome, Pick};
+use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{BoxError, GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::health::report_failure;
+use crate::load_report::Reading;
 use crate::metrics::Metrics;
 use crate::request_body::{ReadError, RequestBody};
 use crate::reused::{
@@ -216,6 +217,28 @@ impl Forwarder {
         self.metrics
             .request(&self.label, upstream.shared_addr(), code);
         report_failure(cluster, upstream);
+    }
+
+    /// The backend's load report in `headers`, removed from them and
+    /// counted, when the cluster reads reports; a malformed one is ignored.
+    fn take_report(&self, headers: &mut HeaderMap, upstream: &Backend) -> Option<LoadReport> {
+        let spec = self.cluster.config().load_report.as_ref()?;
+        let reading = spec.take(headers);
+        self.metrics
+            .load_report(&self.label, upstream.shared_addr(), reading.label());
+        match reading {
+            Reading::InService(count) => Some(LoadReport::new(count)),
+            Reading::Missing => None,
+            Reading::Malformed(why) => {
+                // Counted in /metrics; a log line per response would flood.
+                tracing::debug!(
+                    cluster = self.cluster.name(),
+                    endpoint = upstream.addr(),
+                    "load report ignored: {why}"
+                );
+                None
+            }
+        }
     }
 
     /// A forwarder for `cluster` over `client`.
@@ -466,6 +489,7 @@ impl Forwarder {
                     }
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
+                    let report = self.take_report(&mut head.headers, &upstream);
                     let on_client_gone = if cluster.config().abort_on_close {
                         OnClientGone::Abort
                     } else {
@@ -478,7 +502,8 @@ impl Forwarder {
                         !status.is_server_error(),
                         timeout,
                         on_client_gone,
-                    );
+                    )
+                    .with_report(report);
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Err(error)) => {

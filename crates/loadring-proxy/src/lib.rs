@@ -53,6 +53,7 @@ pub mod forward;
 pub mod health;
 pub mod history;
 pub mod key;
+pub mod load_report;
 pub mod metrics;
 pub mod reload;
 mod request_body;

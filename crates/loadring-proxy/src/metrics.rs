@@ -39,6 +39,26 @@ impl EncodeLabelSet for RequestLabels {
     }
 }
 
+/// The labels of `loadring_load_reports_total`, counted on every response
+/// of a cluster that reads load reports.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ReportLabels {
+    cluster: Option<Arc<str>>,
+    endpoint: Arc<str>,
+    /// `ok`, `malformed` or `missing`.
+    result: &'static str,
+}
+
+impl EncodeLabelSet for ReportLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(cluster) = &self.cluster {
+            ("cluster", &**cluster).encode(encoder.encode_label())?;
+        }
+        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("result", self.result).encode(encoder.encode_label())
+    }
+}
+
 /// Every series the proxy exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -49,6 +69,8 @@ pub struct Metrics {
     in_flight: Family<Labels, Gauge>,
     healthy: Family<Labels, Gauge>,
     requests: Family<RequestLabels, Counter>,
+    load_reports: Family<ReportLabels, Counter>,
+    reported: Family<Labels, Gauge>,
     retries: PerCluster,
     reused_retries: PerCluster,
     spilled: PerCluster,
@@ -98,6 +120,8 @@ impl Metrics {
         let in_flight = Family::<Labels, Gauge>::default();
         let healthy = Family::<Labels, Gauge>::default();
         let requests = Family::<RequestLabels, Counter>::default();
+        let load_reports = Family::<ReportLabels, Counter>::default();
+        let reported = Family::<Labels, Gauge>::default();
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
         let reused_retries = PerCluster::new(labelled_by_cluster);
@@ -115,6 +139,16 @@ impl Metrics {
             "loadring_requests",
             "Attempts per endpoint and status code (502: no response, 504: timed out)",
             requests.clone(),
+        );
+        registry.register(
+            "loadring_load_reports",
+            "Responses of clusters with --load-report, per endpoint and result: ok (the report was used), malformed (ignored), missing",
+            load_reports.clone(),
+        );
+        registry.register(
+            "loadring_reported_load",
+            "Per endpoint the fleet-wide load the bounded cap uses: the backend's last fresh report plus this proxy's picks since, minus those completed since (absent without a fresh report)",
+            reported.clone(),
         );
         retries.register(
             &mut registry,
@@ -138,6 +172,8 @@ impl Metrics {
             in_flight,
             healthy,
             requests,
+            load_reports,
+            reported,
             retries,
             reused_retries,
             spilled,
@@ -169,6 +205,17 @@ impl Metrics {
             code,
         };
         self.requests.get_or_create(&labels).inc();
+    }
+
+    /// Counts a response of `cluster` from `endpoint` whose load report was
+    /// `result` (`ok`, `malformed` or `missing`).
+    pub fn load_report(&self, cluster: &Arc<str>, endpoint: &Arc<str>, result: &'static str) {
+        let labels = ReportLabels {
+            cluster: self.labelled_by_cluster.then(|| cluster.clone()),
+            endpoint: endpoint.clone(),
+            result,
+        };
+        self.load_reports.get_or_create(&labels).inc();
     }
 
     /// The dashboard's last minutes (recorded while an admin listener runs).
@@ -208,8 +255,22 @@ impl Metrics {
         let _one_at_a_time = self.scrape.lock().unwrap_or_else(|e| e.into_inner());
         self.in_flight.clear();
         self.healthy.clear();
+        self.reported.clear();
         for cluster in clusters {
             let balancer = cluster.balancer();
+            if cluster.config().load_report.is_some() {
+                for (endpoint, load) in balancer.reported_loads() {
+                    let Some(load) = load else { continue };
+                    let mut rest = vec![("endpoint", endpoint.addr())];
+                    if let Some(tag) = endpoint.tag() {
+                        rest.push(("tag", tag));
+                    }
+                    let labels = self.labels(cluster.name(), &rest);
+                    self.reported
+                        .get_or_create(&labels)
+                        .set(i64::try_from(load).unwrap_or(i64::MAX));
+                }
+            }
             for (endpoint, load) in balancer.loads() {
                 let mut rest = vec![("endpoint", endpoint.addr())];
                 if let Some(tag) = endpoint.tag() {

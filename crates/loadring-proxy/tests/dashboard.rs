@@ -743,3 +743,85 @@ async fn an_ejected_endpoint_shows_its_time_left() {
         }
     }
 }
+
+/// With `--load-report`, each row shows the load the cap counts beside the
+/// proxy's own count: `reported N` as `/status` gives it, or `no fresh
+/// report` for a backend that does not report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_shows_reported_load_beside_the_local_count() {
+    let mut backends = Vec::new();
+    for reports in [true, true, false] {
+        let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+        b.set_load_report(reports);
+        backends.push(b);
+    }
+    // Reports that stay fresh while the browser runs.
+    let mut cluster = ClusterConfig::new(
+        "default",
+        "c_murmurhash_bl:load_factor=1.25 report_max_age=60m"
+            .parse()
+            .unwrap(),
+    );
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| Endpoint::new(b.addr().to_string()).unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    cluster.timeout = Duration::from_millis(HELD_MS * 2);
+    cluster.load_report = Some("orca".parse().unwrap());
+    let proxy = start(cluster).await;
+    // Quick requests until every backend has answered one.
+    for i in 0..200 {
+        let user = format!("u{i}");
+        assert_eq!(get(proxy.addr, "/", &[("x-user", &user)]).await.status, 200);
+        if backends.iter().all(|b| b.requests() > 0) {
+            break;
+        }
+    }
+    assert!(backends.iter().all(|b| b.requests() > 0));
+    let held: Vec<JoinHandle<()>> = (0..5)
+        .map(|_| {
+            let addr = proxy.addr;
+            tokio::spawn(async move {
+                get(addr, &format!("/?delay={HELD_MS}"), &[("x-user", "hot")]).await;
+            })
+        })
+        .collect();
+    let admin = proxy.admin;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            status(admin).await["clusters"][0]["in_flight"] == 5
+        })
+        .await
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dom = dump_dom(dir.path(), format!("http://{}/", proxy.admin)).await;
+    let doc = status(proxy.admin).await;
+    let endpoints = doc["endpoints"].as_array().unwrap();
+    let rows = rows(&dom);
+    assert_eq!(rows.len(), 3, "{dom}");
+    for ((row, e), b) in rows.iter().zip(endpoints).zip(&backends) {
+        assert_eq!(e["addr"], b.addr().to_string());
+        let cell = tag_of(row, "in-flight");
+        let label = unescape(row);
+        match e["reported_load"].as_u64() {
+            Some(n) => {
+                assert_eq!(attr(cell, "data-reported"), Some(n.to_string()));
+                assert!(label.contains(&format!("\u{b7} reported {n}")), "{label}");
+            }
+            None => {
+                assert_eq!(attr(cell, "data-reported"), Some(String::new()));
+                assert!(label.contains("no fresh report"), "{label}");
+            }
+        }
+    }
+    // The backends that report are in the view, the silent one is not.
+    let reported: Vec<bool> = endpoints
+        .iter()
+        .map(|e| e["reported_load"].is_u64())
+        .collect();
+    assert_eq!(reported, [true, true, false], "{doc}");
+    for h in held {
+        h.abort();
+    }
+}

@@ -918,3 +918,180 @@ async fn pixiu_ring_with_method_uri_sends_requests_where_pixiu_would() {
         "keys spread over the backends: {reached:?}"
     );
 }
+
+/// The report series of `/metrics` for `endpoint` and `result`.
+fn reports(text: &str, endpoint: &str, result: &str) -> f64 {
+    metric(
+        text,
+        &format!("loadring_load_reports_total{{endpoint=\"{endpoint}\",result=\"{result}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+/// `--load-report orca`: every response's report reaches the balancer
+/// (shown in `/status`, moving the cap), is removed before the client sees
+/// it and is counted; a malformed one is ignored and counted; without the
+/// flag the header passes through untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_reports_are_read_removed_counted_and_move_the_cap() {
+    let backends = backends(3).await;
+    for b in &backends {
+        b.set_load_report(true);
+    }
+    let all: Vec<&DemoBackend> = backends.iter().collect();
+    let mut c = cluster("c_murmurhash_bl:load_factor=1.25", &["header:x-user"], &all);
+    c.load_report = Some("orca".parse().unwrap());
+    let proxy = start(c).await;
+    let keys = a_key_of_each(&proxy, 3).await;
+    for i in 0..30 {
+        let reply = get(proxy.addr, "/", &[("x-user", &format!("user{i}"))]).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.header("endpoint-load-metrics"), None, "removed");
+    }
+    let text = proxy.metrics().await;
+    let mut ok_total = 0.0;
+    for b in &backends {
+        let ok = reports(&text, &b.addr().to_string(), "ok");
+        // Every request a backend answered came with a report that was used.
+        assert_eq!(ok, b.requests() as f64, "{text}");
+        ok_total += ok;
+        assert_eq!(reports(&text, &b.addr().to_string(), "malformed"), 0.0);
+    }
+    assert!(ok_total >= 30.0, "{text}");
+    let status: serde_json::Value =
+        serde_json::from_str(&get(proxy.admin, "/status", &[]).await.body).unwrap();
+    assert_eq!(status["clusters"][0]["load_report"], "orca:in_flight");
+    for e in status["endpoints"].as_array().unwrap() {
+        // One request at a time: each report says 0 others in service.
+        assert_eq!(e["reported_load"], 0, "{e}");
+        assert_eq!(e["in_flight"], 0, "{e}");
+    }
+
+    // A malformed report: ignored (the view keeps the last good one),
+    // counted, removed.
+    let (key, owner) = &keys[0];
+    let owner_backend = backends
+        .iter()
+        .find(|b| b.addr().to_string() == *owner)
+        .unwrap();
+    owner_backend.set_load_report_text(Some("TEXT named_metrics.in_flight=lots"));
+    let reply = get(proxy.addr, "/", &[("x-user", key)]).await;
+    assert_eq!(reply.backend(), *owner);
+    assert_eq!(reply.header("endpoint-load-metrics"), None);
+    let text = proxy.metrics().await;
+    assert_eq!(reports(&text, owner, "malformed"), 1.0, "{text}");
+
+    // The owner reports 60 in service: the proxy's cap (ceil(1.25 x 61 / 3)
+    // = 26) sends the key elsewhere while the report is fresh.
+    owner_backend.set_load_report_text(Some(r#"JSON {"named_metrics": {"in_flight": 60}}"#));
+    let reply = get(proxy.addr, "/", &[("x-user", key)]).await;
+    assert_eq!(reply.backend(), *owner, "the report comes with this answer");
+    let status: serde_json::Value =
+        serde_json::from_str(&get(proxy.admin, "/status", &[]).await.body).unwrap();
+    let shown = status["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["addr"] == owner.as_str())
+        .unwrap()["reported_load"]
+        .clone();
+    assert_eq!(shown, 60, "{status}");
+    let gauge = |text: &str, addr: &str| {
+        metric(
+            text,
+            &format!("loadring_reported_load{{endpoint=\"{addr}\"}}"),
+        )
+    };
+    let text = proxy.metrics().await;
+    assert_eq!(gauge(&text, owner), Some(60.0), "{text}");
+    let reply = get(proxy.addr, "/", &[("x-user", key)]).await;
+    assert_ne!(
+        reply.backend(),
+        *owner,
+        "spilled from a backend reported full"
+    );
+
+    // Without --load-report the proxy leaves the header alone.
+    owner_backend.set_load_report_text(None);
+    let plain = start(cluster(
+        "c_murmurhash_bl:load_factor=1.25",
+        &["header:x-user"],
+        &all,
+    ))
+    .await;
+    let reply = get(plain.addr, "/", &[("x-user", key)]).await;
+    assert_eq!(
+        reply.header("endpoint-load-metrics"),
+        Some("TEXT named_metrics.in_flight=0")
+    );
+    let text = plain.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_load_reports_total"),
+        0.0,
+        "{text}"
+    );
+    assert_eq!(
+        gauge(&text, owner),
+        None,
+        "no series without reports: {text}"
+    );
+    let status: serde_json::Value =
+        serde_json::from_str(&get(plain.admin, "/status", &[]).await.body).unwrap();
+    assert_eq!(
+        status["clusters"][0]["load_report"],
+        serde_json::Value::Null
+    );
+    assert!(status["endpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|e| e["reported_load"].is_null()));
+}
+
+/// A client that leaves before the end of the body: the response is drained
+/// and its report still reaches the balancer when the backend is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_response_still_gives_its_report() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = backends(1).await;
+    b[0].set_load_report(true);
+    b[0].set_load_report_text(Some("TEXT named_metrics.in_flight=7"));
+    // Reports stay fresh however slow the machine.
+    let mut c = cluster(
+        "c_murmurhash_bl:load_factor=1.25 report_max_age=60m",
+        &["header:x-user"],
+        &[&b[0]],
+    );
+    c.load_report = Some("orca".parse().unwrap());
+    let proxy = start(c).await;
+    let addr = b[0].addr().to_string();
+    let gauge = format!("loadring_reported_load{{endpoint=\"{addr}\"}}");
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let head = "GET /?drip=5 HTTP/1.1\r\nHost: x\r\nx-user: k\r\nConnection: close\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&received).contains("line 0") {
+        let n = tokio::time::timeout(common::STEP, stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early");
+        received.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&received).to_ascii_lowercase();
+    assert!(!text.contains("endpoint-load-metrics"), "removed: {text}");
+    // Still streaming: the report waits for the outcome.
+    assert_eq!(metric(&proxy.metrics().await, &gauge), None);
+    drop(stream);
+    assert!(
+        eventually(common::STEP, || async {
+            proxy.in_flight_total().await == 0.0
+        })
+        .await,
+        "released once the body is drained"
+    );
+    let text = proxy.metrics().await;
+    assert_eq!(metric(&text, &gauge), Some(7.0), "{text}");
+    assert_eq!(reports(&text, &addr, "ok"), 1.0, "{text}");
+}

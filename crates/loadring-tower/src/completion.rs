@@ -4,10 +4,10 @@
 use std::fmt;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http_body::{Body, Frame, SizeHint};
-use loadring::{Endpoint, Outcome, Pick};
+use loadring::{Endpoint, LoadReport, Outcome, Pick};
 use pin_project_lite::pin_project;
 
 /// One request's in-flight slot on its endpoint (a [`Pick`]) and, for
@@ -18,6 +18,9 @@ use pin_project_lite::pin_project;
 pub struct Guard<S> {
     pick: Pick<S>,
     started: Option<Instant>,
+    /// The endpoint's own load report from its response, given to the
+    /// balancer with the outcome.
+    report: Option<LoadReport>,
 }
 
 impl<S> fmt::Debug for Guard<S> {
@@ -30,7 +33,41 @@ impl<S> fmt::Debug for Guard<S> {
 
 impl<S> Guard<S> {
     pub(crate) fn new(pick: Pick<S>, started: Option<Instant>) -> Self {
-        Guard { pick, started }
+        Guard {
+            pick,
+            started,
+            report: None,
+        }
+    }
+
+    /// Gives `report` (the endpoint's own count of its requests in service,
+    /// read from its response) to the balancer when the slot is released
+    /// with [`Guard::success`] or [`Guard::failure`].
+    #[must_use]
+    pub fn with_report(mut self, report: Option<LoadReport>) -> Self {
+        self.report = report;
+        self
+    }
+
+    fn finish(self, success: bool) {
+        let latency = self.started.map(|t| t.elapsed());
+        let outcome = |latency| {
+            if success {
+                Outcome::success(latency)
+            } else {
+                Outcome::failure(latency)
+            }
+        };
+        match (latency, self.report) {
+            (Some(latency), None) => self.pick.finish(outcome(latency)),
+            (Some(latency), Some(report)) => self.pick.finish(outcome(latency).with_report(report)),
+            // Without a policy that learns from latency, a report still
+            // needs an outcome to ride on; its latency is never read.
+            (None, Some(report)) => self
+                .pick
+                .finish(outcome(Duration::ZERO).with_report(report)),
+            (None, None) => drop(self.pick),
+        }
     }
 
     /// The endpoint the request went to.
@@ -46,19 +83,13 @@ impl<S> Guard<S> {
     /// Releases the slot, reporting a success to policies that learn from
     /// outcomes.
     pub fn success(self) {
-        match self.started {
-            Some(t) => self.pick.finish(Outcome::success(t.elapsed())),
-            None => drop(self),
-        }
+        self.finish(true);
     }
 
     /// Releases the slot, reporting a failure to policies that learn from
     /// outcomes.
     pub fn failure(self) {
-        match self.started {
-            Some(t) => self.pick.finish(Outcome::failure(t.elapsed())),
-            None => drop(self),
-        }
+        self.finish(false);
     }
 }
 

@@ -8,7 +8,9 @@ use loadring::{Balancer, Endpoint, PolicySpec};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::completion::{OnBodyEnd, OnResponse};
 use crate::error::BoxError;
+use crate::report::WithReport;
 use crate::service::{Keyless, LoadRing};
 
 /// An HTTP client service bound to one endpoint: it sends each request to
@@ -92,15 +94,21 @@ where
 /// # let _ = layer;
 /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
 /// ```
+///
+/// With [`LoadRingLayer::hold_until_body_end`] and
+/// [`LoadRingLayer::load_report`], the services it makes hold each slot
+/// until the response body ends and read the endpoints' load reports, as
+/// [`LoadRing`]'s methods of the same names do.
 #[derive(Clone)]
-pub struct LoadRingLayer<F> {
+pub struct LoadRingLayer<F, C = OnResponse> {
     spec: PolicySpec,
     endpoints: Vec<Endpoint>,
     key: F,
     keyless: Keyless,
+    completion: C,
 }
 
-impl<F> fmt::Debug for LoadRingLayer<F> {
+impl<F, C> fmt::Debug for LoadRingLayer<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LoadRingLayer")
             .field("spec", &self.spec.as_str())
@@ -130,19 +138,68 @@ impl<F> LoadRingLayer<F> {
             endpoints,
             key,
             keyless: Keyless::default(),
+            completion: OnResponse,
         })
     }
+}
 
+impl<F, C> LoadRingLayer<F, C> {
     /// Sets what happens to requests without a key (see [`Keyless`]).
     #[must_use]
     pub fn keyless(mut self, keyless: Keyless) -> Self {
         self.keyless = keyless;
         self
     }
+
+    /// The services hold each response's slot until its body ends (see
+    /// [`LoadRing::hold_until_body_end`]).
+    pub fn hold_until_body_end(self) -> LoadRingLayer<F, OnBodyEnd> {
+        self.completion(OnBodyEnd)
+    }
+
+    /// The services read each endpoint's load report from its responses
+    /// with `hook` (see [`LoadRing::load_report`]); call it after
+    /// [`LoadRingLayer::hold_until_body_end`].
+    ///
+    /// ```
+    /// use loadring::Endpoint;
+    /// use loadring_tower::{orca_report, LoadRingLayer};
+    ///
+    /// let endpoints = ["127.0.0.1:8081", "127.0.0.1:8082"].map(|a| Endpoint::new(a).unwrap());
+    /// let layer = LoadRingLayer::new(
+    ///     "c_murmurhash_bl:load_factor=1.25".parse()?,
+    ///     endpoints,
+    ///     |req: &http::Request<String>| req.headers().get("x-user").map(|v| v.as_bytes().to_vec()),
+    /// )?
+    /// .hold_until_body_end()
+    /// .load_report(orca_report("in_flight")?);
+    /// # let _ = layer;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn load_report<H>(self, hook: H) -> LoadRingLayer<F, WithReport<C, H>> {
+        let completion = WithReport::new(self.completion, hook);
+        LoadRingLayer {
+            spec: self.spec,
+            endpoints: self.endpoints,
+            key: self.key,
+            keyless: self.keyless,
+            completion,
+        }
+    }
+
+    fn completion<C2>(self, completion: C2) -> LoadRingLayer<F, C2> {
+        LoadRingLayer {
+            spec: self.spec,
+            endpoints: self.endpoints,
+            key: self.key,
+            keyless: self.keyless,
+            completion,
+        }
+    }
 }
 
-impl<S: Clone, F: Clone> Layer<S> for LoadRingLayer<F> {
-    type Service = LoadRing<SetAuthority<S>, F>;
+impl<S: Clone, F: Clone, C: Clone> Layer<S> for LoadRingLayer<F, C> {
+    type Service = LoadRing<SetAuthority<S>, F, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let backends = self.endpoints.iter().map(|e| {
@@ -156,5 +213,6 @@ impl<S: Clone, F: Clone> Layer<S> for LoadRingLayer<F> {
         LoadRing::new(self.spec.clone(), backends, self.key.clone())
             .expect("the same membership built in LoadRingLayer::new")
             .keyless(self.keyless)
+            .completion(self.completion.clone())
     }
 }

@@ -13,6 +13,9 @@
 //!   candidate (the ring successor).
 //! - [`OnResponse`] / [`OnBodyEnd`]: when a request's in-flight slot is
 //!   released.
+//! - [`LoadRing::load_report`] with [`orca_report`]: endpoints' own counts
+//!   of their requests in service (ORCA's `endpoint-load-metrics` header),
+//!   so that a bounded cap counts the load every client puts on them.
 //!
 //! The response future owns the request's [`Guard`] (its in-flight slot):
 //! it is released on the response (or at the end of an HTTP body), on an
@@ -26,6 +29,7 @@ mod completion;
 mod discover;
 mod error;
 mod layer;
+mod report;
 mod retry;
 mod service;
 
@@ -33,5 +37,6 @@ pub use completion::{Complete, Guard, GuardedBody, OnBodyEnd, OnResponse, Served
 pub use discover::Driver;
 pub use error::{BoxError, Error};
 pub use layer::{LoadRingLayer, SetAuthority};
+pub use report::{orca_report, OrcaReport, ReadReport, WithReport};
 pub use retry::{Exclusions, RetryNext, Tried};
 pub use service::{Keyless, LoadRing, ResponseFuture};

@@ -15,6 +15,7 @@ use tower_service::Service;
 
 use crate::completion::{Complete, Guard, OnBodyEnd, OnResponse};
 use crate::error::{BoxError, Error};
+use crate::report::WithReport;
 use crate::retry::Exclusions;
 
 /// What happens to requests for which the key extractor returns `None`.
@@ -245,6 +246,41 @@ impl<S, F, C> LoadRing<S, F, C> {
     pub fn keyless(mut self, keyless: Keyless) -> Self {
         self.keyless = keyless;
         self
+    }
+
+    /// Reads each endpoint's own load report from its responses with
+    /// `hook` (e.g. [`orca_report`](crate::orca_report)) and gives it to the
+    /// balancer with the request's outcome: the bounded policies then cap
+    /// the load every client puts on an endpoint, not only this one's (see
+    /// `loadring::LoadReport`). Call it after
+    /// [`LoadRing::hold_until_body_end`] or [`LoadRing::completion`], which
+    /// replace the completion.
+    ///
+    /// ```
+    /// use loadring::Endpoint;
+    /// use loadring_tower::{orca_report, LoadRing};
+    ///
+    /// # type Client = tower::util::BoxCloneService<http::Request<String>, http::Response<String>, std::convert::Infallible>;
+    /// # fn client() -> Client { tower::util::BoxCloneService::new(tower::service_fn(|_| async { Ok(http::Response::new(String::new())) })) }
+    /// let backends = ["10.0.0.1:80", "10.0.0.2:80"].map(|a| (Endpoint::new(a).unwrap(), client()));
+    /// let service = LoadRing::new(
+    ///     "c_murmurhash_bl:load_factor=1.25".parse()?,
+    ///     backends,
+    ///     |req: &http::Request<String>| req.headers().get("x-user").map(|v| v.as_bytes().to_vec()),
+    /// )?
+    /// .hold_until_body_end()
+    /// .load_report(orca_report("in_flight")?);
+    /// # let _ = service;
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// ```
+    pub fn load_report<H>(self, hook: H) -> LoadRing<S, F, WithReport<C, H>> {
+        let completion = WithReport::new(self.completion, hook);
+        LoadRing {
+            shared: self.shared,
+            key: self.key,
+            keyless: self.keyless,
+            completion,
+        }
     }
 
     /// Keeps each HTTP response's slot until its body ends (see

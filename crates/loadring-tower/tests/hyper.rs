@@ -10,8 +10,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::*;
 use http_body_util::{BodyExt, Full};
-use loadring::{Balancer, Endpoint, PickError, Request};
-use loadring_tower::{Error, GuardedBody, Keyless, LoadRing, RetryNext, Served};
+use loadring::{Balancer, Endpoint, LoadReport, PickError, Request};
+use loadring_tower::{
+    orca_report, Error, GuardedBody, Keyless, LoadRing, LoadRingLayer, RetryNext, Served,
+};
 use tokio::time::timeout;
 use tower::discover::Change;
 use tower::retry::RetryLayer;
@@ -688,4 +690,156 @@ async fn endpoint_readiness_is_awaited_with_the_guard_held() {
     );
     drop(second);
     assert_eq!(svc.balancer().total_in_flight(), 0);
+}
+
+/// `load_report(orca_report(..))`: the report in each response reaches the
+/// balancer with the outcome (at the response, or at the end of the body
+/// with `hold_until_body_end`), and a bounded policy spills a key whose
+/// owner reports itself full; a malformed report is ignored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orca_reports_reach_the_balancer_and_move_the_cap() {
+    timeout(WAIT, async {
+        for hold in [false, true] {
+            let (backends, _gate) = backends(&["a", "b", "c"]).await;
+            let spec = "c_murmurhash_bl:load_factor=1.25";
+            let hook = orca_report("in_flight").unwrap();
+            let plain = ring(spec, &backends);
+            let owner = owner_name(plain.balancer(), "viral");
+            // One other backend sends a report that cannot be read.
+            let nan = if owner == "b" { "a" } else { "b" };
+            for b in &backends {
+                let report = if b.name == owner {
+                    "TEXT named_metrics.in_flight=40, cpu_utilization=0.9"
+                } else if b.name == nan {
+                    "TEXT named_metrics.in_flight=NaN"
+                } else {
+                    r#"JSON {"named_metrics": {"in_flight": 0}}"#
+                };
+                *b.report.lock().unwrap() = Some(report.to_string());
+            }
+            // Two services over the same backends: the completions differ.
+            let responses: Vec<String> = if hold {
+                let svc = plain.hold_until_body_end().load_report(hook);
+                let mut names = Vec::new();
+                for _ in 0..2 {
+                    let reply = svc
+                        .clone()
+                        .oneshot(request("/", Some("viral")))
+                        .await
+                        .unwrap();
+                    names.push(text(reply.into_body()).await);
+                }
+                check_reports(&svc.balancer().reported_loads(), &owner, nan);
+                names
+            } else {
+                let svc = plain.load_report(hook);
+                let mut names = Vec::new();
+                for _ in 0..2 {
+                    let reply = svc
+                        .clone()
+                        .oneshot(request("/", Some("viral")))
+                        .await
+                        .unwrap();
+                    names.push(text(reply.into_body()).await);
+                }
+                check_reports(&svc.balancer().reported_loads(), &owner, nan);
+                names
+            };
+            // First: no report yet, the owner. Then the owner reports 40 in
+            // service (cap ceil(1.25 x 41 / 3) = 18): the key spills.
+            assert_eq!(responses[0], owner, "hold={hold}");
+            assert_ne!(responses[1], owner, "hold={hold}: {responses:?}");
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// The owner's report is in the view; the malformed one is not.
+fn check_reports(loads: &[(Endpoint, Option<u64>)], owner: &str, nan: &str) {
+    let load = |name: &str| {
+        loads
+            .iter()
+            .find(|(e, _)| e.addr() == format!("shard-{name}:80"))
+            .unwrap()
+            .1
+    };
+    assert_eq!(load(owner), Some(40), "{loads:?}");
+    assert_eq!(load(nan), None, "the NaN report is not used: {loads:?}");
+}
+
+/// Any function of the response is a hook: here one that reports a fixed
+/// count for every response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closure_is_a_report_hook() {
+    timeout(WAIT, async {
+        let (backends, _gate) = backends(&["a", "b", "c"]).await;
+        let svc = ring("c_murmurhash_bl:load_factor=1.25", &backends)
+            .load_report(|_: &hyper::Response<hyper::body::Incoming>| Some(LoadReport::new(7)));
+        let owner = owner_name(svc.balancer(), "user:1");
+        let reply = svc
+            .clone()
+            .oneshot(request("/", Some("user:1")))
+            .await
+            .unwrap();
+        assert_eq!(text(reply.into_body()).await, owner);
+        let loads = svc.balancer().reported_loads();
+        let owned: Vec<_> = loads.iter().filter(|(_, l)| l.is_some()).collect();
+        assert_eq!(owned.len(), 1, "{loads:?}");
+        assert_eq!(owned[0].0.addr(), format!("shard-{owner}:80"));
+        assert_eq!(owned[0].1, Some(7));
+    })
+    .await
+    .unwrap();
+}
+
+/// The layer takes the same hook: the services it makes give each
+/// response's report to their balancer when the body ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layer_reads_reports_too() {
+    timeout(WAIT, async {
+        let (backends, _gate) = backends(&["a", "b"]).await;
+        for (b, count) in backends.iter().zip([3, 9]) {
+            *b.report.lock().unwrap() = Some(format!("TEXT named_metrics.in_flight={count}"));
+        }
+        let endpoints: Vec<Endpoint> = backends
+            .iter()
+            .map(|b| Endpoint::new(b.addr.to_string()).unwrap())
+            .collect();
+        let layer = LoadRingLayer::new(
+            "c_murmurhash_bl:load_factor=1.25".parse().unwrap(),
+            endpoints,
+            user_key as fn(&_) -> _,
+        )
+        .unwrap()
+        .hold_until_body_end()
+        .load_report(orca_report("in_flight").unwrap());
+        let svc = ServiceBuilder::new().layer(layer).service(client());
+        // Keys until both backends have answered.
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..64 {
+            let reply = svc
+                .clone()
+                .oneshot(request("/", Some(&format!("user:{i}"))))
+                .await
+                .unwrap();
+            let body = reply.into_body();
+            seen.insert(text(body).await);
+            if seen.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(seen.len(), 2, "both backends answered");
+        let loads = svc.balancer().reported_loads();
+        for (b, count) in backends.iter().zip([3u64, 9]) {
+            let load = loads
+                .iter()
+                .find(|(e, _)| e.addr() == b.addr.to_string())
+                .unwrap()
+                .1;
+            assert_eq!(load, Some(count), "{}: {loads:?}", b.name);
+        }
+    })
+    .await
+    .unwrap();
 }

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
@@ -11,6 +12,7 @@ use crate::describe::Layout;
 use crate::endpoint::{dedup, Endpoint, Id};
 use crate::engine::Engine;
 use crate::error::{BuildError, PickError, UnknownEndpoint};
+use crate::fleet::{FleetState, LoadReport};
 use crate::load::{Backend, Member, Pick};
 use crate::local::LocalBalancer;
 use crate::policy::{Change, Order, Picker, Policy};
@@ -117,6 +119,8 @@ pub struct Balancer<T = ()> {
     slots: Arc<AtomicU32>,
     /// Members marked unhealthy (kept by the members; read by picks).
     unhealthy: Arc<AtomicU64>,
+    /// What the members share about load reports (see `fleet.rs`).
+    fleet: Arc<FleetState>,
     /// Removed members that requests in flight still hold: an endpoint
     /// added back takes its member again, and so keeps counting them.
     retired: Mutex<Vec<Weak<Member>>>,
@@ -251,6 +255,9 @@ impl<T> Balancer<T> {
     ) -> Result<Self, BuildError> {
         let policy = spec.policy().clone();
         let mut balancer = Balancer::with_policy(policy, backends)?;
+        if let Some(max_age) = spec.report_max_age() {
+            balancer.fleet.set_max_age(max_age);
+        }
         balancer.spec = Some(spec);
         Ok(balancer)
     }
@@ -277,6 +284,7 @@ impl<T> Balancer<T> {
             generation: AtomicU64::new(0),
             slots: Arc::new(AtomicU32::new(0)),
             unhealthy: Arc::new(AtomicU64::new(0)),
+            fleet: Arc::default(),
             retired: Mutex::new(Vec::new()),
         };
         let backends = dedup(backends)?;
@@ -313,6 +321,7 @@ impl<T> Balancer<T> {
             self.tallied.then(|| self.total.clone()),
             self.policy.observer(&endpoint),
             self.unhealthy.clone(),
+            self.fleet.clone(),
         );
         Arc::new(Backend {
             member: Arc::new(member),
@@ -356,6 +365,7 @@ impl<T> Balancer<T> {
             self.tallied,
             self.total.clone(),
             self.unhealthy.clone(),
+            self.fleet.clone(),
         );
         let rebuilt =
             incremental.and_then(|(previous, change)| self.policy.rebuild(previous, &pool, change));
@@ -649,6 +659,69 @@ impl<T> Balancer<T> {
         let i = Self::position(&snapshot, id.into())?;
         snapshot.backends[i].member.set_healthy(healthy);
         Ok(())
+    }
+
+    /// Tells the balancer the load the member with this identity reports:
+    /// its requests in service as it counts them, across every balancer.
+    /// Bounded policies then count its load as the report plus this
+    /// balancer's picks on it since, minus those completed since, until the
+    /// report is older than the policy's `report_max_age=` (see
+    /// [`LoadReport`] and the README's "Many balancers, one cap"). A report
+    /// that comes with a response goes with its outcome instead
+    /// ([`Outcome::with_report`](crate::Outcome::with_report)).
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint, LoadReport, Request};
+    ///
+    /// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("e0")?, Endpoint::new("e1")?])?;
+    /// balancer.report_load("e0", LoadReport::new(30))?;
+    /// let pick = balancer.pick(&Request::key("k"))?;
+    /// let loads = balancer.reported_loads();
+    /// assert_eq!(loads[1].1, None, "e1 never reported");
+    /// // e0: 30 reported, plus our pick if it landed there.
+    /// assert_eq!(loads[0].1, Some(30 + u64::from(pick.addr() == "e0")));
+    /// assert!(balancer.report_load("nope", LoadReport::new(1)).is_err());
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// No member has this identity.
+    pub fn report_load<'a>(
+        &self,
+        id: impl Into<Id<'a>>,
+        report: LoadReport,
+    ) -> Result<(), UnknownEndpoint> {
+        let snapshot = self.snapshot.load();
+        let i = Self::position(&snapshot, id.into())?;
+        snapshot.backends[i].member.apply_report(&report, 0);
+        Ok(())
+    }
+
+    /// Each current endpoint's load as the bounded policies count it now,
+    /// in order: the last report plus this balancer's picks on it since,
+    /// minus those completed since; `None` where the endpoint never reported
+    /// or its last report is older than `report_max_age=` (its local count,
+    /// [`Balancer::loads`], is used then). Ages are measured on the process
+    /// clock.
+    pub fn reported_loads(&self) -> Vec<(Endpoint, Option<u64>)> {
+        self.reported_loads_at(crate::clock::now())
+    }
+
+    /// [`Balancer::reported_loads`] at time `now`, on the clock of the
+    /// requests' [`Request::at`] (virtual time in a simulation).
+    pub fn reported_loads_at(&self, now: Duration) -> Vec<(Endpoint, Option<u64>)> {
+        let snapshot = self.snapshot.load();
+        let now = crate::fleet::micros(now);
+        let max_age = crate::fleet::micros(self.fleet.max_age());
+        snapshot
+            .backends
+            .iter()
+            .map(|b| {
+                let offset = b.member.report().fresh_offset(|| now, max_age);
+                let load = offset.map(|o| crate::fleet::with_offset(b.member.load(), o));
+                (b.endpoint.clone(), load)
+            })
+            .collect()
     }
 
     /// Whether the member with this identity is marked healthy.

@@ -23,9 +23,9 @@
 //! [`LoadFactor`]: crate::LoadFactor
 
 use crate::error::{ParseError, PickError};
+use crate::fleet_view::FleetView;
 use crate::mt19937::Mt19937;
 use crate::policy::none_eligible;
-use crate::pool::Pool;
 use crate::request::Request;
 
 /// Envoy's least `hash_balance_factor` (its API: `gte: 100`).
@@ -114,22 +114,23 @@ impl HashBalance {
     /// overloaded is reserved whatever its load.
     pub(crate) fn pick(
         self,
-        pool: &Pool,
+        view: &FleetView<'_>,
         owner: Option<usize>,
         code: u64,
         req: &Request<'_>,
     ) -> Result<usize, PickError> {
-        let total = pool.total_load();
+        let pool = view.pool();
+        let total = view.total_load();
         let weight_sum = pool.weight_sum();
         let slots = |i: usize| self.slots(total, pool.weight(i), weight_sum);
         // (index, in flight, slots) of the least overloaded so far.
         let mut least: Option<(usize, u64, u64)> = None;
         if let Some(owner) = owner {
             let s = slots(owner);
-            if pool.try_reserve(owner, s.saturating_add(1)) {
+            if view.try_reserve(owner, s.saturating_add(1)) {
                 return Ok(owner);
             }
-            least = Some((owner, pool.load(owner), s));
+            least = Some((owner, view.load(owner), s));
         }
         let mut buffer = Indices::new(pool.len());
         for i in VisitOrder::new(code, buffer.as_mut()) {
@@ -137,10 +138,10 @@ impl HashBalance {
                 continue;
             }
             let s = slots(i);
-            if pool.try_reserve(i, s.saturating_add(1)) {
+            if view.try_reserve(i, s.saturating_add(1)) {
                 return Ok(i);
             }
-            let load = pool.load(i);
+            let load = view.load(i);
             // load / s < least's, exactly (Envoy compares the f64 quotients,
             // which order alike).
             let lighter = least.is_none_or(|(_, l, ls)| {
@@ -346,24 +347,40 @@ mod tests {
         assert_eq!(rule.slots(29, 1, 4), 8);
         // Seed 5489 visits 3, 1, 0, 2 (see above): e1 first, and e2's equal
         // factor is not strictly smaller.
-        assert_eq!(rule.pick(&pool, Some(0), 5489, &req), Ok(1));
+        assert_eq!(
+            rule.pick(&FleetView::new(&pool, None), Some(0), 5489, &req),
+            Ok(1)
+        );
         pool.release(1);
         // Seed 0 visits 2, 0, 3, 1 (outputs 2357136044, 2546248239,
         // 3071714933: draws 2, 1, 1): e2 first.
-        assert_eq!(rule.pick(&pool, Some(0), 0, &req), Ok(2));
+        assert_eq!(
+            rule.pick(&FleetView::new(&pool, None), Some(0), 0, &req),
+            Ok(2)
+        );
         pool.release(2);
         // An owner as light as the lightest keeps the request.
-        assert_eq!(rule.pick(&pool, Some(1), 0, &req), Ok(1));
+        assert_eq!(
+            rule.pick(&FleetView::new(&pool, None), Some(1), 0, &req),
+            Ok(1)
+        );
         pool.release(1);
         // Without an eligible owner, the visit alone decides.
-        assert_eq!(rule.pick(&pool, None, 5489, &req), Ok(1));
+        assert_eq!(
+            rule.pick(&FleetView::new(&pool, None), None, 5489, &req),
+            Ok(1)
+        );
         pool.release(1);
         let loads: Vec<u64> = (0..4).map(|i| pool.load(i)).collect();
         assert_eq!(loads, [10, 9, 9, 1], "every pick above reserved once");
         for i in 0..3 {
             pool.member(i).set_healthy(false);
         }
-        assert!(rule.pick(&pool, None, 5489, &req).is_err(), "none eligible");
+        assert!(
+            rule.pick(&FleetView::new(&pool, None), None, 5489, &req)
+                .is_err(),
+            "none eligible"
+        );
     }
 
     #[test]

@@ -691,6 +691,7 @@ mod tests {
             false,
             std::sync::Arc::default(),
             std::sync::Arc::default(),
+            std::sync::Arc::default(),
         );
         server_ids(&pool)
     }

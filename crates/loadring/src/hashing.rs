@@ -7,6 +7,7 @@ use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::envoy_bound::{HashBalance, Indices, VisitOrder};
 use crate::error::{BuildError, PickError};
+use crate::fleet_view::FleetView;
 use crate::local_pick::SHARED;
 use crate::policy::{none_eligible, Change, Order, Picker, Policy};
 use crate::pool::Pool;
@@ -363,7 +364,8 @@ impl<T: Placement> Hashing<T> {
         req: &Request<'_>,
         rule: HashBalance,
     ) -> Result<usize, PickError> {
-        rule.pick(&self.pool, self.envoy_owner(start, req), code, req)
+        let view = FleetView::new(&self.pool, req.at);
+        rule.pick(&view, self.envoy_owner(start, req), code, req)
     }
 
     /// The cap of endpoint `owner` with `total` in flight: the scheme's own
@@ -424,6 +426,7 @@ impl<T: Placement> Hashing<T> {
         req: &Request<'_>,
         factor: LoadFactor,
     ) -> Result<usize, PickError> {
+        let view = FleetView::new(&self.pool, req.at);
         let weight_sum = self.pool.weight_sum();
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
@@ -439,11 +442,11 @@ impl<T: Placement> Hashing<T> {
                 // shared total (a cache line every picking thread writes)
                 // need not be read.
                 let floor = self.floors[owner];
-                if self.pool.try_reserve(owner, floor) {
+                if view.try_reserve(owner, floor) {
                     return Ok(owner);
                 }
                 let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
-                    let total = self.pool.total_load();
+                    let total = view.total_load();
                     (total, factor.cap(total, self.pool.weight(0), weight_sum))
                 });
                 let cap = if self.uniform {
@@ -451,12 +454,12 @@ impl<T: Placement> Hashing<T> {
                 } else {
                     self.cap_at(factor, total, owner)
                 };
-                if cap > floor && self.pool.try_reserve(owner, cap) {
+                if cap > floor && view.try_reserve(owner, cap) {
                     return Ok(owner);
                 }
             }
         }
-        self.fallback(req, factor)
+        self.fallback(&view, req, factor)
     }
 
     /// When the bounded walk finds no eligible endpoint with room: the
@@ -467,15 +470,20 @@ impl<T: Placement> Hashing<T> {
     /// endpoint has room for more than a light one). The plain pick's
     /// fallback, the least loaded, is in [`Hashing::locate`].
     #[cold]
-    fn fallback(&self, req: &Request<'_>, factor: LoadFactor) -> Result<usize, PickError> {
-        let total = self.pool.total_load();
+    fn fallback(
+        &self,
+        view: &FleetView<'_>,
+        req: &Request<'_>,
+        factor: LoadFactor,
+    ) -> Result<usize, PickError> {
+        let total = view.total_load();
         let mut lightest: Option<(usize, u128, u128)> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
             let cap = self.cap_at(factor, total, i);
-            if self.pool.try_reserve(i, cap) {
+            if view.try_reserve(i, cap) {
                 return Ok(i);
             }
-            let (load, cap) = (u128::from(self.pool.load(i)), u128::from(cap.max(1)));
+            let (load, cap) = (u128::from(view.load(i)), u128::from(cap.max(1)));
             if lightest.is_none_or(|(_, l, c)| load * c < l * cap) {
                 lightest = Some((i, load, cap));
             }
@@ -519,7 +527,8 @@ impl<T: Placement> Hashing<T> {
         let eligible = self.pool.eligible(owner, req);
         if let Some(rule) = self.envoy {
             // In flight at most 1 is within every endpoint's slots (>= 1).
-            if eligible && self.pool.try_reserve(owner, self.floors[owner]) {
+            if eligible && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
+            {
                 return Ok((owner, SHARED));
             }
             return Ok((self.pick_envoy(start, code, req, rule)?, SHARED));
@@ -539,7 +548,9 @@ impl<T: Placement> Hashing<T> {
                 }
             }
             Some(factor) => {
-                if eligible && self.pool.try_reserve(owner, self.floors[owner]) {
+                if eligible
+                    && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
+                {
                     return Ok((owner, SHARED));
                 }
                 Ok((self.pick_bounded(start, req, factor)?, SHARED))
@@ -557,15 +568,15 @@ impl<T: Placement> Hashing<T> {
             .ok_or_else(|| none_eligible(&self.pool))
     }
 
-    /// The cap the next pick applies to endpoint `i`.
-    fn cap_of(&self, factor: LoadFactor, i: usize) -> u64 {
-        self.cap_at(factor, self.pool.total_load(), i)
+    /// The cap the next pick applies to endpoint `i`, in `view`.
+    fn cap_of(&self, view: &FleetView<'_>, factor: LoadFactor, i: usize) -> u64 {
+        self.cap_at(factor, view.total_load(), i)
     }
 
     /// Envoy's rule: the most in flight the next pick may leave on `i`
     /// (`slots + 1`: Envoy admits while `in_flight <= slots`).
-    fn envoy_cap(&self, rule: HashBalance, i: usize) -> u64 {
-        let total = self.pool.total_load();
+    fn envoy_cap(&self, view: &FleetView<'_>, rule: HashBalance, i: usize) -> u64 {
+        let total = view.total_load();
         rule.cap(total, self.pool.weight(i), self.pool.weight_sum())
     }
 }
@@ -603,12 +614,15 @@ impl<T: Placement> Picker for Hashing<T> {
         Ok(Box::new(walk.chain(0..len)))
     }
 
+    /// Reserves under the cap of the fleet view on the process clock (a
+    /// candidate carries no request time).
     fn try_reserve(&self, i: usize) -> bool {
+        let view = FleetView::new(&self.pool, None);
         if let Some(rule) = self.envoy {
-            return self.pool.try_reserve(i, self.envoy_cap(rule, i));
+            return view.try_reserve(i, self.envoy_cap(&view, rule, i));
         }
         match self.bound {
-            Some(factor) => self.pool.try_reserve(i, self.cap_of(factor, i)),
+            Some(factor) => view.try_reserve(i, self.cap_of(&view, factor, i)),
             None => {
                 self.pool.reserve(i);
                 true
@@ -622,10 +636,11 @@ impl<T: Placement> Picker for Hashing<T> {
     }
 
     fn cap(&self, i: usize) -> Option<u64> {
+        let view = FleetView::new(&self.pool, None);
         if let Some(rule) = self.envoy {
-            return Some(self.envoy_cap(rule, i));
+            return Some(self.envoy_cap(&view, rule, i));
         }
-        Some(self.cap_of(self.bound?, i))
+        Some(self.cap_of(&view, self.bound?, i))
     }
 
     fn layout(&self) -> Option<Layout> {

@@ -59,6 +59,8 @@ mod endpoint;
 mod engine;
 mod envoy_bound;
 mod error;
+mod fleet;
+mod fleet_view;
 mod haproxy;
 pub mod hash;
 mod hashing;
@@ -71,6 +73,7 @@ pub mod maglev;
 mod member_state;
 mod mt19937;
 mod nginx;
+pub mod orca;
 mod params;
 mod pixiu;
 pub mod policy;
@@ -93,6 +96,7 @@ pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
+pub use fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
 pub use lifecycle::LifecycleView;
 pub use load::{Outcome, Pick};
 pub use local::LocalBalancer;

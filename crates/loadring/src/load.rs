@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::endpoint::Endpoint;
+use crate::fleet::{FleetState, LoadReport, ReportCell};
 use crate::policy::Observer;
 
 const REMOVED: u64 = 1 << 63;
@@ -56,6 +57,10 @@ pub(crate) struct Member {
     /// 32 bits: a handle holding 2^32 guards on one backend would need
     /// hundreds of gigabytes of guards.
     slots: [AtomicU32; SLOTS],
+    /// The backend's last load report (see `fleet.rs`).
+    report: ReportCell,
+    /// What the balancer's members share about reports.
+    fleet: Arc<FleetState>,
     /// Members of the balancer marked unhealthy, this one included while
     /// it is (see [`Member::set_healthy`]).
     unhealthy: Arc<AtomicU64>,
@@ -70,12 +75,15 @@ impl Member {
         total: Option<Arc<AtomicI64>>,
         observer: Option<Arc<dyn Observer>>,
         unhealthy: Arc<AtomicU64>,
+        fleet: Arc<FleetState>,
     ) -> Self {
         Member {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(Into::into),
             word: AtomicU64::new(0),
             slots: Default::default(),
+            report: ReportCell::default(),
+            fleet,
             unhealthy,
             total,
             observer,
@@ -85,7 +93,23 @@ impl Member {
     /// A member of a balancer that keeps no running total.
     #[cfg(test)]
     pub(crate) fn untallied(endpoint: &Endpoint) -> Self {
-        Member::new(endpoint, None, None, Arc::default())
+        Member::new(endpoint, None, None, Arc::default(), Arc::default())
+    }
+
+    /// The backend's last load report.
+    #[inline]
+    pub(crate) fn report(&self) -> &ReportCell {
+        &self.report
+    }
+
+    /// Records the backend's `report`, arriving while `finishing` of this
+    /// balancer's requests on it are completing with it (their slots not yet
+    /// released, but the report already leaves them out).
+    pub(crate) fn apply_report(&self, report: &LoadReport, finishing: u64) {
+        let local = self.load().saturating_sub(finishing);
+        self.report
+            .publish(report.in_service(), local, report.reported_at());
+        self.fleet.set_reported();
     }
 
     pub(crate) fn observer(&self) -> Option<&Arc<dyn Observer>> {
@@ -281,6 +305,8 @@ pub struct Outcome {
     latency: Duration,
     /// When the request completed, if the caller says (see [`Outcome::at`]).
     at: Option<Duration>,
+    /// The backend's load report that came with the response.
+    report: Option<LoadReport>,
 }
 
 impl Outcome {
@@ -290,6 +316,7 @@ impl Outcome {
             success: true,
             latency,
             at: None,
+            report: None,
         }
     }
 
@@ -300,6 +327,7 @@ impl Outcome {
             success: false,
             latency,
             at: None,
+            report: None,
         }
     }
 
@@ -321,6 +349,33 @@ impl Outcome {
     pub fn at(mut self, at: Duration) -> Self {
         self.at = Some(at);
         self
+    }
+
+    /// The backend's load report that came with the response: applied by
+    /// [`Pick::finish`] as one event with the completion (the report was
+    /// made as the response went out, so it already leaves this request
+    /// out). See [`LoadReport`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use loadring::{Balancer, Endpoint, LoadReport, Outcome, Request};
+    ///
+    /// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("e0")?])?;
+    /// let pick = balancer.pick(&Request::key("k"))?;
+    /// pick.finish(Outcome::success(Duration::from_millis(2)).with_report(LoadReport::new(7)));
+    /// // 7 in service on e0 as e0 counts them, none of ours left.
+    /// assert_eq!(balancer.reported_loads()[0].1, Some(7));
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_report(mut self, report: LoadReport) -> Self {
+        self.report = Some(report);
+        self
+    }
+
+    /// The load report given with [`Outcome::with_report`], if any.
+    pub fn report(&self) -> Option<&LoadReport> {
+        self.report.as_ref()
     }
 
     /// When the request completed: the time given with [`Outcome::at`],
@@ -397,7 +452,12 @@ impl<T> Pick<T> {
     /// [`Policy::observer`](crate::policy::Policy::observer)) see it; for the
     /// others this is the same as dropping the guard.
     pub fn finish(self, outcome: Outcome) {
-        if let Some(observer) = self.backend.member.observer() {
+        let member = &self.backend.member;
+        if let Some(report) = &outcome.report {
+            // This guard's slot is released right after: one event.
+            member.apply_report(report, 1);
+        }
+        if let Some(observer) = member.observer() {
             observer.observe(&outcome);
         }
     }
@@ -419,6 +479,7 @@ mod tests {
             &Endpoint::new("a").unwrap(),
             Some(total.clone()),
             None,
+            Arc::default(),
             Arc::default(),
         )
     }
@@ -507,8 +568,8 @@ mod tests {
     fn unhealthy_count_follows_marks_and_removal() {
         let unhealthy = Arc::new(AtomicU64::new(0));
         let endpoint = Endpoint::new("a").unwrap();
-        let a = Member::new(&endpoint, None, None, unhealthy.clone());
-        let b = Member::new(&endpoint, None, None, unhealthy.clone());
+        let a = Member::new(&endpoint, None, None, unhealthy.clone(), Arc::default());
+        let b = Member::new(&endpoint, None, None, unhealthy.clone(), Arc::default());
         a.set_healthy(false);
         a.set_healthy(false);
         assert_eq!(unhealthy.load(Relaxed), 1, "marked twice, counted once");
@@ -539,7 +600,13 @@ mod tests {
         for _ in 0..200 {
             let unhealthy = Arc::new(AtomicU64::new(0));
             let endpoint = Endpoint::new("a").unwrap();
-            let member = Arc::new(Member::new(&endpoint, None, None, unhealthy.clone()));
+            let member = Arc::new(Member::new(
+                &endpoint,
+                None,
+                None,
+                unhealthy.clone(),
+                Arc::default(),
+            ));
             std::thread::scope(|s| {
                 for t in 0..2 {
                     let member = &member;

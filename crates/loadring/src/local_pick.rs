@@ -246,6 +246,10 @@ impl<T> LocalPick<'_, T> {
     /// Reports how the request went, then releases the slot (see
     /// [`Pick::finish`](crate::Pick::finish)).
     pub fn finish(self, outcome: Outcome) {
+        if let Some(report) = outcome.report() {
+            // This guard's slot is released right after: one event.
+            self.member().apply_report(report, 1);
+        }
         if let Some(observer) = self.member().observer() {
             observer.observe(&outcome);
         }

@@ -52,6 +52,7 @@ use std::sync::Arc;
 use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::error::{BuildError, BuildErrorKind, ParseError, PickError};
+use crate::fleet_view::FleetView;
 use crate::hash::{crc32, crc32_update, CRC32_INIT};
 use crate::hashing::{HashingPolicy, RingKeyHash, RingPlacement, Scheme};
 use crate::params::Params;
@@ -354,17 +355,21 @@ impl NginxModulo {
         req: &Request<'_>,
         factor: LoadFactor,
     ) -> Result<usize, PickError> {
+        let view = FleetView::new(&self.pool, req.at);
         let mut total = None;
         for i in self.order(crc, key) {
             if !self.pool.eligible(i, req) {
                 continue;
             }
-            let total = *total.get_or_insert_with(|| self.pool.total_load());
-            if self.pool.try_reserve(i, self.cap_at(factor, total, i)) {
+            let total = *total.get_or_insert_with(|| view.total_load());
+            if view.try_reserve(i, self.cap_at(factor, total, i)) {
                 return Ok(i);
             }
         }
-        match self.pool.least_loaded(req) {
+        let least = (0..self.pool.len())
+            .filter(|&i| self.pool.eligible(i, req))
+            .min_by_key(|&i| view.load(i));
+        match least {
             Some(i) => Ok(self.pool.take(i)),
             None => Err(none_eligible(&self.pool)),
         }
@@ -398,10 +403,9 @@ impl Picker for NginxModulo {
     }
 
     fn try_reserve(&self, i: usize) -> bool {
+        let view = FleetView::new(&self.pool, None);
         match self.bound {
-            Some(factor) => self
-                .pool
-                .try_reserve(i, self.cap_at(factor, self.pool.total_load(), i)),
+            Some(factor) => view.try_reserve(i, self.cap_at(factor, view.total_load(), i)),
             None => {
                 self.pool.reserve(i);
                 true
@@ -418,7 +422,8 @@ impl Picker for NginxModulo {
     }
 
     fn cap(&self, i: usize) -> Option<u64> {
-        Some(self.cap_at(self.bound?, self.pool.total_load(), i))
+        let view = FleetView::new(&self.pool, None);
+        Some(self.cap_at(self.bound?, view.total_load(), i))
     }
 
     fn layout(&self) -> Option<Layout> {

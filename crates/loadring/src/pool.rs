@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
+use crate::fleet::FleetState;
 use crate::load::Member;
 use crate::request::Request;
 
@@ -31,6 +32,9 @@ pub struct Pool {
     /// Set while the endpoint lifecycle is in panic (too few endpoints
     /// healthy): health and ejection are then ignored (see `lifecycle.rs`).
     panic: Option<Arc<AtomicBool>>,
+    /// What the balancer's members share about load reports (see
+    /// `fleet.rs`).
+    fleet: Arc<FleetState>,
 }
 
 impl Pool {
@@ -40,6 +44,7 @@ impl Pool {
         whole: bool,
         total: Arc<AtomicI64>,
         unhealthy: Arc<AtomicU64>,
+        fleet: Arc<FleetState>,
     ) -> Self {
         debug_assert_eq!(endpoints.len(), members.len());
         let weight_sum = endpoints.iter().map(|e| u64::from(e.weight())).sum();
@@ -55,6 +60,7 @@ impl Pool {
             whole,
             total,
             panic: None,
+            fleet,
         }
     }
 
@@ -63,11 +69,21 @@ impl Pool {
     pub(crate) fn for_test(endpoints: Vec<Endpoint>) -> Pool {
         let total = Arc::new(AtomicI64::new(0));
         let unhealthy = Arc::new(AtomicU64::new(0));
+        let fleet = Arc::new(FleetState::default());
         let members = endpoints
             .iter()
-            .map(|e| Arc::new(Member::new(e, Some(total.clone()), None, unhealthy.clone())))
+            .map(|e| {
+                let total = Some(total.clone());
+                Arc::new(Member::new(
+                    e,
+                    total,
+                    None,
+                    unhealthy.clone(),
+                    fleet.clone(),
+                ))
+            })
             .collect();
-        Pool::new(endpoints, members, true, total, unhealthy)
+        Pool::new(endpoints, members, true, total, unhealthy, fleet)
     }
 
     /// This pool, ignoring health and ejection while `panic` is set.
@@ -87,6 +103,7 @@ impl Pool {
             false,
             self.total.clone(),
             self.unhealthy.clone(),
+            self.fleet.clone(),
         );
         pool.panic = self.panic.clone();
         pool
@@ -143,6 +160,18 @@ impl Pool {
         } else {
             self.members.iter().map(|m| m.load()).sum()
         }
+    }
+
+    /// What the balancer's members share about load reports.
+    #[inline]
+    pub(crate) fn fleet(&self) -> &FleetState {
+        &self.fleet
+    }
+
+    /// Endpoint `i`'s last load report.
+    #[inline]
+    pub(crate) fn report(&self, i: usize) -> &crate::fleet::ReportCell {
+        self.members[i].report()
     }
 
     /// Healthy, admitted by the policy's per-endpoint state (not an ejected

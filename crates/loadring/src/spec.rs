@@ -17,6 +17,7 @@
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::bounded::LoadFactor;
 use crate::brpc::{BrpcHash, BrpcRing};
@@ -308,6 +309,8 @@ pub struct PolicySpec {
     params: Vec<(String, String)>,
     inner: Option<Box<PolicySpec>>,
     policy: Arc<dyn Policy>,
+    /// `report_max_age=`, if given (bounded policies only).
+    report_max_age: Option<Duration>,
 }
 
 /// Two specifications are equal when they are written alike.
@@ -428,6 +431,38 @@ impl PolicySpec {
         self.policy.hash_balance_factor()
     }
 
+    /// How long a backend's load report counts for a bounded policy
+    /// (`report_max_age=`, default [`DEFAULT_REPORT_MAX_AGE`]; for a
+    /// locality policy, that of the policy it wraps); `None` for a policy
+    /// without a bound, which does not use reports.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use loadring::PolicySpec;
+    ///
+    /// let spec: PolicySpec = "c_murmurhash_bl:report_max_age=250ms".parse()?;
+    /// assert_eq!(spec.report_max_age(), Some(Duration::from_millis(250)));
+    /// let spec: PolicySpec = "maglev:hash_balance_factor=150".parse()?;
+    /// assert_eq!(spec.report_max_age(), Some(Duration::from_secs(1)));
+    /// assert_eq!("c_murmurhash".parse::<PolicySpec>()?.report_max_age(), None);
+    /// let err = "c_murmurhash:report_max_age=1s".parse::<PolicySpec>().unwrap_err();
+    /// assert_eq!(err.key(), Some("report_max_age"));
+    /// # Ok::<(), loadring::ParseError>(())
+    /// ```
+    ///
+    /// [`DEFAULT_REPORT_MAX_AGE`]: crate::DEFAULT_REPORT_MAX_AGE
+    pub fn report_max_age(&self) -> Option<Duration> {
+        if let Some(inner) = &self.inner {
+            return inner.report_max_age();
+        }
+        let bounded =
+            self.policy.load_factor().is_some() || self.policy.hash_balance_factor().is_some();
+        bounded.then(|| {
+            self.report_max_age
+                .unwrap_or(crate::fleet::DEFAULT_REPORT_MAX_AGE)
+        })
+    }
+
     /// The policy a locality policy wraps (`rr` unless given with `over`);
     /// `None` for other policies.
     pub fn inner(&self) -> Option<&PolicySpec> {
@@ -536,7 +571,7 @@ impl PolicySpec {
         let name = params.policy().to_ascii_lowercase();
         if let Some(&(canonical, parse_rule)) = WRAPPERS.iter().find(|(n, _)| *n == name) {
             let rule = parse_rule(&mut params)?;
-            for key in ["load_factor", "balance"] {
+            for key in ["load_factor", "balance", "report_max_age"] {
                 if params.has(key) {
                     return Err(ParseError::new(format!(
                         "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
@@ -560,6 +595,7 @@ impl PolicySpec {
                     inner: inner.policy.clone(),
                 }),
                 inner: Some(Box::new(inner)),
+                report_max_age: None,
             });
         }
         let Some(family) = FAMILIES.iter().find(|f| f.name == name) else {
@@ -581,6 +617,8 @@ impl PolicySpec {
             Bound::Optional | Bound::Unbounded => None,
         };
         let policy = (family.parse)(&mut params, default)?;
+        let bounded = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
+        let report_max_age = crate::fleet::take_report_max_age(&mut params, &name, bounded)?;
         let policy = crate::lifecycle::wrap(policy, &mut params)?;
         if let Bound::Unbounded = family.bound {
             for key in ["load_factor", "balance"] {
@@ -600,6 +638,7 @@ impl PolicySpec {
             params: written,
             inner: None,
             policy,
+            report_max_age,
         })
     }
 }

@@ -147,7 +147,8 @@ pub struct Args {
     /// --json and --plot apply. See docs/simulate.md.
     #[arg(long, value_name = "NAME", conflicts_with_all = [
         "endpoint", "endpoints", "backends", "requests", "keys", "workload", "rate",
-        "service", "remove", "add", "no_events", "zones", "balancers",
+        "service", "remove", "add", "no_events", "zones", "balancers", "load_report",
+        "report_delay",
     ])]
     scenario: Option<String>,
     /// A fleet: K balancers over the same membership, each seeing 1/K of the
@@ -155,6 +156,18 @@ pub struct Args {
     /// policies at 1, 2, 4, ... K balancers (see docs/simulate.md).
     #[arg(long, value_name = "K", allow_hyphen_values = true)]
     balancers: Option<String>,
+    /// With --balancers: every backend reports its requests in service on
+    /// each response and the bounded policies count them (the fleet view:
+    /// report + own picks since - own completions since); prints K = 1, 4,
+    /// 16, ... K with and without reports side by side.
+    #[arg(long)]
+    load_report: bool,
+    /// With --load-report: how long a response, and the report it carries,
+    /// takes to reach its balancer: 0ms (default), 1ms, 10ms, ... (a whole
+    /// number of us, ms or s, at most 10s). The same delay applies to the
+    /// runs without reports.
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    report_delay: Option<String>,
 }
 
 /// A membership change at a virtual time.
@@ -216,6 +229,9 @@ pub struct Config {
     pub plot: Option<(PathBuf, PlotFormat)>,
     /// `--balancers K`: the fleet comparison instead of the usual report.
     pub balancers: Option<usize>,
+    /// `--load-report`: the fleet with and without load reports, and the
+    /// delay (ns) of a response on its way to its balancer.
+    pub load_report: Option<u64>,
 }
 
 /// Guards against runs that would exhaust memory: the trace is kept whole
@@ -274,6 +290,7 @@ impl Args {
                 "--plot draws one balancer's run: drop it with --balancers".into(),
             ));
         }
+        let load_report = self.load_report(balancers.is_some())?;
         Ok(Config {
             policies,
             endpoints,
@@ -288,7 +305,30 @@ impl Args {
             json: self.json,
             plot,
             balancers,
+            load_report,
         })
+    }
+
+    /// `--load-report` and `--report-delay`: the delay in ns if reports are on.
+    fn load_report(&self, fleet: bool) -> Result<Option<u64>, CliError> {
+        if let (Some(delay), false) = (&self.report_delay, self.load_report) {
+            return Err(CliError(format!(
+                "--report-delay {}: the delay of load reports applies with --load-report",
+                echo(delay)
+            )));
+        }
+        if !self.load_report {
+            return Ok(None);
+        }
+        if !fleet {
+            return Err(CliError(
+                "--load-report models a fleet of balancers: give --balancers K too".into(),
+            ));
+        }
+        self.report_delay
+            .as_deref()
+            .map_or(Ok(0), report_delay)
+            .map(Some)
     }
 
     /// `--scenario`, validated, or `None` for the key workload.
@@ -563,6 +603,37 @@ where
             }
         ))),
     }
+}
+
+/// The longest `--report-delay`, in ns: 10 s.
+const MAX_REPORT_DELAY: u64 = 10_000_000_000;
+
+/// `--report-delay DUR`: a whole number of us, ms or s (or `0`), in ns.
+fn report_delay(text: &str) -> Result<u64, CliError> {
+    let bad = || {
+        CliError(format!(
+            "--report-delay {}: accepted a whole number of us, ms or s from 0 to 10s \
+             (e.g. 0ms, 1ms, 10ms)",
+            echo(text)
+        ))
+    };
+    let t = text.trim();
+    if t == "0" {
+        return Ok(0);
+    }
+    let (digits, unit) = [("us", 1_000u64), ("ms", 1_000_000), ("s", 1_000_000_000)]
+        .into_iter()
+        .find_map(|(suffix, ns)| t.strip_suffix(suffix).map(|d| (d, ns)))
+        .ok_or_else(bad)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|&ns| ns <= MAX_REPORT_DELAY)
+        .ok_or_else(bad)
 }
 
 /// Refuses runs that the virtual clock (u64 nanoseconds) might not hold,

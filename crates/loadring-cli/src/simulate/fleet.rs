@@ -25,11 +25,23 @@
 //!
 //! Membership events apply to every balancer at the same instant (the
 //! fleet shares membership, e.g. through `loadring proxy --discover`).
+//!
+//! `--load-report` (issue 29): every response carries its backend's count
+//! of requests in service (all balancers) as it leaves the backend, applied
+//! with the response by its balancer (`Outcome::with_report`), so bounded
+//! policies count the fleet view: the report plus their own picks since,
+//! minus their own completions since. `--report-delay D`: a response, and its
+//! report, reaches the balancer D after the backend finished (the balancer
+//! holds the request until then, in the runs without reports too). Each
+//! fleet size runs without and with reports; `locality` is the share of
+//! requests served by their key's natural owner (spills: the rest).
 
+use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt::Write as _;
+use std::time::Duration;
 
-use loadring::{Balancer, Endpoint, Request};
+use loadring::{Balancer, Endpoint, LoadReport, Outcome, Pick, Request};
 
 use super::args::{Change, Config, Policy};
 use super::engine::{Departure, Setup, MIN_MEAN};
@@ -47,6 +59,59 @@ pub struct Row {
     pub worst_over_fleet_cap: f64,
     pub bound: Option<f64>,
     pub mean_in_flight: f64,
+    /// Share of requests served by their key's natural owner.
+    pub locality: f64,
+}
+
+/// How responses reach the balancers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Mode {
+    /// Responses carry their backend's requests in service.
+    pub reports: bool,
+    /// Nanoseconds from the backend to the balancer.
+    pub delay: u64,
+}
+
+/// A response on its way to its balancer, which still holds the request.
+struct Response {
+    at: u64,
+    seq: usize,
+    service: u64,
+    /// The backend's requests in service as the response left it.
+    report: Option<u64>,
+    pick: Pick,
+}
+
+impl Response {
+    /// The balancer learns of the completion, and of the report with it.
+    fn arrive(self) {
+        let at = Duration::from_nanos(self.at);
+        let outcome = Outcome::success(Duration::from_nanos(self.service)).at(at);
+        match self.report {
+            Some(n) => self
+                .pick
+                .finish(outcome.with_report(LoadReport::new(n).at(at))),
+            None => self.pick.finish(outcome),
+        }
+    }
+}
+
+impl PartialEq for Response {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Response {}
+impl PartialOrd for Response {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Response {
+    /// Reversed: the heap's top is the earliest arrival.
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 /// The fleet sizes compared: 1, 2, 4, ... up to `k`, and `k`.
@@ -69,8 +134,26 @@ fn balancer_of(seq: usize, seed: u64, k: usize) -> usize {
     ((z ^ (z >> 31)) % k as u64) as usize
 }
 
+/// The fleet sizes of `--load-report`: 1, 4, 16, ... up to `k`, and `k`.
+pub fn report_sizes(k: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut s = 1;
+    while s < k {
+        sizes.push(s);
+        s *= 4;
+    }
+    sizes.push(k);
+    sizes
+}
+
 /// Runs one bounded policy with `k` balancers.
-pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Result<Row, CliError> {
+pub fn simulate(
+    policy: &Policy,
+    setup: &Setup<'_>,
+    k: usize,
+    seed: u64,
+    mode: Mode,
+) -> Result<Row, CliError> {
     let name = policy.name.as_str();
     let factor = policy
         .spec
@@ -98,6 +181,8 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
         .collect::<Result<_, _>>()
         .map_err(|e| fail(e.to_string()))?;
     let mut heap: BinaryHeap<Departure> = BinaryHeap::new();
+    let mut responses: BinaryHeap<Response> = BinaryHeap::new();
+    let mut local = 0u64;
     let mut load = vec![0u64; setup.addrs.len()];
     let mut total = 0u64;
     let mut next_event = 0;
@@ -108,9 +193,17 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
     for (seq, arrival) in setup.trace.arrivals.iter().enumerate() {
         loop {
             let departure = heap.peek().map(|d| d.at).filter(|&t| t <= arrival.at);
+            let response = responses.peek().map(|r| r.at).filter(|&t| t <= arrival.at);
             let event = setup.events.get(next_event).filter(|e| e.at <= arrival.at);
-            match (departure, event) {
-                (Some(t), e) if e.is_none_or(|e| t <= e.at) => {
+            // Equal times: the backend finishes, then the balancer hears of
+            // it, then the membership changes.
+            let first = [departure, response, event.map(|e| e.at)]
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, t)| t.map(|t| (t, i)))
+                .min();
+            match first {
+                Some((_, 0)) => {
                     let d = heap.pop().expect("peeked");
                     if measured_from.is_some() {
                         load_time += total as f64 * (d.at - last_at) as f64;
@@ -118,8 +211,22 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
                     last_at = d.at;
                     load[d.endpoint] -= 1;
                     total -= 1;
+                    let response = Response {
+                        at: d.at.saturating_add(mode.delay),
+                        seq: d.seq,
+                        service: d.service,
+                        report: mode.reports.then_some(load[d.endpoint]),
+                        pick: d.pick,
+                    };
+                    if mode.delay == 0 {
+                        response.arrive();
+                    } else {
+                        responses.push(response);
+                    }
                 }
-                (_, Some(event)) => {
+                Some((_, 1)) => responses.pop().expect("peeked").arrive(),
+                Some((_, _)) => {
+                    let event = event.expect("an event is due");
                     match &event.change {
                         Change::Remove(addr) => current.retain(|e| e.addr() != addr),
                         Change::Add(e) => current.push(e.clone()),
@@ -131,21 +238,30 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
                     weight_sum = weight.iter().sum();
                     next_event += 1;
                 }
-                _ => break,
+                None => break,
             }
         }
         if measured_from.is_some() {
             load_time += total as f64 * (arrival.at - last_at) as f64;
         }
         last_at = arrival.at;
-        let mut request = Request::key(setup.trace.keys.get(arrival.key as usize));
+        // Virtual time: the age of a report is measured on it.
+        let mut request = Request::key(setup.trace.keys.get(arrival.key as usize))
+            .at(Duration::from_nanos(arrival.at));
         if let Some(zone) = setup.trace.zone(seq) {
             request = request.in_zone(zone);
         }
         let b = balancer_of(seq, seed, k);
+        let natural = fleet[b]
+            .route(&request)
+            .map_err(|e| fail(format!("request {}: {e}", seq + 1)))?
+            .map(|route| route.addr().to_string());
         let pick = fleet[b]
             .pick(&request)
             .map_err(|e| fail(format!("request {}: {e}", seq + 1)))?;
+        if natural.as_deref() == Some(pick.addr()) {
+            local += 1;
+        }
         let e = *index
             .get(pick.addr())
             .ok_or_else(|| fail(format!("picked {}, not an endpoint", pick.addr())))?;
@@ -201,11 +317,12 @@ pub fn simulate(policy: &Policy, setup: &Setup<'_>, k: usize, seed: u64) -> Resu
         worst_over_fleet_cap: worst_fleet,
         bound: (fair > 0.0).then(|| bound_total / fair),
         mean_in_flight: fair,
+        locality: local as f64 / setup.trace.arrivals.len().max(1) as f64,
     })
 }
 
-/// Every bounded policy at every fleet size, in order.
-pub fn run_all(config: &Config, setup: &Setup<'_>, k: usize) -> Result<Vec<Row>, CliError> {
+/// The policies bounded by loadring's cap among `--policy`.
+fn bounded(config: &Config) -> Result<Vec<&Policy>, CliError> {
     let bounded: Vec<&Policy> = config
         .policies
         .iter()
@@ -219,13 +336,138 @@ pub fn run_all(config: &Config, setup: &Setup<'_>, k: usize) -> Result<Vec<Row>,
                 .into(),
         ));
     }
+    Ok(bounded)
+}
+
+/// Every bounded policy at every fleet size, in order.
+pub fn run_all(config: &Config, setup: &Setup<'_>, k: usize) -> Result<Vec<Row>, CliError> {
+    let bounded = bounded(config)?;
     let mut rows = Vec::new();
     for policy in bounded {
         for size in sizes(k) {
-            rows.push(simulate(policy, setup, size, config.seed)?);
+            rows.push(simulate(policy, setup, size, config.seed, Mode::default())?);
         }
     }
     Ok(rows)
+}
+
+/// Every bounded policy at fleet sizes 1, 4, 16, ... `k`, without and with
+/// load reports (responses `delay` ns on their way).
+pub fn run_reports(
+    config: &Config,
+    setup: &Setup<'_>,
+    k: usize,
+    delay: u64,
+) -> Result<Vec<(Row, Row)>, CliError> {
+    let mut rows = Vec::new();
+    for policy in bounded(config)? {
+        for size in report_sizes(k) {
+            let run = |reports| simulate(policy, setup, size, config.seed, Mode { reports, delay });
+            rows.push((run(false)?, run(true)?));
+        }
+    }
+    Ok(rows)
+}
+
+/// The side-by-side table of `--load-report`.
+pub fn render_reports(
+    config: &Config,
+    setup: &Setup<'_>,
+    delay: u64,
+    rows: &[(Row, Row)],
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} requests over {} endpoints, each request to one of K balancers at random; \
+         with reports, each response carries its backend's requests in service \
+         (all balancers), {} on its way to the balancer.",
+        super::workload::thousands(setup.trace.arrivals.len() as u64),
+        config.endpoints.len(),
+        show_delay(delay),
+    );
+    let _ = writeln!(
+        out,
+        "Loads are totals per backend (all balancers); over cap: picks that left their backend \
+         above the cap one balancer would enforce on that total.\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<26} {:>3} {:>10} | {:^30} | {:^30}",
+        "", "", "", "without reports", "with reports"
+    );
+    let _ = writeln!(
+        out,
+        "{:<26} {:>3} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
+        "policy",
+        "K",
+        "mean/bknd",
+        "max/mean",
+        "locality",
+        "over cap",
+        "max/mean",
+        "locality",
+        "over cap"
+    );
+    for (without, with) in rows {
+        let _ = writeln!(
+            out,
+            "{:<26} {:>3} {:>10.1} | {:>9} {:>9.3} {:>8.2}% | {:>9} {:>9.3} {:>8.2}%",
+            without.policy,
+            without.balancers,
+            without.mean_in_flight,
+            opt(without.max_over_mean, 2),
+            without.locality,
+            without.over_cap * 100.0,
+            opt(with.max_over_mean, 2),
+            with.locality,
+            with.over_cap * 100.0,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nlocality: requests served by their key's natural owner; spills: the rest (1 - locality)."
+    );
+    out
+}
+
+/// `delay` ns as the flag spells it.
+fn show_delay(delay: u64) -> String {
+    match delay {
+        0 => "0ms".into(),
+        d if d % 1_000_000 == 0 => format!("{}ms", d / 1_000_000),
+        d => format!("{}us", d / 1_000),
+    }
+}
+
+/// The rows of `--load-report` as JSON.
+pub fn json_reports(delay: u64, rows: &[(Row, Row)]) -> String {
+    let side = |r: &Row| {
+        serde_json::json!({
+            "max_over_mean": r.max_over_mean,
+            "locality": r.locality,
+            "spills": 1.0 - r.locality,
+            "over_cap": r.over_cap,
+            "worst_over_cap": r.worst_over_cap,
+        })
+    };
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(without, with)| {
+            serde_json::json!({
+                "policy": without.policy,
+                "load_factor": without.load_factor,
+                "balancers": without.balancers,
+                "mean_in_flight_per_backend": without.mean_in_flight,
+                "without_reports": side(without),
+                "with_reports": side(with),
+            })
+        })
+        .collect();
+    let value = serde_json::json!({ "report_delay_ns": delay, "fleet": rows });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -302,6 +544,13 @@ pub fn json(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_sizes_quadruple_up_to_k() {
+        assert_eq!(report_sizes(1), [1]);
+        assert_eq!(report_sizes(16), [1, 4, 16]);
+        assert_eq!(report_sizes(20), [1, 4, 16, 20]);
+    }
 
     #[test]
     fn sizes_double_up_to_k() {

@@ -49,6 +49,15 @@ pub fn run(args: Args) -> Result<(), CliError> {
     )
     .with_zones(&config.zones, config.seed);
     let setup = Setup::new(&trace, &config.endpoints, &config.events);
+    if let (Some(k), Some(delay)) = (config.balancers, config.load_report) {
+        let rows = fleet::run_reports(&config, &setup, k, delay)?;
+        let text = if config.json {
+            fleet::json_reports(delay, &rows)
+        } else {
+            fleet::render_reports(&config, &setup, delay, &rows)
+        };
+        return write_out(&text);
+    }
     if let Some(k) = config.balancers {
         let rows = fleet::run_all(&config, &setup, k)?;
         let text = if config.json {

@@ -107,9 +107,13 @@
     return td;
   }
 
-  function inFlightCell(row, e, scale) {
+  // `reports`: the cluster reads backends' load reports; their fleet-wide
+  // load is shown beside this proxy's own count.
+  function inFlightCell(row, e, scale, reports) {
     const td = cell(row, 'In flight / cap', 'in-flight');
     td.dataset.inFlight = String(e.in_flight);
+    const reported = e.reported_load === null || e.reported_load === undefined ? null : e.reported_load;
+    td.dataset.reported = reported === null ? '' : String(reported);
     td.dataset.cap = e.cap === null ? '' : String(e.cap);
     const bar = el('div', 'bar');
     bar.setAttribute('role', 'img');
@@ -128,6 +132,9 @@
     } else {
       text += ' \u00B7 no cap';
     }
+    if (reports) {
+      text += reported === null ? ' \u00B7 no fresh report' : ' \u00B7 reported ' + reported;
+    }
     bar.setAttribute('aria-label', text);
     td.appendChild(bar);
     const label = el('div', 'bar-label');
@@ -136,7 +143,7 @@
     td.appendChild(label);
   }
 
-  function endpointRow(e, i, base, dt, scale) {
+  function endpointRow(e, i, base, dt, scale, reports) {
     const row = el('tr', 'endpoint');
     row.dataset.row = String(i);
     cell(row, 'Endpoint', 'addr', e.addr);
@@ -146,7 +153,7 @@
     const [kind, text] = health(e);
     const h = cell(row, 'Health', 'health', text);
     h.dataset.health = kind;
-    inFlightCell(row, e, scale);
+    inFlightCell(row, e, scale, reports);
     const r = base ? rates(e, base.endpoints.get(endpointKey(e)), dt) : null;
     cell(row, 'Req/s', 'rate num', r ? perSecond(r.requests) : '\u2026');
     cell(row, 'Errors', 'errors num', r && r.requestsInWindow > 0 ? percent(r.errorShare) : '\u2014');
@@ -390,7 +397,7 @@
     let scale = 1;
     for (const e of cluster.endpoints) scale = Math.max(scale, e.in_flight, e.cap === null ? 0 : e.cap);
     scale *= 1.25;
-    cluster.endpoints.forEach((e, i) => body.appendChild(endpointRow(e, i, base, dt, scale)));
+    cluster.endpoints.forEach((e, i) => body.appendChild(endpointRow(e, i, base, dt, scale, !!cluster.load_report)));
     table.appendChild(body);
     section.appendChild(table);
 

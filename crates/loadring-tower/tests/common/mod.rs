@@ -66,6 +66,8 @@ pub struct Backend {
     /// Answer 500 to everything.
     pub fail: AtomicBool,
     pub gate: Arc<Gate>,
+    /// An `endpoint-load-metrics` header value to answer with, if any.
+    pub report: std::sync::Mutex<Option<String>>,
 }
 
 impl Backend {
@@ -110,6 +112,11 @@ async fn handle(b: Arc<Backend>, req: hyper::Request<Incoming>) -> Result<Reply,
     if b.fail.load(SeqCst) {
         *reply.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
     }
+    if let Some(report) = b.report.lock().unwrap().clone() {
+        reply
+            .headers_mut()
+            .insert("endpoint-load-metrics", report.parse().unwrap());
+    }
     Ok(reply)
 }
 
@@ -124,6 +131,7 @@ pub async fn backend(name: &str, gate: Arc<Gate>) -> Arc<Backend> {
         peak: AtomicUsize::new(0),
         fail: AtomicBool::new(false),
         gate,
+        report: std::sync::Mutex::new(None),
     });
     let server = b.clone();
     tokio::spawn(async move {
