@@ -13,8 +13,7 @@
 //! `LOADRING_FLEET=PROXIES,BACKENDS,CLIENTS` (clients per proxy) runs
 //! `other_fleet_sizes` with other numbers.
 
-#[path = "../../loadring-proxy/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

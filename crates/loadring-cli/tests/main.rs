@@ -13,6 +13,8 @@ mod common;
 mod cli;
 #[cfg(feature = "net")]
 mod discover_cli;
+#[cfg(feature = "net")]
+mod fleet_load;
 mod fuzz_lines;
 #[cfg(feature = "net")]
 mod live_dns;
