@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
-use loadring::{Balancer, Endpoint, Request};
+use loadring::{Balancer, Endpoint, LoadReport, Request};
 
 const INPUTS: usize = 1024;
 const ENDPOINTS: usize = 100;
@@ -263,5 +263,39 @@ fn during_updates(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, pick_cost, hot_key, during_updates);
+/// Bounded picks once the backends report their load (issue 29): every
+/// endpoint has a fresh report of 10 requests in service, so each pick is
+/// past the floor and sums the fleet view over the endpoints to get the
+/// mean (`O(n)`), against the same balancer before any report (the shared
+/// running total). 100 and 1,024 endpoints.
+fn reported(c: &mut Criterion) {
+    let codes = codes();
+    let mut g = c.benchmark_group("reported_view");
+    for n in [ENDPOINTS, 1024] {
+        let spec = "c_murmurhash_bl:load_factor=1.25 report_max_age=60m";
+        let bal: Balancer = Balancer::new(spec.parse().unwrap(), endpoints(0..n)).unwrap();
+        g.bench_function(format!("{n}/no_reports"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                pick_release(&bal, codes[i]);
+            })
+        });
+        for e in bal.endpoints() {
+            bal.report_load(&e, LoadReport::new(10)).unwrap();
+        }
+        assert!(bal.reported_loads().iter().all(|(_, l)| *l == Some(10)));
+        g.bench_function(format!("{n}/every_endpoint_reported"), |b| {
+            let mut i = 0;
+            b.iter(|| {
+                i = (i + 1) & (INPUTS - 1);
+                pick_release(&bal, codes[i]);
+            })
+        });
+        assert_eq!(bal.total_in_flight(), 0);
+    }
+    g.finish();
+}
+
+criterion_group!(benches, pick_cost, hot_key, during_updates, reported);
 criterion_main!(benches);
