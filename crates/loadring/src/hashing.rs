@@ -8,7 +8,7 @@ use crate::describe::Layout;
 use crate::envoy_bound::{HashBalance, Indices, VisitOrder};
 use crate::error::{BuildError, PickError};
 use crate::fleet_view::FleetView;
-use crate::local_pick::SHARED;
+use crate::load::SHARED;
 use crate::policy::{none_eligible, Change, Order, Picker, Policy};
 use crate::pool::Pool;
 use crate::request::{Hash, Request};

@@ -37,10 +37,8 @@ use crate::balancer::Snapshot;
 use crate::endpoint::Endpoint;
 use crate::engine::Engine;
 use crate::error::PickError;
+pub(crate) use crate::load::SHARED;
 use crate::load::{Backend, Member, Outcome};
-
-/// A guard's slot number when it counts in the backend's shared counter.
-pub(crate) const SHARED: u32 = u32::MAX;
 
 /// A snapshot as a local handle keeps it: what a pick reads, one step away.
 pub(crate) struct Cached<T> {

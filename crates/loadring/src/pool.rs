@@ -257,7 +257,7 @@ impl Pool {
     /// (see [`Policy::observer`](crate::policy::Policy::observer)).
     /// An observer wrapping others (the endpoint lifecycle's) is looked
     /// through, so a policy finds its own state under the lifecycle's.
-    pub fn observer<O: crate::policy::Observer>(&self, i: usize) -> Option<&O> {
+    pub fn observer<O: crate::observer::Observer>(&self, i: usize) -> Option<&O> {
         self.members[i].find_observer()
     }
 
