@@ -60,14 +60,15 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, PickError};
-pub use crate::observer::Observer;
-pub use crate::pool::Pool;
+pub use crate::inflight::observer::Observer;
+pub use crate::inflight::pool::Pool;
 use crate::request::Request;
+use crate::util::bounded::LoadFactor;
 
+pub(crate) mod lifecycle;
 pub(crate) mod locality;
 pub(crate) mod locality_aware;
 pub(crate) mod p2c;

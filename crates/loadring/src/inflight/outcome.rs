@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::fleet::LoadReport;
+use crate::inflight::fleet::LoadReport;
 
 /// How a request went, reported with [`Pick::finish`](crate::Pick::finish).
 ///

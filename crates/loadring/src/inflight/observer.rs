@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::outcome::Outcome;
+use crate::inflight::outcome::Outcome;
 use crate::request::Request;
 
 /// Per-endpoint state that learns from the outcome of each request (see
