@@ -838,10 +838,7 @@ impl<T> Balancer<T> {
     /// # drop(held);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn states(
-        &self,
-        at: std::time::Duration,
-    ) -> Vec<crate::balancer::member_state::MemberState> {
+    pub fn states(&self, at: std::time::Duration) -> Vec<self::member_state::MemberState> {
         let snapshot = self.snapshot.load();
         let now = crate::clock::nanos(at);
         let picker = snapshot.engine.as_ref().map(|e| e.picker());
@@ -849,7 +846,7 @@ impl<T> Balancer<T> {
             .backends
             .iter()
             .enumerate()
-            .map(|(i, b)| crate::balancer::member_state::MemberState {
+            .map(|(i, b)| self::member_state::MemberState {
                 endpoint: b.endpoint.clone(),
                 in_flight: b.member.load(),
                 healthy: b.member.is_healthy(),
