@@ -42,69 +42,52 @@
 //! [`BuildError`], picking [`PickError`]; each message names the culprit and
 //! the accepted range, and [`Error`] is any of them.
 
-// One module has `unsafe` code, allowed block by block: `local_pick.rs`,
+// One module has `unsafe` code, allowed block by block: `balancer/local_pick.rs`,
 // whose guards point into the snapshots their handle keeps (its doc says
 // why that is sound and what it saves).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+// Layers, lowest first; a file imports only from its own layer or below:
+// the basic types (error, clock, endpoint, request, describe), util/,
+// hash/, inflight/ (members, counters, outcomes), policy/ (the traits, the
+// classic families, the endpoint lifecycle), placement/ (consistent
+// hashing), spec.rs (names to policies), balancer/ (what callers hold).
 mod balancer;
-mod bounded;
-mod brpc;
 pub mod clock;
 mod describe;
-mod dubbo;
-mod duration;
 mod endpoint;
-mod engine;
-mod envoy_bound;
 mod error;
-mod fleet;
-mod fleet_view;
-mod haproxy;
 pub mod hash;
-mod hashing;
-mod ketama;
-mod lifecycle;
-mod load;
-mod local;
-mod local_pick;
-pub mod maglev;
-mod member_state;
-mod mt19937;
-mod nginx;
+mod inflight;
 pub mod orca;
-mod params;
-mod pixiu;
+mod placement;
 pub mod policy;
-mod pool;
 mod request;
-pub mod ring;
-mod ring_hash;
-mod rng;
-mod route;
 mod spec;
-mod twemproxy;
-mod wavelet;
+mod util;
 
+pub use balancer::local::LocalBalancer;
+pub use balancer::local_pick::LocalPick;
+pub use balancer::member_state::MemberState;
+pub use balancer::pick::Pick;
+pub use balancer::route::Route;
 pub use balancer::{Balancer, Candidate, Candidates};
-pub use bounded::LoadFactor;
-#[doc(hidden)]
-pub use brpc::points_hashed;
 pub use describe::Layout;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
 };
-pub use fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
-pub use lifecycle::LifecycleView;
-pub use load::{Outcome, Pick};
-pub use local::LocalBalancer;
-pub use local_pick::LocalPick;
-pub use member_state::MemberState;
+pub use inflight::fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
+pub use inflight::outcome::Outcome;
+#[doc(hidden)]
+pub use placement::brpc::points_hashed;
+pub use placement::envoy::maglev;
+pub use placement::ring;
+pub use policy::lifecycle::LifecycleView;
 pub use request::Request;
-pub use route::Route;
 pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};
+pub use util::bounded::LoadFactor;
 
 /// The README's Rust example, compiled and run by `cargo test` so it cannot rot.
 #[cfg(doctest)]

@@ -11,7 +11,7 @@
 //! the inner policy is `rr`.
 //!
 //! This file only dispatches: each family parses its own parameters (with
-//! the reader of `params.rs`) and builds its own pickers. A family is added
+//! the reader of `util/params.rs`) and builds its own pickers. A family is added
 //! by one row of [`FAMILIES`] (and its name in [`POLICY_NAMES`]).
 
 use std::fmt;
@@ -19,16 +19,15 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bounded::LoadFactor;
-use crate::brpc::{BrpcHash, BrpcRing};
-use crate::dubbo::Dubbo;
-use crate::envoy_bound::HashBalance;
 use crate::error::{spec_err, ParseError};
-use crate::hashing::{HashingPolicy, Scheme};
-use crate::ketama::Ketama;
-use crate::maglev::Maglev;
-use crate::params::Params;
-use crate::pixiu::PixiuRing;
+use crate::placement::brpc::{BrpcHash, BrpcRing};
+use crate::placement::dubbo::Dubbo;
+use crate::placement::envoy::bound::HashBalance;
+use crate::placement::envoy::maglev::Maglev;
+use crate::placement::envoy::ring_hash::RingHash;
+use crate::placement::hashing::{HashingPolicy, Scheme};
+use crate::placement::ketama::Ketama;
+use crate::placement::pixiu::PixiuRing;
 use crate::policy::locality::{LocalityPolicy, LocalityRule};
 use crate::policy::locality_aware::{LaParams, LocalityAware};
 use crate::policy::p2c::{P2cParams, P2cPolicy};
@@ -38,8 +37,9 @@ use crate::policy::smooth_weighted_round_robin::SmoothWeightedRoundRobin;
 use crate::policy::weighted_random::WeightedRandom;
 use crate::policy::weighted_round_robin::WeightedRoundRobin;
 use crate::policy::{BuildFn, BuiltIn, Policy};
-use crate::ring_hash::RingHash;
-use crate::rng::Seed;
+use crate::util::bounded::LoadFactor;
+use crate::util::params::Params;
+use crate::util::rng::Seed;
 
 type Result<T> = std::result::Result<T, ParseError>;
 
@@ -186,17 +186,17 @@ const FAMILIES: &[Family] = &[
     Family {
         name: "nginx_hash",
         bound: Bound::Optional,
-        parse: crate::nginx::policy,
+        parse: crate::placement::nginx::policy,
     },
     Family {
         name: "haproxy_hash",
         bound: Bound::Optional,
-        parse: crate::haproxy::policy,
+        parse: crate::placement::haproxy::policy,
     },
     Family {
         name: "twemproxy",
         bound: Bound::Optional,
-        parse: crate::twemproxy::policy,
+        parse: crate::placement::twemproxy::policy,
     },
     Family {
         name: "dubbo",
@@ -459,7 +459,7 @@ impl PolicySpec {
             self.policy.load_factor().is_some() || self.policy.hash_balance_factor().is_some();
         bounded.then(|| {
             self.report_max_age
-                .unwrap_or(crate::fleet::DEFAULT_REPORT_MAX_AGE)
+                .unwrap_or(crate::inflight::fleet::DEFAULT_REPORT_MAX_AGE)
         })
     }
 
@@ -618,8 +618,9 @@ impl PolicySpec {
         };
         let policy = (family.parse)(&mut params, default)?;
         let bounded = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
-        let report_max_age = crate::fleet::take_report_max_age(&mut params, &name, bounded)?;
-        let policy = crate::lifecycle::wrap(policy, &mut params)?;
+        let report_max_age =
+            crate::inflight::fleet::take_report_max_age(&mut params, &name, bounded)?;
+        let policy = crate::policy::lifecycle::wrap(policy, &mut params)?;
         if let Bound::Unbounded = family.bound {
             for key in ["load_factor", "balance"] {
                 if params.has(key) {

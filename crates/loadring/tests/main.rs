@@ -17,6 +17,7 @@ mod fleet;
 mod fuzz_parsers;
 mod ketama;
 mod latency;
+mod layers;
 mod layout;
 mod lifecycle;
 mod local;

@@ -33,11 +33,11 @@ use std::sync::Arc;
 
 use crate::describe::Layout;
 use crate::error::{BuildError, ParseError, PickError};
-use crate::params::Params;
+use crate::inflight::pool::Pool;
 use crate::policy::{Order, Picker, Policy};
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::rng::{Rng, Seed};
+use crate::util::params::Params;
+use crate::util::rng::{Rng, Seed};
 
 /// This policy's generator stream (see [`Rng::new`]).
 const STREAM: u64 = 4;

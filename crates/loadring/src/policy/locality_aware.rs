@@ -57,16 +57,16 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use crate::duration::take_duration;
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError, PickError};
-use crate::load::Outcome;
-use crate::params::Params;
+use crate::inflight::outcome::Outcome;
+use crate::inflight::pool::Pool;
 use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Observer, Order};
 use crate::policy::{Picker, Policy};
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::rng::{Rng, Seed};
+use crate::util::duration::take_duration;
+use crate::util::params::Params;
+use crate::util::rng::{Rng, Seed};
 
 /// A weight is `SCALE / avg_latency_us`: 10 ms is 10^8.
 const SCALE: i64 = 1_000_000_000_000;

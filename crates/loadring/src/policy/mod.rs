@@ -60,14 +60,15 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, PickError};
-use crate::load::Outcome;
-pub use crate::pool::Pool;
+pub use crate::inflight::observer::Observer;
+pub use crate::inflight::pool::Pool;
 use crate::request::Request;
+use crate::util::bounded::LoadFactor;
 
+pub(crate) mod lifecycle;
 pub(crate) mod locality;
 pub(crate) mod locality_aware;
 pub(crate) mod p2c;
@@ -205,26 +206,6 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
 
     /// How a hashing policy divides the hash space, for `describe`.
     fn layout(&self) -> Option<Layout> {
-        None
-    }
-}
-
-/// Per-endpoint state that learns from the outcome of each request (see
-/// [`Policy::observer`]).
-pub trait Observer: Send + Sync + fmt::Debug + Any {
-    /// Records the outcome of one request served by this endpoint.
-    fn observe(&self, outcome: &Outcome);
-
-    /// Whether the endpoint may take `req` now, as far as this state knows
-    /// (an ejected outlier may not): [`Pool::eligible`] asks it after health.
-    /// The default always admits.
-    fn admits(&self, _req: &Request<'_>) -> bool {
-        true
-    }
-
-    /// The state this one wraps, if any (the endpoint lifecycle wraps the
-    /// state of the policy it runs): [`Pool::observer`] looks through it.
-    fn wrapped(&self) -> Option<&dyn Observer> {
         None
     }
 }

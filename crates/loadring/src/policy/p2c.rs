@@ -37,17 +37,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::clock::nanos;
-use crate::duration::take_duration;
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError, PickError};
-use crate::params::Params;
+use crate::inflight::pool::Pool;
 use crate::policy::peak_ewma::{PeakEwma, PeakEwmaConfig};
 use crate::policy::{
     check_pool, first_choice_then_rotation, none_eligible, Observer, Order, Picker, Policy,
 };
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::rng::{Rng, Seed};
+use crate::util::duration::take_duration;
+use crate::util::params::Params;
+use crate::util::rng::{Rng, Seed};
 
 /// The largest `choices=`.
 const MAX_CHOICES: usize = 8;

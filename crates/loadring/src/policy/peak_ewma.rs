@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::clock::nanos;
-use crate::load::Outcome;
+use crate::inflight::outcome::Outcome;
 use crate::policy::Observer;
 
 /// `at` of an endpoint that has had no response yet.

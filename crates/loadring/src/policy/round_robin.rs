@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::{BuildError, PickError};
+use crate::inflight::pool::Pool;
 use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
-use crate::pool::Pool;
 use crate::request::Request;
 
 /// Round robin (`rr`).

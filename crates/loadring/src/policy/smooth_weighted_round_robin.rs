@@ -48,10 +48,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{BuildError, PickError};
+use crate::inflight::pool::Pool;
 use crate::policy::{
     check_pool, first_choice_then_rotation, none_eligible, weight_units, Order, Picker,
 };
-use crate::pool::Pool;
 use crate::request::Request;
 
 /// Periods up to this many picks are precomputed (2 bytes a pick).

@@ -18,10 +18,10 @@
 use std::sync::Arc;
 
 use crate::error::{BuildError, PickError};
+use crate::inflight::pool::Pool;
 use crate::policy::{check_pool, first_choice_then_rotation, none_eligible, Order, Picker};
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::rng::{Rng, Seed};
+use crate::util::rng::{Rng, Seed};
 
 /// Rejected draws before summing the eligible weights instead.
 const DRAWS: usize = 4;

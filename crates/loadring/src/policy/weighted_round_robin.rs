@@ -44,13 +44,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::{BuildError, PickError};
+use crate::inflight::pool::Pool;
 use crate::policy::{
     check_pool, first_choice_then_rotation, none_eligible, weight_units, Order as Preference,
     Picker,
 };
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::wavelet::Wavelet;
+use crate::util::wavelet::Wavelet;
 
 /// Periods up to this many picks are precomputed (2 bytes a pick).
 pub(crate) const TABLE_LIMIT: u64 = 1 << 16;

@@ -22,11 +22,10 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::endpoint::Endpoint;
-use crate::fleet::{FleetState, LoadReport, ReportCell};
-use crate::policy::Observer;
+use crate::inflight::fleet::{FleetState, LoadReport, ReportCell};
+use crate::inflight::observer::Observer;
 
 const REMOVED: u64 = 1 << 63;
 /// Marked unhealthy (see [`Member::set_healthy`]).
@@ -35,6 +34,9 @@ const COUNT: u64 = UNHEALTHY - 1;
 
 /// Slots per backend for the counts of local handles.
 pub(crate) const SLOTS: usize = 4;
+
+/// A guard's slot number when it counts in the backend's shared counter.
+pub(crate) const SHARED: u32 = u32::MAX;
 
 /// The shared state of one backend: identity, in-flight count, health.
 ///
@@ -57,7 +59,7 @@ pub(crate) struct Member {
     /// 32 bits: a handle holding 2^32 guards on one backend would need
     /// hundreds of gigabytes of guards.
     slots: [AtomicU32; SLOTS],
-    /// The backend's last load report (see `fleet.rs`).
+    /// The backend's last load report (see `inflight/fleet.rs`).
     report: ReportCell,
     /// What the balancer's members share about reports.
     fleet: Arc<FleetState>,
@@ -286,188 +288,6 @@ pub(crate) struct Backend<T> {
     pub(crate) member: Arc<Member>,
     pub(crate) endpoint: Endpoint,
     pub(crate) value: T,
-}
-
-/// How a request went, reported with [`Pick::finish`].
-///
-/// ```
-/// use std::time::Duration;
-/// use loadring::Outcome;
-///
-/// let ok = Outcome::success(Duration::from_millis(12));
-/// assert!(ok.is_success());
-/// assert_eq!(ok.latency(), Duration::from_millis(12));
-/// assert!(!Outcome::failure(Duration::ZERO).is_success());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
-    success: bool,
-    latency: Duration,
-    /// When the request completed, if the caller says (see [`Outcome::at`]).
-    at: Option<Duration>,
-    /// The backend's load report that came with the response.
-    report: Option<LoadReport>,
-}
-
-impl Outcome {
-    /// The request succeeded after `latency`.
-    pub fn success(latency: Duration) -> Self {
-        Outcome {
-            success: true,
-            latency,
-            at: None,
-            report: None,
-        }
-    }
-
-    /// The request failed (an error, a timeout, a refused connection) after
-    /// `latency`.
-    pub fn failure(latency: Duration) -> Self {
-        Outcome {
-            success: false,
-            latency,
-            at: None,
-            report: None,
-        }
-    }
-
-    /// Whether the request succeeded.
-    pub fn is_success(&self) -> bool {
-        self.success
-    }
-
-    /// How long the request took.
-    pub fn latency(&self) -> Duration {
-        self.latency
-    }
-
-    /// The request completed at time `at`, on the same clock as the
-    /// request's [`Request::at`](crate::Request::at) (virtual time in a
-    /// simulation or a test). Without it, the process clock at
-    /// [`Pick::finish`] is used.
-    #[must_use]
-    pub fn at(mut self, at: Duration) -> Self {
-        self.at = Some(at);
-        self
-    }
-
-    /// The backend's load report that came with the response: applied by
-    /// [`Pick::finish`] as one event with the completion (the report was
-    /// made as the response went out, so it already leaves this request
-    /// out). See [`LoadReport`].
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use loadring::{Balancer, Endpoint, LoadReport, Outcome, Request};
-    ///
-    /// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("e0")?])?;
-    /// let pick = balancer.pick(&Request::key("k"))?;
-    /// pick.finish(Outcome::success(Duration::from_millis(2)).with_report(LoadReport::new(7)));
-    /// // 7 in service on e0 as e0 counts them, none of ours left.
-    /// assert_eq!(balancer.reported_loads()[0].1, Some(7));
-    /// # Ok::<(), loadring::Error>(())
-    /// ```
-    #[must_use]
-    pub fn with_report(mut self, report: LoadReport) -> Self {
-        self.report = Some(report);
-        self
-    }
-
-    /// The load report given with [`Outcome::with_report`], if any.
-    pub fn report(&self) -> Option<&LoadReport> {
-        self.report.as_ref()
-    }
-
-    /// When the request completed: the time given with [`Outcome::at`],
-    /// else the process clock now.
-    pub fn completed_at(&self) -> Duration {
-        self.at.unwrap_or_else(crate::clock::now)
-    }
-}
-
-/// A picked endpoint, holding one in-flight slot until dropped.
-///
-/// It gives the caller's value for the endpoint ([`Pick::backend`]: a
-/// connection pool, a client, an address) with no lookup. Dropping the guard
-/// releases the slot exactly once, also when the holder panics or a future
-/// holding it is cancelled. A guard whose endpoint was removed from the
-/// balancer in the meantime releases harmlessly. [`Pick::finish`] reports how
-/// the request went before releasing, for policies that learn from it.
-///
-/// ```
-/// use loadring::{Balancer, Endpoint, PolicySpec, Request};
-///
-/// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
-/// let pick = balancer.pick(&Request::key("user:42"))?;
-/// assert_eq!(pick.addr(), "10.0.0.1:80");
-/// assert_eq!(pick.in_flight(), 1);
-/// assert_eq!(balancer.total_in_flight(), 1);
-/// drop(pick);
-/// assert_eq!(balancer.total_in_flight(), 0);
-/// # Ok::<(), loadring::Error>(())
-/// ```
-#[derive(Debug)]
-#[must_use = "the slot is released as soon as the guard is dropped"]
-pub struct Pick<T = ()> {
-    backend: Arc<Backend<T>>,
-}
-
-impl<T> Pick<T> {
-    /// Wraps a backend whose slot the caller has just reserved.
-    #[inline]
-    pub(crate) fn new(backend: Arc<Backend<T>>) -> Self {
-        Pick { backend }
-    }
-
-    /// The caller's value for the picked endpoint.
-    #[inline]
-    pub fn backend(&self) -> &T {
-        &self.backend.value
-    }
-
-    /// The picked endpoint.
-    #[inline]
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend.endpoint
-    }
-
-    /// The address of the picked endpoint.
-    #[inline]
-    pub fn addr(&self) -> &str {
-        self.backend.member.addr()
-    }
-
-    /// The tag of the picked endpoint, if it has one.
-    pub fn tag(&self) -> Option<&str> {
-        self.backend.member.tag()
-    }
-
-    /// Requests in flight on the picked endpoint, this one included.
-    pub fn in_flight(&self) -> u64 {
-        self.backend.member.load()
-    }
-
-    /// Reports how the request went, then releases the slot. Policies that
-    /// learn from outcomes (see
-    /// [`Policy::observer`](crate::policy::Policy::observer)) see it; for the
-    /// others this is the same as dropping the guard.
-    pub fn finish(self, outcome: Outcome) {
-        let member = &self.backend.member;
-        if let Some(report) = &outcome.report {
-            // This guard's slot is released right after: one event.
-            member.apply_report(report, 1);
-        }
-        if let Some(observer) = member.observer() {
-            observer.observe(&outcome);
-        }
-    }
-}
-
-impl<T> Drop for Pick<T> {
-    #[inline]
-    fn drop(&mut self) {
-        self.backend.member.release();
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! and status pages, which would otherwise look each member up by identity).
 
 use crate::endpoint::Endpoint;
-use crate::lifecycle::LifecycleView;
+use crate::policy::lifecycle::LifecycleView;
 
 /// One member of a balancer at one instant ([`Balancer::states`](crate::Balancer::states)).
 #[derive(Debug, Clone, PartialEq)]

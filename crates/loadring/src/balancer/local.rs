@@ -11,7 +11,7 @@
 //! The local handle keeps the snapshot it last used and checks, per pick,
 //! one counter the balancer bumps on every membership change (a plain load);
 //! its guards borrow the handle and point into that snapshot, which the
-//! handle keeps while they live (see `local_pick.rs`). What is left of a
+//! handle keeps while they live (see `balancer/local_pick.rs`). What is left of a
 //! pick is the policy's lookup and the in-flight count. Policies
 //! that read loads to decide (bounded, p2c, `la`...) count in the backend's
 //! shared counter (an atomic read-modify-write to reserve, one to release);
@@ -31,12 +31,12 @@ use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering::Acquire, Ordering::Relaxed};
 use std::sync::Arc;
 
+use crate::balancer::local_pick::{Cached, Kept, LocalPick, SHARED};
+use crate::balancer::route::Route;
 use crate::balancer::{pick_index, Balancer};
 use crate::error::PickError;
-use crate::load::SLOTS;
-use crate::local_pick::{Cached, Kept, LocalPick, SHARED};
+use crate::inflight::member::SLOTS;
 use crate::request::Request;
-use crate::route::Route;
 
 /// One of a balancer's counter slots, held by one local handle until it is
 /// dropped (after its guards, which borrow it).

@@ -48,9 +48,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::duration::take_duration;
 use crate::error::ParseError;
-use crate::params::Params;
+use crate::util::duration::take_duration;
+use crate::util::params::Params;
 
 /// How long a report counts when the policy does not say
 /// (`report_max_age=`).

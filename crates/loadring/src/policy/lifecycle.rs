@@ -13,7 +13,7 @@
 //! | `max_ejection_percent=PCT` | 10 | at most PCT% of the endpoints ejected (at least one) |
 //! | `panic_below=PCT` | off | below PCT% in service, ignore health and ejection |
 //!
-//! Durations are written `500ms`, `10s`, `1m` (see `duration.rs`).
+//! Durations are written `500ms`, `10s`, `1m` (see `util/duration.rs`).
 //!
 //! **Ejection** is a per-endpoint state, like health: nothing is rebuilt.
 //! The lifecycle's [`Observer`] counts consecutive failures reported by
@@ -56,17 +56,17 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use crate::bounded::LoadFactor;
 use crate::clock::nanos;
 use crate::describe::Layout;
-use crate::duration::take_duration;
 use crate::endpoint::{Endpoint, Id};
 use crate::error::{BuildError, ParseError, PickError};
-use crate::load::Outcome;
-use crate::params::Params;
+use crate::inflight::outcome::Outcome;
+use crate::inflight::pool::Pool;
 use crate::policy::{Change, Observer, Order, Picker, Policy};
-use crate::pool::Pool;
 use crate::request::Request;
+use crate::util::bounded::LoadFactor;
+use crate::util::duration::take_duration;
+use crate::util::params::Params;
 
 type Result<T> = std::result::Result<T, ParseError>;
 
@@ -226,12 +226,12 @@ impl LifecycleParams {
                 if max < base {
                     return Err(p.error(
                         "max_eject_for",
-                        &crate::duration::show(max),
-                        format!("at least eject_for ({})", crate::duration::show(base)),
+                        &crate::util::duration::show(max),
+                        format!("at least eject_for ({})", crate::util::duration::show(base)),
                         |a| {
                             format!(
                                 "max_eject_for={} is shorter than eject_for: accepted {a}",
-                                crate::duration::show(max)
+                                crate::util::duration::show(max)
                             )
                         },
                     ));

@@ -48,13 +48,13 @@
 
 use std::collections::HashSet;
 
-use crate::brpc::MAX_RING_POINTS;
 use crate::error::{BuildError, ParseError};
 use crate::hash::{blake2b_le32, push_decimal};
-use crate::hashing::{Placement, Scheme};
-use crate::params::Params;
-use crate::pool::Pool;
-use crate::ring::{later_first, Ring};
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{Placement, Scheme};
+use crate::placement::ring::{later_first, Ring};
+use crate::placement::MAX_RING_POINTS;
+use crate::util::params::Params;
 
 /// The policy name.
 const NAME: &str = "pixiu_ring";

@@ -52,19 +52,19 @@
 
 use std::sync::Arc;
 
-use crate::bounded::LoadFactor;
-use crate::brpc::MAX_RING_POINTS;
 use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{
     crc32, fnv1_32, fnv1_64, fnv1a_32, fnv1a_64, hsieh, jenkins, md5_le32, md5_words,
     one_at_a_time, twemproxy_crc16, twemproxy_murmur,
 };
-use crate::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
-use crate::ketama::libmemcached_digests;
-use crate::params::Params;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
+use crate::placement::ketama::libmemcached_digests;
+use crate::placement::ring::Ring;
+use crate::placement::MAX_RING_POINTS;
 use crate::policy::Policy;
-use crate::pool::Pool;
-use crate::ring::Ring;
+use crate::util::bounded::LoadFactor;
+use crate::util::params::Params;
 
 type Result<T, E = BuildError> = std::result::Result<T, E>;
 

@@ -55,13 +55,13 @@
 //! endpoint among many; under a load bound, when nobody eligible has room,
 //! one more `O(n)` pass finds the least-loaded endpoint.
 
-use crate::brpc::MAX_RING_POINTS;
 use crate::error::{spec_err, BuildError, BuildErrorKind, ParseError};
 use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
-use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
-use crate::params::Params;
-use crate::pool::Pool;
-use crate::ring::Ring;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
+use crate::placement::ring::Ring;
+use crate::placement::MAX_RING_POINTS;
+use crate::util::params::Params;
 
 /// libmemcached's `MEMCACHED_DEFAULT_PORT`, the port its names leave out.
 const DEFAULT_PORT: u16 = 11211;
@@ -318,11 +318,11 @@ mod tests {
     use super::*;
     use crate::endpoint::Endpoint;
     use crate::hash::md5;
-    use crate::hashing::Placement;
+    use crate::placement::hashing::Placement;
     use crate::PolicySpec;
 
     fn ketama(spec: &str) -> Ketama {
-        let mut params = crate::params::Params::tokenize(spec).unwrap();
+        let mut params = crate::util::params::Params::tokenize(spec).unwrap();
         let ketama = Ketama::parse(&mut params).unwrap();
         params.finish().unwrap();
         ketama

@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use crate::fleet::{micros, with_offset};
-use crate::pool::Pool;
+use crate::inflight::fleet::{micros, with_offset};
+use crate::inflight::pool::Pool;
 
 /// The loads a bounded pick sees: the fleet view of every endpoint with a
 /// fresh report, the local count of the others (see the module's doc).

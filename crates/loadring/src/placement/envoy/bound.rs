@@ -23,10 +23,10 @@
 //! [`LoadFactor`]: crate::LoadFactor
 
 use crate::error::{ParseError, PickError};
-use crate::fleet_view::FleetView;
-use crate::mt19937::Mt19937;
+use crate::inflight::fleet_view::FleetView;
 use crate::policy::none_eligible;
 use crate::request::Request;
+use crate::util::mt19937::Mt19937;
 
 /// Envoy's least `hash_balance_factor` (its API: `gte: 100`).
 pub(crate) const MIN_PERCENT: u32 = 100;
@@ -299,7 +299,7 @@ mod tests {
     }
 
     /// The order by hand: seed 5489's first outputs are 3499211612,
-    /// 581869302, 3890346734 (see `mt19937.rs`). Four hosts: k = 4, step
+    /// 581869302, 3890346734 (see `util/mt19937.rs`). Four hosts: k = 4, step
     /// 2^30: 3499211612 / 2^30 = 3 (swap 0 and 3); k = 3, step 1431655765:
     /// 581869302 / step = 0; k = 2, step 2^31: 3890346734 / 2^31 = 1 (swap
     /// 2 and 3); k = 1: 0.

@@ -49,17 +49,17 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-use crate::bounded::LoadFactor;
 use crate::describe::Layout;
 use crate::error::{BuildError, BuildErrorKind, ParseError, PickError};
-use crate::fleet_view::FleetView;
 use crate::hash::{crc32, crc32_update, CRC32_INIT};
-use crate::hashing::{HashingPolicy, RingKeyHash, RingPlacement, Scheme};
-use crate::params::Params;
+use crate::inflight::fleet_view::FleetView;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{HashingPolicy, RingKeyHash, RingPlacement, Scheme};
+use crate::placement::ring::Ring;
 use crate::policy::{check_pool, none_eligible, Order, Picker, Policy};
-use crate::pool::Pool;
 use crate::request::{Hash, Request};
-use crate::ring::Ring;
+use crate::util::bounded::LoadFactor;
+use crate::util::params::Params;
 
 type Result<T, E = BuildError> = std::result::Result<T, E>;
 
@@ -70,7 +70,7 @@ const POINTS_PER_WEIGHT: u64 = 160;
 /// nginx's re-hash tries after the first choice (`hp->tries > 20`).
 const REHASH_TRIES: u32 = 20;
 /// nginx's ring of points is bounded like every other ring here.
-const MAX_POINTS: u64 = crate::brpc::MAX_RING_POINTS;
+const MAX_POINTS: u64 = crate::placement::MAX_RING_POINTS;
 
 /// The parameters of `nginx_hash`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

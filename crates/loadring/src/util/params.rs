@@ -4,8 +4,8 @@
 //! family's parser; whatever is left at the end is an unknown key. Each error
 //! names the policy, the key, the value and what is accepted.
 
-use crate::bounded::LoadFactor;
 use crate::error::ParseError;
+use crate::util::bounded::LoadFactor;
 
 type Result<T> = std::result::Result<T, ParseError>;
 

@@ -27,16 +27,16 @@
 //! `max_ring_size` points), e.g. one eligible endpoint among many; under a
 //! load bound, when nobody eligible has room, one more `O(n)` pass finds the
 //! least-loaded endpoint.
-//! Under `hash_balance_factor=` (Envoy's own bound, `envoy_bound.rs`) a
+//! Under `hash_balance_factor=` (Envoy's own bound, `placement/envoy/bound.rs`) a
 //! full owner's request does not walk: it visits the endpoints in Envoy's
 //! pseudo-random order of its hash, `O(n)` plus seeding an MT19937.
 
 use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
-use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
-use crate::params::Params;
-use crate::pool::Pool;
-use crate::ring::Ring;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
+use crate::placement::ring::Ring;
+use crate::util::params::Params;
 
 /// Envoy's upper bound on both ring sizes (`lte: 8388608` in its API).
 pub(crate) const MAX_RING_SIZE: u64 = 8_388_608;

@@ -4,10 +4,10 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::balancer::local_pick::Cached;
 use crate::balancer::Snapshot;
 use crate::endpoint::Endpoint;
-use crate::load::Backend;
-use crate::local_pick::Cached;
+use crate::inflight::member::Backend;
 
 /// The endpoint a hashing policy places a request on with no load (see
 /// [`Balancer::route`](crate::Balancer::route)): a lookup only, nothing

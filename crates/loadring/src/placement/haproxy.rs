@@ -62,15 +62,15 @@
 
 use std::sync::{Arc, RwLock};
 
-use crate::bounded::LoadFactor;
 use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
-use crate::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
-use crate::params::Params;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
+use crate::placement::ring::Ring;
 use crate::policy::Policy;
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::ring::Ring;
+use crate::util::bounded::LoadFactor;
+use crate::util::params::Params;
 
 type Result<T, E = BuildError> = std::result::Result<T, E>;
 
@@ -683,7 +683,7 @@ mod tests {
                 None => e.clone(),
             })
             .collect();
-        let pool = crate::pool::Pool::new(
+        let pool = crate::inflight::pool::Pool::new(
             endpoints.clone(),
             (0..endpoints.len())
                 .map(|i| pool.member(i).clone())

@@ -37,13 +37,13 @@
 //! the points once (a radix sort). A pick hashes the key with MD5 and finds
 //! its point (a bucket index, then a few points).
 
-use crate::brpc::MAX_RING_POINTS;
 use crate::error::{BuildError, ParseError};
 use crate::hash::{md5_le32, md5_words, push_decimal};
-use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
-use crate::params::Params;
-use crate::pool::Pool;
-use crate::ring::{later_first, Ring};
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
+use crate::placement::ring::{later_first, Ring};
+use crate::placement::MAX_RING_POINTS;
+use crate::util::params::Params;
 
 /// The policy name.
 const NAME: &str = "dubbo";

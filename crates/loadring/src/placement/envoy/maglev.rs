@@ -29,7 +29,7 @@
 //! `O(entries)` in the worst case (`M` slots, 65537 by default), e.g. one
 //! eligible endpoint among many; under a load bound, when nobody eligible has
 //! room, one more `O(n)` pass finds the least-loaded endpoint.
-//! Under `hash_balance_factor=` (Envoy's own bound, `envoy_bound.rs`) a
+//! Under `hash_balance_factor=` (Envoy's own bound, `placement/envoy/bound.rs`) a
 //! full owner's request does not walk: it visits the endpoints in Envoy's
 //! pseudo-random order of its hash, `O(n)` plus seeding an MT19937.
 
@@ -39,9 +39,9 @@ use std::collections::BinaryHeap;
 
 use crate::error::{spec_err, BuildError, ParseError};
 use crate::hash::xxhash64;
-use crate::hashing::{Placement, Scheme};
-use crate::params::Params;
-use crate::pool::Pool;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{Placement, Scheme};
+use crate::util::params::Params;
 
 /// Envoy's default table size.
 pub(crate) const DEFAULT_TABLE_SIZE: u64 = 65_537;

@@ -19,14 +19,12 @@ use std::cell::Cell;
 use crate::endpoint::Endpoint;
 use crate::error::{BuildError, ParseError};
 use crate::hash::{md5_le32, md5_words, point_name, Murmur3Prefix};
-use crate::hashing::{RingKeyHash, RingPlacement, Scheme};
-use crate::params::Params;
+use crate::inflight::pool::Pool;
+use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
+use crate::placement::ring::Ring;
+use crate::placement::MAX_RING_POINTS;
 use crate::policy::Change;
-use crate::pool::Pool;
-use crate::ring::Ring;
-
-/// More points than this is a typo, not a need (Envoy's largest ring).
-pub(crate) const MAX_RING_POINTS: u64 = 8_388_608;
+use crate::util::params::Params;
 
 thread_local! {
     static POINTS_HASHED: Cell<u64> = const { Cell::new(0) };

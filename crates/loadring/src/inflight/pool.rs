@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
-use crate::fleet::FleetState;
-use crate::load::Member;
+use crate::inflight::fleet::FleetState;
+use crate::inflight::member::Member;
 use crate::request::Request;
 
 /// The endpoints a [`Picker`](crate::policy::Picker) chooses among, by index,
@@ -30,10 +30,10 @@ pub struct Pool {
     whole: bool,
     total: Arc<AtomicI64>,
     /// Set while the endpoint lifecycle is in panic (too few endpoints
-    /// healthy): health and ejection are then ignored (see `lifecycle.rs`).
+    /// healthy): health and ejection are then ignored (see `policy/lifecycle.rs`).
     panic: Option<Arc<AtomicBool>>,
     /// What the balancer's members share about load reports (see
-    /// `fleet.rs`).
+    /// `inflight/fleet.rs`).
     fleet: Arc<FleetState>,
 }
 
@@ -170,7 +170,7 @@ impl Pool {
 
     /// Endpoint `i`'s last load report.
     #[inline]
-    pub(crate) fn report(&self, i: usize) -> &crate::fleet::ReportCell {
+    pub(crate) fn report(&self, i: usize) -> &crate::inflight::fleet::ReportCell {
         self.members[i].report()
     }
 
@@ -226,7 +226,7 @@ impl Pool {
 
     /// Reserves one in-flight slot on endpoint `i` in the counter of the
     /// local handle holding `slot` (no atomic read-modify-write; see
-    /// `load.rs`). Not for a pool with a running total.
+    /// `inflight/member.rs`). Not for a pool with a running total.
     #[inline]
     pub(crate) fn reserve_in_slot(&self, i: usize, slot: usize) {
         self.members[i].reserve_in_slot(slot);
@@ -257,7 +257,7 @@ impl Pool {
     /// (see [`Policy::observer`](crate::policy::Policy::observer)).
     /// An observer wrapping others (the endpoint lifecycle's) is looked
     /// through, so a policy finds its own state under the lifecycle's.
-    pub fn observer<O: crate::policy::Observer>(&self, i: usize) -> Option<&O> {
+    pub fn observer<O: crate::inflight::observer::Observer>(&self, i: usize) -> Option<&O> {
         self.members[i].find_observer()
     }
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::error::ParseError;
-use crate::params::Params;
+use crate::util::params::Params;
 
 /// The units accepted, longest suffix first (so `ms` is not read as `m`).
 const UNITS: &[(&str, u64)] = &[("ms", 1), ("s", 1_000), ("m", 60_000)];

@@ -33,14 +33,13 @@ use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::balancer::engine::Engine;
 use crate::balancer::Snapshot;
 use crate::endpoint::Endpoint;
-use crate::engine::Engine;
 use crate::error::PickError;
-use crate::load::{Backend, Member, Outcome};
-
-/// A guard's slot number when it counts in the backend's shared counter.
-pub(crate) const SHARED: u32 = u32::MAX;
+pub(crate) use crate::inflight::member::SHARED;
+use crate::inflight::member::{Backend, Member};
+use crate::inflight::outcome::Outcome;
 
 /// A snapshot as a local handle keeps it: what a pick reads, one step away.
 pub(crate) struct Cached<T> {

@@ -19,7 +19,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::error::ParseError;
-use crate::params::Params;
+use crate::util::params::Params;
 
 /// The SplitMix64 increment: odd, so the counter visits all 2^64 states.
 const GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -3,16 +3,16 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::bounded::LoadFactor;
 use crate::describe::Layout;
-use crate::envoy_bound::{HashBalance, Indices, VisitOrder};
 use crate::error::{BuildError, PickError};
-use crate::fleet_view::FleetView;
-use crate::local_pick::SHARED;
+use crate::inflight::fleet_view::FleetView;
+use crate::inflight::member::SHARED;
+use crate::inflight::pool::Pool;
+use crate::placement::envoy::bound::{HashBalance, Indices, VisitOrder};
+use crate::placement::ring::{Point, Ring};
 use crate::policy::{none_eligible, Change, Order, Picker, Policy};
-use crate::pool::Pool;
 use crate::request::{Hash, Request};
-use crate::ring::{Point, Ring};
+use crate::util::bounded::LoadFactor;
 
 /// A consistent-hashing family with its parameters: how it places
 /// endpoints on its ring or table.
@@ -61,7 +61,7 @@ impl<S: Scheme> HashingPolicy<S> {
         }
     }
 
-    /// The scheme bounded by Envoy's own rule (see `envoy_bound.rs`).
+    /// The scheme bounded by Envoy's own rule (see `placement/envoy/bound.rs`).
     pub(crate) fn envoy(scheme: S, rule: HashBalance) -> Self {
         HashingPolicy {
             scheme,

@@ -9,14 +9,14 @@
 //! policy from outside the crate) goes through the trait object as before.
 //!
 //! They also pick for a local handle, plain ones with the reservation in
-//! the handle's own counter (see `load.rs`).
+//! the handle's own counter (see `inflight/member.rs`).
 
 use std::any::Any;
 use std::sync::Arc;
 
 use crate::error::PickError;
-use crate::hashing::{Hashing, RingPlacement};
-use crate::maglev::MaglevTable;
+use crate::placement::envoy::maglev::MaglevTable;
+use crate::placement::hashing::{Hashing, RingPlacement};
 use crate::policy::Picker;
 use crate::request::Request;
 

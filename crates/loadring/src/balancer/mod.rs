@@ -1,5 +1,12 @@
 //! `Balancer`: an immutable snapshot behind an atomic pointer, picked lock-free.
 
+pub(crate) mod engine;
+pub(crate) mod local;
+pub(crate) mod local_pick;
+pub(crate) mod member_state;
+pub(crate) mod pick;
+pub(crate) mod route;
+
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
@@ -8,17 +15,18 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use crate::balancer::engine::Engine;
+use crate::balancer::local::LocalBalancer;
+use crate::balancer::pick::Pick;
+use crate::balancer::route::Route;
 use crate::describe::Layout;
 use crate::endpoint::{dedup, Endpoint, Id};
-use crate::engine::Engine;
 use crate::error::{BuildError, PickError, UnknownEndpoint};
-use crate::fleet::{FleetState, LoadReport};
-use crate::load::{Backend, Member, Pick};
-use crate::local::LocalBalancer;
+use crate::inflight::fleet::{FleetState, LoadReport};
+use crate::inflight::member::{Backend, Member};
+use crate::inflight::pool::Pool;
 use crate::policy::{Change, Order, Picker, Policy};
-use crate::pool::Pool;
 use crate::request::Request;
-use crate::route::Route;
 use crate::spec::PolicySpec;
 
 /// A load balancer: one policy over a changing set of endpoints, each
@@ -711,14 +719,14 @@ impl<T> Balancer<T> {
     /// requests' [`Request::at`] (virtual time in a simulation).
     pub fn reported_loads_at(&self, now: Duration) -> Vec<(Endpoint, Option<u64>)> {
         let snapshot = self.snapshot.load();
-        let now = crate::fleet::micros(now);
-        let max_age = crate::fleet::micros(self.fleet.max_age());
+        let now = crate::inflight::fleet::micros(now);
+        let max_age = crate::inflight::fleet::micros(self.fleet.max_age());
         snapshot
             .backends
             .iter()
             .map(|b| {
                 let offset = b.member.report().fresh_offset(|| now, max_age);
-                let load = offset.map(|o| crate::fleet::with_offset(b.member.load(), o));
+                let load = offset.map(|o| crate::inflight::fleet::with_offset(b.member.load(), o));
                 (b.endpoint.clone(), load)
             })
             .collect()
@@ -803,7 +811,7 @@ impl<T> Balancer<T> {
         &self,
         id: impl Into<Id<'a>>,
         at: std::time::Duration,
-    ) -> Result<crate::lifecycle::LifecycleView, UnknownEndpoint> {
+    ) -> Result<crate::policy::lifecycle::LifecycleView, UnknownEndpoint> {
         let snapshot = self.snapshot.load();
         let i = Self::position(&snapshot, id.into())?;
         Ok(lifecycle_of(
@@ -830,7 +838,7 @@ impl<T> Balancer<T> {
     /// # drop(held);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn states(&self, at: std::time::Duration) -> Vec<crate::member_state::MemberState> {
+    pub fn states(&self, at: std::time::Duration) -> Vec<self::member_state::MemberState> {
         let snapshot = self.snapshot.load();
         let now = crate::clock::nanos(at);
         let picker = snapshot.engine.as_ref().map(|e| e.picker());
@@ -838,7 +846,7 @@ impl<T> Balancer<T> {
             .backends
             .iter()
             .enumerate()
-            .map(|(i, b)| crate::member_state::MemberState {
+            .map(|(i, b)| self::member_state::MemberState {
                 endpoint: b.endpoint.clone(),
                 in_flight: b.member.load(),
                 healthy: b.member.is_healthy(),
@@ -987,11 +995,11 @@ impl<T> Candidate<T> {
     }
 }
 
-/// A member's lifecycle at `now` (ns): its [`LifecycleState`](crate::lifecycle::LifecycleState)
+/// A member's lifecycle at `now` (ns): its [`LifecycleState`](crate::policy::lifecycle::LifecycleState)
 /// if the policy gave it one, under whatever states wrap it.
-fn lifecycle_of(member: &Member, now: u64) -> crate::lifecycle::LifecycleView {
+fn lifecycle_of(member: &Member, now: u64) -> crate::policy::lifecycle::LifecycleView {
     member
-        .find_observer::<crate::lifecycle::LifecycleState>()
+        .find_observer::<crate::policy::lifecycle::LifecycleState>()
         .map_or_else(Default::default, |state| state.view(now))
 }
 

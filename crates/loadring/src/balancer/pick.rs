@@ -1,0 +1,93 @@
+//! `Pick`: the guard of [`Balancer::pick`](crate::Balancer::pick), holding
+//! one in-flight slot on its backend until dropped or finished.
+
+use std::sync::Arc;
+
+use crate::endpoint::Endpoint;
+use crate::inflight::member::Backend;
+use crate::inflight::outcome::Outcome;
+
+/// A picked endpoint, holding one in-flight slot until dropped.
+///
+/// It gives the caller's value for the endpoint ([`Pick::backend`]: a
+/// connection pool, a client, an address) with no lookup. Dropping the guard
+/// releases the slot exactly once, also when the holder panics or a future
+/// holding it is cancelled. A guard whose endpoint was removed from the
+/// balancer in the meantime releases harmlessly. [`Pick::finish`] reports how
+/// the request went before releasing, for policies that learn from it.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, PolicySpec, Request};
+///
+/// let balancer = Balancer::new("c_murmurhash_bl".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
+/// let pick = balancer.pick(&Request::key("user:42"))?;
+/// assert_eq!(pick.addr(), "10.0.0.1:80");
+/// assert_eq!(pick.in_flight(), 1);
+/// assert_eq!(balancer.total_in_flight(), 1);
+/// drop(pick);
+/// assert_eq!(balancer.total_in_flight(), 0);
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "the slot is released as soon as the guard is dropped"]
+pub struct Pick<T = ()> {
+    backend: Arc<Backend<T>>,
+}
+
+impl<T> Pick<T> {
+    /// Wraps a backend whose slot the caller has just reserved.
+    #[inline]
+    pub(crate) fn new(backend: Arc<Backend<T>>) -> Self {
+        Pick { backend }
+    }
+
+    /// The caller's value for the picked endpoint.
+    #[inline]
+    pub fn backend(&self) -> &T {
+        &self.backend.value
+    }
+
+    /// The picked endpoint.
+    #[inline]
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.backend.endpoint
+    }
+
+    /// The address of the picked endpoint.
+    #[inline]
+    pub fn addr(&self) -> &str {
+        self.backend.member.addr()
+    }
+
+    /// The tag of the picked endpoint, if it has one.
+    pub fn tag(&self) -> Option<&str> {
+        self.backend.member.tag()
+    }
+
+    /// Requests in flight on the picked endpoint, this one included.
+    pub fn in_flight(&self) -> u64 {
+        self.backend.member.load()
+    }
+
+    /// Reports how the request went, then releases the slot. Policies that
+    /// learn from outcomes (see
+    /// [`Policy::observer`](crate::policy::Policy::observer)) see it; for the
+    /// others this is the same as dropping the guard.
+    pub fn finish(self, outcome: Outcome) {
+        let member = &self.backend.member;
+        if let Some(report) = outcome.report() {
+            // This guard's slot is released right after: one event.
+            member.apply_report(report, 1);
+        }
+        if let Some(observer) = member.observer() {
+            observer.observe(&outcome);
+        }
+    }
+}
+
+impl<T> Drop for Pick<T> {
+    #[inline]
+    fn drop(&mut self) {
+        self.backend.member.release();
+    }
+}
