@@ -61,6 +61,7 @@ pub mod reused;
 pub mod server;
 pub mod target;
 pub mod upstream;
+mod upstream_client;
 
 pub use backend::DemoBackend;
 pub use cluster::Cluster;
