@@ -92,6 +92,7 @@ pub use bounded::LoadFactor;
 #[doc(hidden)]
 pub use brpc::points_hashed;
 pub use describe::Layout;
+pub use duration::parse_duration;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
