@@ -64,10 +64,9 @@ pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
 /// (file order, the etcd keys' order, DNS answers sorted by address).
 pub type Membership = Vec<Endpoint>;
 
-/// A source that cannot start, or a bad source spec: one line naming it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DiscoveryError(pub String);
+mod error;
+
+pub use error::{DiscoveryError, DiscoveryErrorKind};
 
 /// A check every endpoint of a membership must pass before the membership
 /// is published (an address the consumer can connect to, say); its error
@@ -268,7 +267,13 @@ impl Discovery {
     ) -> Result<Self, DiscoveryError> {
         let what = spec.to_string();
         let refresh = Arc::new(Notify::new());
-        let fail = |e: String| DiscoveryError(format!("{what}: {e}"));
+        let fail = |e: String| {
+            DiscoveryError::new(
+                DiscoveryErrorKind::Start,
+                Some(&what),
+                format!("{what}: {e}"),
+            )
+        };
         let (first, source): (Membership, Box<dyn FnOnce(Publisher) -> JoinHandle<()>>) =
             match &spec {
                 SourceSpec::File(path) => {

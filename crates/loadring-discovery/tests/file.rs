@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loadring_discovery::{Discovery, Membership, ReadOutcome, SourceSpec};
+use loadring_discovery::{Discovery, DiscoveryErrorKind, Membership, ReadOutcome, SourceSpec};
 
 fn temp_dir(label: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -134,15 +134,18 @@ async fn no_first_membership_is_an_error_naming_the_source() {
         .await
         .unwrap_err();
     assert!(
-        err.0.starts_with("file:/nonexistent/loadring/endpoints: "),
+        err.to_string()
+            .starts_with("file:/nonexistent/loadring/endpoints: "),
         "{err}"
     );
+    assert_eq!(err.kind(), DiscoveryErrorKind::Start);
+    assert_eq!(err.spec(), Some("file:/nonexistent/loadring/endpoints"));
     let dir = temp_dir("bad");
     std::fs::write(dir.join("e"), "10.0.0.1:80\nnot an endpoint\n").unwrap();
     let err = Discovery::start(format!("file:{}", dir.join("e").display()).parse().unwrap())
         .await
         .unwrap_err();
-    assert!(err.0.contains("line 2"), "{err}");
+    assert!(err.to_string().contains("line 2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -184,7 +187,8 @@ async fn an_endpoint_failing_the_check_is_named_by_its_line() {
         .await
         .unwrap_err();
     assert!(
-        err.0.ends_with(": line 4: endpoint `10.0.0.2:0`: port 0"),
+        err.to_string()
+            .ends_with(": line 4: endpoint `10.0.0.2:0`: port 0"),
         "{err}"
     );
 
