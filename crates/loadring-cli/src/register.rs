@@ -39,7 +39,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 "`{other}`: register writes to etcd: expected etcd://HOST:PORT/PREFIX"
             )))
         }
-        Err(e) => return Err(CliError(e.0)),
+        Err(e) => return Err(CliError(e.to_string())),
     };
     let endpoint: Endpoint = args
         .endpoint
@@ -64,6 +64,6 @@ pub fn run(args: Args) -> Result<(), CliError> {
         let stop = crate::proxy::stop_signal().map_err(|e| CliError(format!("signals: {e}")))?;
         etcd::register(&target, &endpoint, ttl, stop)
             .await
-            .map_err(|e| CliError(e.0))
+            .map_err(|e| CliError(e.to_string()))
     })
 }

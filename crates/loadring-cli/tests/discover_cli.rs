@@ -107,6 +107,7 @@ fn bad_sources_and_registrations_are_one_line_errors() {
             "--ttl 500ms: an etcd lease lasts at least 1s",
         ),
         (register("2x", &etcd), "--ttl: `2x` is not a duration"),
+        (register("25h", &etcd), "--ttl: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h"),
         (register("2s", "dns://a.test:80"), "register writes to etcd"),
         (register("2s", &etcd), "etcd at 127.0.0.1:"),
     ] {

@@ -113,7 +113,10 @@ fn srv_weights_reach_the_policy_and_a_changed_record_set_is_picked_up_after_the_
             Discovery::start(spec).await
         })
         .unwrap_err();
-    assert!(err.0.starts_with("dns://nowhere.test:80"), "{err}");
+    assert!(
+        err.to_string().starts_with("dns://nowhere.test:80"),
+        "{err}"
+    );
 
     // Records changed with no outage (dnsmasq re-reads its hosts file on
     // SIGHUP): seen once the TTL of the last answer has run out.

@@ -503,6 +503,10 @@ fn bad_input_fails_cleanly_before_serving() {
             "--timeout: `5` is not a duration",
         ),
         (
+            vec!["--policy", "rr", "-e", "127.0.0.1:1", "--drain-timeout", "25h"],
+            "--drain-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h",
+        ),
+        (
             vec!["--policy", "rr", "-e", "127.0.0.1:1", "--retries", "-1"],
             "--retries: `-1`",
         ),

@@ -24,8 +24,8 @@ use etcd_client::{
 };
 use loadring::Endpoint;
 
-use crate::spec::EtcdTarget;
-use crate::{DiscoveryError, Membership, Publisher};
+use crate::spec::{EtcdTarget, SourceSpec};
+use crate::{DiscoveryError, DiscoveryErrorKind, Membership, Publisher};
 
 /// How long connecting (and each request) may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -231,9 +231,11 @@ pub async fn register(
 ) -> Result<(), DiscoveryError> {
     let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
     if secs == 0 {
-        return Err(DiscoveryError(format!(
-            "--ttl {ttl:?}: an etcd lease lasts at least 1s"
-        )));
+        return Err(DiscoveryError::new(
+            DiscoveryErrorKind::Register,
+            None,
+            format!("--ttl {ttl:?}: an etcd lease lasts at least 1s"),
+        ));
     }
     let secs = i64::try_from(secs).unwrap_or(i64::MAX);
     let key = target.key_for(endpoint);
@@ -241,7 +243,10 @@ pub async fn register(
     tokio::pin!(stop);
     let mut session = Session::start(target, &key, &value, secs)
         .await
-        .map_err(DiscoveryError)?;
+        .map_err(|e| {
+            let shown = SourceSpec::Etcd(target.clone()).to_string();
+            DiscoveryError::new(DiscoveryErrorKind::Register, Some(&shown), e)
+        })?;
     tracing::info!(
         "registered {key} = {value} (lease {:x}, ttl {secs}s)",
         session.lease

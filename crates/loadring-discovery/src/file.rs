@@ -22,7 +22,7 @@ use std::time::Duration;
 use notify::Watcher;
 use tokio::sync::mpsc;
 
-use crate::{parse_endpoints, Membership, Publisher};
+use crate::{parse_endpoints_checked, EndpointCheck, Membership, Publisher};
 
 /// How often the file is read even without events.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
@@ -30,10 +30,11 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// How long a changed file must stay unchanged before it is applied.
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 
-/// Reads and parses the file: its membership and its text.
-pub(crate) fn read(path: &Path) -> Result<(Membership, String), String> {
+/// Reads and parses the file, each endpoint passing `check`: its
+/// membership and its text.
+pub(crate) fn read(path: &Path, check: &EndpointCheck) -> Result<(Membership, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let membership = parse_endpoints(&text)?;
+    let membership = parse_endpoints_checked(&text, check.as_ref())?;
     Ok((membership, text))
 }
 
@@ -66,7 +67,7 @@ pub(crate) async fn follow(path: PathBuf, mut last_text: Option<String>, publish
         if !forced && last_text.as_ref() == Some(&text) {
             continue;
         }
-        let parsed = parse_endpoints(&text);
+        let parsed = parse_endpoints_checked(&text, publisher.check.as_ref());
         last_text = Some(text);
         match parsed {
             Ok(membership) => {

@@ -64,10 +64,14 @@ pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
 /// (file order, the etcd keys' order, DNS answers sorted by address).
 pub type Membership = Vec<Endpoint>;
 
-/// A source that cannot start, or a bad source spec: one line naming it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct DiscoveryError(pub String);
+mod error;
+
+pub use error::{DiscoveryError, DiscoveryErrorKind};
+
+/// A check every endpoint of a membership must pass before the membership
+/// is published (an address the consumer can connect to, say); its error
+/// names the endpoint. See [`Discovery::start_checked`].
+pub type EndpointCheck = Arc<dyn Fn(&Endpoint) -> Result<(), String> + Send + Sync>;
 
 /// Parses endpoint lines: one endpoint per line, blank lines and `#`
 /// comments ignored (the endpoints file's format).
@@ -75,6 +79,32 @@ pub struct DiscoveryError(pub String);
 /// # Errors
 /// The first bad line, as `line N: why`.
 pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
+    parse_endpoints_checked(text, &|_| Ok(()))
+}
+
+/// [`parse_endpoints`], each endpoint also passing `check`: a line that
+/// parses but fails the check is named by its line like one that does not
+/// parse.
+///
+/// ```
+/// use loadring_discovery::parse_endpoints_checked;
+///
+/// let no_port_zero = |e: &loadring::Endpoint| {
+///     if e.addr().ends_with(":0") { Err(format!("`{}`: port 0", e.addr())) } else { Ok(()) }
+/// };
+/// let text = "# pool\n10.0.0.1:80\n\n10.0.0.2:0\n";
+/// assert_eq!(
+///     parse_endpoints_checked(text, &no_port_zero).unwrap_err(),
+///     "line 4: `10.0.0.2:0`: port 0"
+/// );
+/// ```
+///
+/// # Errors
+/// The first bad line, as `line N: why`.
+pub fn parse_endpoints_checked(
+    text: &str,
+    check: &dyn Fn(&Endpoint) -> Result<(), String>,
+) -> Result<Vec<Endpoint>, String> {
     let mut endpoints = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -83,10 +113,17 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
         }
         let endpoint = line
             .parse::<Endpoint>()
-            .map_err(|e| format!("line {}: {e}", n + 1))?;
+            .map_err(|e| e.to_string())
+            .and_then(|e| check(&e).map(|()| e))
+            .map_err(|why| format!("line {}: {why}", n + 1))?;
         endpoints.push(endpoint);
     }
     Ok(endpoints)
+}
+
+/// The first endpoint of `membership` that fails `check`, as its reason.
+fn check_all(membership: &[Endpoint], check: &EndpointCheck) -> Result<(), String> {
+    membership.iter().try_for_each(|e| check(e))
 }
 
 /// What one read of a source came to: the events a test (or a status
@@ -134,11 +171,20 @@ pub(crate) struct Publisher {
     /// A re-read was asked for and has not come to anything yet.
     asked: AtomicBool,
     what: String,
+    /// What every endpoint published must pass.
+    pub(crate) check: EndpointCheck,
 }
 
 impl Publisher {
     /// Publishes `membership` if it differs from the current one; whether it did.
+    /// A membership with an endpoint that fails the check is kept out whole.
     pub(crate) fn publish(&self, membership: Membership) -> bool {
+        // The file source has checked each line already (to name it); the
+        // other sources are checked here, so every source holds the check.
+        if let Err(why) = check_all(&membership, &self.check) {
+            self.keep(&why);
+            return false;
+        }
         let changed = self.tx.send_if_modified(|current| {
             if *current == membership {
                 false
@@ -205,13 +251,33 @@ impl Discovery {
     /// No first membership: an unreadable file or a bad line, a name that
     /// does not resolve, etcd unreachable (within 5 s).
     pub async fn start(spec: SourceSpec) -> Result<Self, DiscoveryError> {
+        Discovery::start_checked(spec, Arc::new(|_| Ok(()))).await
+    }
+
+    /// [`Discovery::start`], every membership also held to `check`: one with
+    /// an endpoint that fails it is not published (the current one stays,
+    /// as for a line that does not parse), and a first one that fails it
+    /// is an error. A file's endpoint is named by its line.
+    ///
+    /// # Errors
+    /// As [`Discovery::start`], and a first membership that fails `check`.
+    pub async fn start_checked(
+        spec: SourceSpec,
+        check: EndpointCheck,
+    ) -> Result<Self, DiscoveryError> {
         let what = spec.to_string();
         let refresh = Arc::new(Notify::new());
-        let fail = |e: String| DiscoveryError(format!("{what}: {e}"));
+        let fail = |e: String| {
+            DiscoveryError::new(
+                DiscoveryErrorKind::Start,
+                Some(&what),
+                format!("{what}: {e}"),
+            )
+        };
         let (first, source): (Membership, Box<dyn FnOnce(Publisher) -> JoinHandle<()>>) =
             match &spec {
                 SourceSpec::File(path) => {
-                    let (first, text) = file::read(path).map_err(fail)?;
+                    let (first, text) = file::read(path, &check).map_err(fail)?;
                     let path = path.clone();
                     (
                         first,
@@ -236,6 +302,7 @@ impl Discovery {
                     )
                 }
             };
+        check_all(&first, &check).map_err(fail)?;
         let (tx, current) = watch::channel(first);
         let (reads_tx, reads) = watch::channel((0, None));
         let task = source(Publisher {
@@ -244,6 +311,7 @@ impl Discovery {
             refresh: refresh.clone(),
             asked: AtomicBool::new(false),
             what,
+            check,
         });
         Ok(Discovery {
             spec,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::DiscoveryError;
+use crate::{DiscoveryError, DiscoveryErrorKind};
 
 /// The accepted forms, for error messages.
 pub const SOURCE_SYNTAX: &str =
@@ -76,7 +76,11 @@ impl fmt::Display for SourceSpec {
 }
 
 fn bad(text: &str, why: impl fmt::Display) -> DiscoveryError {
-    DiscoveryError(format!("`{text}`: {why}"))
+    DiscoveryError::new(
+        DiscoveryErrorKind::Spec,
+        Some(text),
+        format!("`{text}`: {why}"),
+    )
 }
 
 fn check_name(text: &str, name: &str) -> Result<(), DiscoveryError> {
@@ -186,8 +190,8 @@ impl FromStr for SourceSpec {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<SourceSpec, String> {
-        text.parse::<SourceSpec>().map_err(|e| e.0)
+    fn parse(text: &str) -> Result<SourceSpec, DiscoveryError> {
+        text.parse::<SourceSpec>()
     }
 
     #[test]
@@ -227,7 +231,14 @@ mod tests {
             ("etcd://127.0.0.1:2379/", "an empty prefix"),
         ] {
             let err = parse(text).unwrap_err();
-            assert!(err.contains(why) && err.contains(text), "{text}: {err}");
+            assert_eq!(err.kind(), DiscoveryErrorKind::Spec, "{text}");
+            assert_eq!(err.spec(), Some(text));
+            let message = err.to_string();
+            assert!(message.starts_with(&format!("`{text}`: ")), "{message}");
+            assert!(
+                message.contains(why) && !message.contains('\n'),
+                "{message}"
+            );
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use loadring_discovery::{Discovery, Membership, ReadOutcome, SourceSpec};
+use loadring_discovery::{Discovery, DiscoveryErrorKind, Membership, ReadOutcome, SourceSpec};
 
 fn temp_dir(label: &str) -> PathBuf {
     let nanos = std::time::SystemTime::now()
@@ -134,15 +134,18 @@ async fn no_first_membership_is_an_error_naming_the_source() {
         .await
         .unwrap_err();
     assert!(
-        err.0.starts_with("file:/nonexistent/loadring/endpoints: "),
+        err.to_string()
+            .starts_with("file:/nonexistent/loadring/endpoints: "),
         "{err}"
     );
+    assert_eq!(err.kind(), DiscoveryErrorKind::Start);
+    assert_eq!(err.spec(), Some("file:/nonexistent/loadring/endpoints"));
     let dir = temp_dir("bad");
     std::fs::write(dir.join("e"), "10.0.0.1:80\nnot an endpoint\n").unwrap();
     let err = Discovery::start(format!("file:{}", dir.join("e").display()).parse().unwrap())
         .await
         .unwrap_err();
-    assert!(err.0.contains("line 2"), "{err}");
+    assert!(err.to_string().contains("line 2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -158,5 +161,62 @@ async fn a_refresh_reads_an_unchanged_file_and_publishes_nothing() {
     d.refresh();
     assert_eq!(read_until(&mut d, |_| true).await, ReadOutcome::Unchanged);
     assert_eq!(addrs(&d.membership()), ["10.0.2.1:80"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A check the consumer gives (the proxy's: an address it can connect to)
+/// is held line by line: an endpoint that parses but fails it is named by
+/// the line the source read it from, at the start and on a later read,
+/// and the membership stays. The line travels with the parse: nothing
+/// reads the file again to find it.
+#[tokio::test]
+async fn an_endpoint_failing_the_check_is_named_by_its_line() {
+    let check: loadring_discovery::EndpointCheck = std::sync::Arc::new(|e| {
+        if e.addr().ends_with(":0") {
+            Err(format!("endpoint `{}`: port 0", e.addr()))
+        } else {
+            Ok(())
+        }
+    });
+    let dir = temp_dir("checked");
+    let file = dir.join("endpoints");
+    let spec: SourceSpec = format!("file:{}", file.display()).parse().unwrap();
+
+    std::fs::write(&file, "10.0.0.1:80\n\n# spare\n10.0.0.2:0\n").unwrap();
+    let err = Discovery::start_checked(spec.clone(), check.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with(": line 4: endpoint `10.0.0.2:0`: port 0"),
+        "{err}"
+    );
+
+    std::fs::write(&file, "10.0.0.1:80\n10.0.0.2:80\n").unwrap();
+    let mut d = Discovery::start_checked(spec, check).await.unwrap();
+    let kept = ["10.0.0.1:80", "10.0.0.2:80"];
+    assert_eq!(addrs(&d.membership()), kept);
+    // The bad line moves; each read names where it is now.
+    replace(&file, "# one bad\n10.0.0.3:80\n10.0.0.4:0\n");
+    let why = read_until(&mut d, |o| matches!(o, ReadOutcome::Kept(_))).await;
+    assert_eq!(
+        why,
+        ReadOutcome::Kept("line 3: endpoint `10.0.0.4:0`: port 0".into())
+    );
+    assert_eq!(addrs(&d.membership()), kept);
+    replace(&file, "10.0.0.4:0\n10.0.0.3:80\n");
+    read_until(&mut d, kept_for("line 1: endpoint `10.0.0.4:0`")).await;
+    assert_eq!(addrs(&d.membership()), kept);
+    // Without the check, the same text is a membership.
+    let mut unchecked = Discovery::start(format!("file:{}", file.display()).parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        addrs(&unchecked.membership()),
+        ["10.0.0.4:0", "10.0.0.3:80"]
+    );
+    drop(unchecked);
+    replace(&file, "10.0.0.3:80\n");
+    assert_eq!(next(&mut d).await, ["10.0.0.3:80"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,4 +4,5 @@
 //! below; `layout::every_test_file_is_a_module_of_its_main` in the core
 //! crate's tests fails until it is.
 
+mod errors;
 mod file;

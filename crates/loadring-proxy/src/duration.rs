@@ -1,12 +1,18 @@
-//! Durations as flags and config values spell them: `500ms`, `2s`, `1m`.
+//! Durations as the gateway's flags and config values spell them: the
+//! core's one grammar (`500ms`, `2s`, `1m`, `1h`), over the range every
+//! gateway setting accepts.
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// The syntax, for error messages and docs.
-pub const DURATION_SYNTAX: &str =
-    "a whole number followed by a unit: ms, s, m or h (e.g. 500ms, 2s, 1m)";
+/// Every gateway duration (timeouts, intervals, ejection, drain, lease TTL)
+/// lies in this range; a setting that needs more than 0ms checks that too.
+/// A day is far beyond any sensible timeout, and a bound keeps a typo from
+/// meaning "forever".
+const RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(24 * 3600);
 
-/// Parses `<whole number><unit>` with unit `ms`, `s`, `m` or `h`.
+/// Parses `<whole number><unit>` with unit `ms`, `s`, `m` or `h`, from 0ms
+/// to 24h: [`loadring::parse_duration`] over the gateway's range.
 ///
 /// ```
 /// use std::time::Duration;
@@ -15,30 +21,13 @@ pub const DURATION_SYNTAX: &str =
 /// assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
 /// assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
 /// assert!(parse_duration("2").is_err());
+/// assert!(parse_duration("25h").is_err());
 /// ```
 ///
 /// # Errors
-/// A message naming the text and the accepted syntax.
+/// A one-line message naming the text and the accepted form and range.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration: {DURATION_SYNTAX}");
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits_end);
-    if number.is_empty() {
-        return Err(bad());
-    }
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    let millis_per_unit: u64 = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
-        .ok_or_else(bad)
+    loadring::parse_duration(text, RANGE).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -52,6 +41,24 @@ mod tests {
         assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("3m"), Ok(Duration::from_secs(180)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(24 * 3600)));
+    }
+
+    #[test]
+    fn the_range_is_named_and_held() {
+        let accepted = "accepted a whole number of ms, s, m or h from 0ms to 24h";
+        for (bad, what) in [
+            ("2x", "is not a duration"),
+            ("25h", "is out of range"),
+            ("1441m", "is out of range"),
+        ] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(
+                err.starts_with(&format!("`{bad}` {what}: {accepted}")),
+                "{err}"
+            );
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     #[test]

@@ -3,16 +3,14 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::{capture_connection, HttpConnector};
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::client::legacy::connect::capture_connection;
 use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{BoxError, GuardedBody, OnClientGone};
@@ -23,50 +21,9 @@ use crate::metrics::Metrics;
 use crate::request_body::{ReadError, RequestBody};
 use crate::reused::{
     close_connection, closed_before_a_response, lost_before_processing, unless_dropped_unsent,
-    CountingConnector,
 };
-
-/// Bodies both ways.
-pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// The upstream client: keep-alive pools per backend address.
-pub type Client = hyper_util::client::legacy::Client<CountingConnector, ProxyBody>;
-
-/// An empty body.
-pub fn empty_body() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed_unsync()
-}
-
-/// A short plain-text body.
-pub fn text_body(text: impl Into<Bytes>) -> ProxyBody {
-    Full::new(text.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
-}
-
-/// A client with keep-alive pools and the cluster's connect timeout.
-pub fn client(connect_timeout: Duration) -> Client {
-    hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(60))
-        // Without a timer idle connections are never reaped.
-        .pool_timer(TokioTimer::new())
-        .build(connector(connect_timeout))
-}
-
-/// A client that opens a new connection for each request (no idle
-/// connection is kept): for sending again a request lost on a stale one.
-pub fn fresh_client(connect_timeout: Duration) -> Client {
-    hyper_util::client::legacy::Client::builder(TokioExecutor::new())
-        .pool_max_idle_per_host(0)
-        .build(connector(connect_timeout))
-}
-
-fn connector(connect_timeout: Duration) -> CountingConnector {
-    let mut connector = HttpConnector::new();
-    connector.set_connect_timeout(Some(connect_timeout));
-    connector.set_nodelay(true);
-    CountingConnector(connector)
-}
+// Public here before they moved below `health`, which uses them too.
+pub use crate::upstream_client::{client, empty_body, fresh_client, text_body, Client, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// removed both ways.

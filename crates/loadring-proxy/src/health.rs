@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cluster::{Backend, Cluster};
-use crate::forward::{empty_body, Client};
+use crate::upstream_client::{empty_body, Client};
 
 /// Records a failed request on `upstream`; when it ejects the endpoint,
 /// marks it unhealthy and schedules its return.

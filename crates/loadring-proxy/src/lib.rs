@@ -61,10 +61,11 @@ pub mod reused;
 pub mod server;
 pub mod target;
 pub mod upstream;
+mod upstream_client;
 
 pub use backend::DemoBackend;
 pub use cluster::Cluster;
 pub use config::{ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig};
-pub use duration::{parse_duration, DURATION_SYNTAX};
+pub use duration::parse_duration;
 pub use key::{KeySource, KeySpec, KeyStyle, RequestKey};
 pub use server::{Gateway, Proxy, ProxyError};

@@ -37,7 +37,10 @@ pub async fn start_discovery(
     let Some(spec) = source_of(cluster) else {
         return Ok(None);
     };
-    let mut discovery = Discovery::start(spec).await.map_err(|e| {
+    // The source checks each endpoint as it reads it, so a file's bad
+    // address is named by the line it was read from.
+    let check = Arc::new(|e: &Endpoint| check_backend_addr(e.addr()));
+    let mut discovery = Discovery::start_checked(spec, check).await.map_err(|e| {
         if cluster.config().discover.is_some() {
             format!("{} {e}", naming.name("discover"))
         } else {
@@ -86,8 +89,10 @@ async fn next_hangup(signal: &mut Option<tokio::signal::unix::Signal>) -> Option
 /// Replaces the cluster's pool with its inline endpoints and `discovered`.
 /// A membership with an endpoint the proxy cannot connect to is refused
 /// whole (as a file with a line that does not parse): the current pool is
-/// kept and one line names the culprit (its line, for a file). An empty
-/// pool is not applied either.
+/// kept and one line names the culprit. The source started by
+/// [`start_discovery`] refuses such a membership itself, naming a file's
+/// line; here the pool's own check is the backstop. An empty pool is not
+/// applied either.
 pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoint>) {
     let kept = |why: &str| {
         tracing::warn!(
@@ -96,16 +101,6 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
             cluster.balancer().endpoints().len()
         );
     };
-    let bad = discovered
-        .iter()
-        .enumerate()
-        .find_map(|(i, e)| check_backend_addr(e.addr()).err().map(|why| (i, why)));
-    if let Some((i, why)) = bad {
-        return match line_of_entry(cluster, i) {
-            Some(line) => kept(&format!("line {line}: {why}")),
-            None => kept(&why),
-        };
-    }
     let mut all = cluster.config().endpoints.clone();
     all.extend(discovered);
     if all.is_empty() {
@@ -120,21 +115,4 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
         Ok(false) => {}
         Err(e) => kept(&e),
     }
-}
-
-/// The line of the `index`th endpoint of the cluster's file, if it follows
-/// a file (blank lines and comments are not endpoints).
-fn line_of_entry(cluster: &Cluster, index: usize) -> Option<usize> {
-    let Some(SourceSpec::File(path)) = source_of(cluster) else {
-        return None;
-    };
-    let text = std::fs::read_to_string(path).ok()?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| {
-            let l = l.trim();
-            !l.is_empty() && !l.starts_with('#')
-        })
-        .nth(index)
-        .map(|(n, _)| n + 1)
 }

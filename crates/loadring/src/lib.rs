@@ -74,6 +74,7 @@ pub use balancer::pick::Pick;
 pub use balancer::route::Route;
 pub use balancer::{Balancer, Candidate, Candidates};
 pub use describe::Layout;
+pub use duration::parse_duration;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,

@@ -239,7 +239,7 @@ fn report_max_age_is_parsed_and_checked() {
             .report_max_age(),
         Some(loadring::DEFAULT_REPORT_MAX_AGE)
     );
-    let range = "accepted a whole number of ms, s or m from 1ms to 60m (e.g. 500ms, 10s, 1m)";
+    let range = "accepted a whole number of ms, s, m or h from 1ms to 1h (e.g. 500ms, 10s, 1m)";
     for (text, message) in [
         (
             "c_murmurhash_bl:report_max_age=0ms",

@@ -1,9 +1,11 @@
 //! The command line of `simulate` and its validation into a [`Config`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use loadring::{Endpoint, PolicySpec};
 
+use super::plot_format::{plot_target, PlotFormat};
+use super::policy::Policy;
 use super::scenario;
 use super::workload::{Service, Workload};
 use crate::echo::echo;
@@ -191,23 +193,6 @@ impl Change {
             Change::Add(e) => e.addr(),
         }
     }
-}
-
-/// Plot formats by file extension.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlotFormat {
-    Svg,
-    Png,
-}
-
-/// A policy to simulate: as the user wrote it, and as it runs.
-#[derive(Debug)]
-pub struct Policy {
-    /// The spec as given (shown in the table, the JSON and the plot).
-    pub name: String,
-    /// What runs: the spec, plus `seed=` from `--seed` for a randomized
-    /// policy given none, so that the run replays exactly.
-    pub spec: PolicySpec,
 }
 
 /// A validated run.
@@ -547,43 +532,6 @@ fn parse_time(text: &str, duration: f64) -> Result<f64, String> {
         return Err(format!("`{}` is outside the run", echo(text)));
     }
     Ok(seconds.min(duration))
-}
-
-/// The plot's file and format, checked before the run: a known extension
-/// and a place the file can be written.
-fn plot_target(path: &Path) -> Result<(PathBuf, PlotFormat), CliError> {
-    let shown = echo(&path.display().to_string());
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let format = match ext.as_deref() {
-        Some("svg") => PlotFormat::Svg,
-        Some("png") => PlotFormat::Png,
-        _ => {
-            return Err(CliError(format!(
-                "--plot {shown}: the file name must end in .svg or .png"
-            )))
-        }
-    };
-    if path.is_dir() {
-        return Err(CliError(format!(
-            "--plot {shown}: is a directory; give a file name ending in .svg or .png"
-        )));
-    }
-    // Open for writing without truncating, and remove the file again if the
-    // check created it: the run has not produced anything yet.
-    let existed = path.exists();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| CliError(format!("--plot {shown}: cannot write the plot there: {e}")))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
-    }
-    Ok((path.to_path_buf(), format))
 }
 
 /// A whole number of `flag` in `min..=max`, as one line if it is not.

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use loadring::{Balancer, Endpoint, LoadFactor, Outcome as PickOutcome, Pick, PolicySpec, Request};
 
-use super::args::{Change, Event, Policy};
+use super::args::{Change, Event};
+use super::policy::Policy;
 use super::timeline::Timeline;
 use super::workload::{Arrival, Trace};
 use crate::CliError;

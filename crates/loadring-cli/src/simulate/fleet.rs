@@ -43,8 +43,9 @@ use std::time::Duration;
 
 use loadring::{Balancer, Endpoint, LoadReport, Outcome, Pick, Request};
 
-use super::args::{Change, Config, Policy};
+use super::args::{Change, Config};
 use super::engine::{Departure, Setup, MIN_MEAN};
+use super::policy::Policy;
 use crate::CliError;
 
 /// One policy at one fleet size.

@@ -2,6 +2,7 @@
 //! virtual time, to show what each does to load, locality and churn.
 //!
 //! - `args`: the flags and their validation.
+//! - `policy`, `plot_format`: what the flags choose that every stage shares.
 //! - `workload`: the seeded trace of arrivals, keys and service times.
 //! - `engine`: the discrete-event loop around the real `Balancer`.
 //! - `timeline`: in flight per endpoint over time, for the plot.
@@ -12,6 +13,8 @@ mod engine;
 mod fleet;
 mod json;
 mod plot;
+mod plot_format;
+mod policy;
 mod report;
 mod scenario;
 mod scenario_plot;

@@ -13,8 +13,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::args::{Change, Config, PlotFormat};
+use super::args::{Change, Config};
 use super::engine::{Outcome, Setup};
+use super::plot_format::PlotFormat;
 use super::workload::{thousands, Workload};
 
 pub(super) const SIZE: (u32, u32) = (1600, 1000);

@@ -32,7 +32,7 @@ use rand_pcg::rand_core::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use std::time::Duration;
 
-use super::args::Policy;
+use super::policy::Policy;
 use crate::CliError;
 
 /// Endpoints, workers per endpoint.
@@ -118,7 +118,7 @@ pub struct Config {
     pub policies: Vec<Policy>,
     pub seed: u64,
     pub json: bool,
-    pub plot: Option<(std::path::PathBuf, super::args::PlotFormat)>,
+    pub plot: Option<(std::path::PathBuf, super::plot_format::PlotFormat)>,
 }
 
 pub fn addr(i: usize) -> String {

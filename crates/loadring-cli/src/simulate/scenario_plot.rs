@@ -10,8 +10,8 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::args::PlotFormat;
 use super::plot::{register_fonts, FONT, SIZE};
+use super::plot_format::PlotFormat;
 use super::scenario::{self, Config, Kind, Result, BAD_FROM, BAD_TO, ENDPOINTS, WINDOW};
 
 /// Tableau 10, one colour per policy.
