@@ -74,7 +74,6 @@ pub use balancer::pick::Pick;
 pub use balancer::route::Route;
 pub use balancer::{Balancer, Candidate, Candidates};
 pub use describe::Layout;
-pub use duration::parse_duration;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
@@ -89,6 +88,7 @@ pub use policy::lifecycle::LifecycleView;
 pub use request::Request;
 pub use spec::{PolicySpec, MAX_NESTING, POLICY_NAMES};
 pub use util::bounded::LoadFactor;
+pub use util::duration::parse_duration;
 
 /// The README's Rust example, compiled and run by `cargo test` so it cannot rot.
 #[cfg(doctest)]
