@@ -43,21 +43,27 @@ pub(crate) trait Scheme: Send + Sync + fmt::Debug + 'static {
     }
 }
 
-/// A hashing policy: a scheme and, when bounded, its load factor or
-/// Envoy's `hash_balance_factor` (never both).
+/// The load bound of a hashing policy: loadring's cap (a load factor, or
+/// the scheme's own rule such as HAProxy's) or Envoy's
+/// `hash_balance_factor`; one or the other, never both.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bound {
+    Factor(LoadFactor),
+    Envoy(HashBalance),
+}
+
+/// A hashing policy: a scheme and its load bound, if any.
 #[derive(Debug)]
 pub(crate) struct HashingPolicy<S> {
     scheme: S,
-    bound: Option<LoadFactor>,
-    envoy: Option<HashBalance>,
+    bound: Option<Bound>,
 }
 
 impl<S: Scheme> HashingPolicy<S> {
-    pub(crate) fn new(scheme: S, bound: Option<LoadFactor>) -> Self {
+    pub(crate) fn new(scheme: S, factor: Option<LoadFactor>) -> Self {
         HashingPolicy {
             scheme,
-            bound,
-            envoy: None,
+            bound: factor.map(Bound::Factor),
         }
     }
 
@@ -65,8 +71,7 @@ impl<S: Scheme> HashingPolicy<S> {
     pub(crate) fn envoy(scheme: S, rule: HashBalance) -> Self {
         HashingPolicy {
             scheme,
-            bound: None,
-            envoy: Some(rule),
+            bound: Some(Bound::Envoy(rule)),
         }
     }
 
@@ -75,7 +80,7 @@ impl<S: Scheme> HashingPolicy<S> {
         placement: S::Placement,
         pool: Pool,
     ) -> Result<Hashing<S::Placement>, BuildError> {
-        Ok(Hashing::new(placement, pool, self.bound)?.with_envoy(self.envoy))
+        Hashing::new(placement, pool, self.bound)
     }
 }
 
@@ -98,11 +103,17 @@ impl<S: Scheme> Policy for HashingPolicy<S> {
     }
 
     fn load_factor(&self) -> Option<LoadFactor> {
-        self.bound
+        match self.bound? {
+            Bound::Factor(factor) => Some(factor),
+            Bound::Envoy(_) => None,
+        }
     }
 
     fn hash_balance_factor(&self) -> Option<u32> {
-        self.envoy.map(HashBalance::percent)
+        match self.bound? {
+            Bound::Envoy(rule) => Some(rule.percent()),
+            Bound::Factor(_) => None,
+        }
     }
 
     fn rebuild(
@@ -252,9 +263,7 @@ impl<P: Point> Placement for RingPlacement<P> {
 pub(crate) struct Hashing<T: Placement> {
     placement: T,
     pool: Pool,
-    bound: Option<LoadFactor>,
-    /// Envoy's bounded rule instead of `bound`.
-    envoy: Option<HashBalance>,
+    bound: Option<Bound>,
     /// All weights equal: one cap serves every endpoint of a pick.
     uniform: bool,
     /// Bounded: each endpoint's cap at total 0, the least cap it can have.
@@ -262,25 +271,26 @@ pub(crate) struct Hashing<T: Placement> {
 }
 
 impl<T: Placement> Hashing<T> {
-    pub(crate) fn new(
-        placement: T,
-        pool: Pool,
-        bound: Option<LoadFactor>,
-    ) -> Result<Self, BuildError> {
+    pub(crate) fn new(placement: T, pool: Pool, bound: Option<Bound>) -> Result<Self, BuildError> {
         if placement.entries() == 0 {
             return Err(BuildError::all_weights_zero());
         }
         let own_floor = placement.own_cap_floor();
-        let own_rule = bound.is_some() && own_floor.is_some();
+        let own_rule = matches!(bound, Some(Bound::Factor(_))) && own_floor.is_some();
         let uniform = !own_rule
             && pool
                 .endpoints()
                 .windows(2)
                 .all(|w| w[0].weight() == w[1].weight());
+        let sum = pool.weight_sum();
+        // Caps grow with the total: the cap at total 0 is the least.
         let floors = match bound {
-            Some(_) if own_rule => vec![own_floor.unwrap_or(0); pool.len()],
-            Some(factor) => (0..pool.len())
-                .map(|i| factor.cap(0, pool.weight(i), pool.weight_sum()))
+            Some(Bound::Factor(_)) if own_rule => vec![own_floor.unwrap_or(0); pool.len()],
+            Some(Bound::Factor(factor)) => (0..pool.len())
+                .map(|i| factor.cap(0, pool.weight(i), sum))
+                .collect(),
+            Some(Bound::Envoy(rule)) => (0..pool.len())
+                .map(|i| rule.cap(0, pool.weight(i), sum))
                 .collect(),
             None => Vec::new(),
         };
@@ -288,24 +298,9 @@ impl<T: Placement> Hashing<T> {
             placement,
             pool,
             bound,
-            envoy: None,
             uniform,
             floors,
         })
-    }
-
-    /// This policy bounded by Envoy's rule, if `envoy` (then without `bound`).
-    fn with_envoy(mut self, envoy: Option<HashBalance>) -> Self {
-        if let Some(rule) = envoy {
-            // Slots grow with the total: the cap at total 0 is the least.
-            let sum = self.pool.weight_sum();
-            self.floors = (0..self.pool.len())
-                .map(|i| rule.cap(0, self.pool.weight(i), sum))
-                .collect();
-            self.bound = None;
-        }
-        self.envoy = envoy;
-        self
     }
 
     #[inline(always)]
@@ -525,15 +520,16 @@ impl<T: Placement> Hashing<T> {
         let (code, start) = self.code_and_start(req)?;
         let owner = self.placement.owner(start);
         let eligible = self.pool.eligible(owner, req);
-        if let Some(rule) = self.envoy {
-            // In flight at most 1 is within every endpoint's slots (>= 1).
-            if eligible && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
-            {
-                return Ok((owner, SHARED));
-            }
-            return Ok((self.pick_envoy(start, code, req, rule)?, SHARED));
-        }
         match self.bound {
+            Some(Bound::Envoy(rule)) => {
+                // In flight at most 1 is within every endpoint's slots (>= 1).
+                if eligible
+                    && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
+                {
+                    return Ok((owner, SHARED));
+                }
+                Ok((self.pick_envoy(start, code, req, rule)?, SHARED))
+            }
             None => {
                 let found = if eligible {
                     owner
@@ -547,7 +543,7 @@ impl<T: Placement> Hashing<T> {
                     Ok((found, slot))
                 }
             }
-            Some(factor) => {
+            Some(Bound::Factor(factor)) => {
                 if eligible
                     && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
                 {
@@ -598,7 +594,7 @@ impl<T: Placement> Picker for Hashing<T> {
     /// the owner and then Envoy's visiting order of the request's hash.
     fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {
         let (code, start) = self.code_and_start(req)?;
-        if self.envoy.is_some() {
+        if let Some(Bound::Envoy(_)) = self.bound {
             let owner = self.envoy_owner(start, req);
             let mut indices = Indices::new(self.pool.len());
             let order: Vec<usize> = VisitOrder::new(code, indices.as_mut()).collect();
@@ -618,11 +614,9 @@ impl<T: Placement> Picker for Hashing<T> {
     /// candidate carries no request time).
     fn try_reserve(&self, i: usize) -> bool {
         let view = FleetView::new(&self.pool, None);
-        if let Some(rule) = self.envoy {
-            return view.try_reserve(i, self.envoy_cap(&view, rule, i));
-        }
         match self.bound {
-            Some(factor) => view.try_reserve(i, self.cap_of(&view, factor, i)),
+            Some(Bound::Envoy(rule)) => view.try_reserve(i, self.envoy_cap(&view, rule, i)),
+            Some(Bound::Factor(factor)) => view.try_reserve(i, self.cap_of(&view, factor, i)),
             None => {
                 self.pool.reserve(i);
                 true
@@ -637,10 +631,10 @@ impl<T: Placement> Picker for Hashing<T> {
 
     fn cap(&self, i: usize) -> Option<u64> {
         let view = FleetView::new(&self.pool, None);
-        if let Some(rule) = self.envoy {
-            return Some(self.envoy_cap(&view, rule, i));
+        match self.bound? {
+            Bound::Envoy(rule) => Some(self.envoy_cap(&view, rule, i)),
+            Bound::Factor(factor) => Some(self.cap_of(&view, factor, i)),
         }
-        Some(self.cap_of(&view, self.bound?, i))
     }
 
     fn layout(&self) -> Option<Layout> {
@@ -742,7 +736,12 @@ mod tests {
     fn the_fallback_fills_endpoints_by_room_under_their_own_cap() {
         let pool = test_pool(&[1, 1, 100]);
         let factor = LoadFactor::new(3, 2).unwrap();
-        let hashing = Hashing::new(ring_over(&[0, 1], 4), pool.clone(), Some(factor)).unwrap();
+        let hashing = Hashing::new(
+            ring_over(&[0, 1], 4),
+            pool.clone(),
+            Some(Bound::Factor(factor)),
+        )
+        .unwrap();
         let req = Request::code(0);
         let picks: Vec<usize> = (0..4).map(|_| hashing.pick(&req).unwrap()).collect();
         let loads: Vec<u64> = (0..3).map(|i| pool.load(i)).collect();
@@ -760,8 +759,14 @@ mod tests {
     fn an_eligible_endpoint_without_entries_is_pickable() {
         for bound in [None, Some(LoadFactor::DEFAULT)] {
             let pool = test_pool(&[1000, 1000, 1]);
-            let hashing =
-                Arc::new(Hashing::new(ring_over(&[0, 1], 4), pool.clone(), bound).unwrap());
+            let hashing = Arc::new(
+                Hashing::new(
+                    ring_over(&[0, 1], 4),
+                    pool.clone(),
+                    bound.map(Bound::Factor),
+                )
+                .unwrap(),
+            );
             pool.member(0).set_healthy(false);
             pool.member(1).set_healthy(false);
             assert_eq!(hashing.pick(&Request::code(7)), Ok(2), "{bound:?}");
@@ -837,7 +842,7 @@ mod tests {
                 inner: ring_over(&[0], POINTS as u32),
                 looked: Default::default(),
             };
-            let hashing = Hashing::new(placement, pool.clone(), bound).unwrap();
+            let hashing = Hashing::new(placement, pool.clone(), bound.map(Bound::Factor)).unwrap();
             pool.member(0).set_healthy(false);
             let walked = hashing.walk(0).take(hashing.walk_budget() + 1).count();
             assert_eq!(
