@@ -454,22 +454,7 @@ fn shell_reproduces_the_course_walk_through() {
 /// line, read by the shell itself and also given with `--policy`.
 #[test]
 fn shell_reproduces_haproxy_bounded_sessions() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    for name in ["haproxy_bounded_eq3_F125", "haproxy_bounded_w5_rel_F125"] {
-        let input = std::fs::read_to_string(dir.join(format!("{name}.in"))).unwrap();
-        let want = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
-        let policy = input
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("# policy: "))
-            .unwrap();
-        for args in [vec!["shell"], vec!["shell", "--policy", policy]] {
-            let out = loadring(&args, &input);
-            assert!(out.status.success(), "{name}");
-            let got = String::from_utf8(out.stdout).unwrap();
-            assert_eq!(got, want, "{name} {args:?}");
-        }
-    }
+    replays_shell_sessions(&["haproxy_bounded_eq3_F125", "haproxy_bounded_w5_rel_F125"]);
 }
 
 /// Envoy's own bounded rule (`hash_balance_factor`): its slots, its spills
@@ -477,8 +462,15 @@ fn shell_reproduces_haproxy_bounded_sessions() {
 /// shared sessions (`ring_hash` with equal weights, `maglev` weighted).
 #[test]
 fn shell_reproduces_envoy_bounded_sessions() {
+    replays_shell_sessions(&["envoy_bounded_ring_F150", "envoy_bounded_maglev_w_F125"]);
+}
+
+/// Replays each recorded session `tests/data/NAME.in` through `shell`, which
+/// reads the policy from its first line (`# policy: SPEC`), and again with
+/// that policy given as `--policy`: both print `NAME.out` byte for byte.
+fn replays_shell_sessions(names: &[&str]) {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    for name in ["envoy_bounded_ring_F150", "envoy_bounded_maglev_w_F125"] {
+    for name in names {
         let input = std::fs::read_to_string(dir.join(format!("{name}.in"))).unwrap();
         let want = std::fs::read_to_string(dir.join(format!("{name}.out"))).unwrap();
         let policy = input

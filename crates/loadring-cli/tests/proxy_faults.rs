@@ -251,74 +251,40 @@ fn zero_timeouts_are_refused_naming_the_flag() {
     )
     .unwrap();
     let toml = toml.to_str().unwrap().to_string();
-    let cases: [(Vec<&str>, &str); 6] = [
+    // Each flag on an otherwise valid command line, and the config key.
+    let base = ["--listen", listen.as_str(), "-p", "rr", "-e", "127.0.0.1:2"];
+    let flags = [
+        ("--timeout", "0s", "error: --timeout: must be more than 0ms"),
         (
-            vec![
-                "--listen",
-                &listen,
-                "-p",
-                "rr",
-                "-e",
-                "127.0.0.1:2",
-                "--timeout",
-                "0s",
-            ],
-            "error: --timeout: must be more than 0ms",
-        ),
-        (
-            vec![
-                "--listen",
-                &listen,
-                "-p",
-                "rr",
-                "-e",
-                "127.0.0.1:2",
-                "--connect-timeout",
-                "0ms",
-            ],
+            "--connect-timeout",
+            "0ms",
             "error: --connect-timeout: must be more than 0ms",
         ),
-        (vec!["--config", &toml], "timeout: must be more than 0ms"),
         (
-            vec![
-                "--listen",
-                &listen,
-                "-p",
-                "rr",
-                "-e",
-                "127.0.0.1:2",
-                "--header-timeout",
-                "0s",
-            ],
+            "--header-timeout",
+            "0s",
             "error: --header-timeout: must be more than 0ms",
         ),
         (
-            vec![
-                "--listen",
-                &listen,
-                "-p",
-                "rr",
-                "-e",
-                "127.0.0.1:2",
-                "--max-connections",
-                "0",
-            ],
+            "--max-connections",
+            "0",
             "error: --max-connections: `0` is out of range: accepted 1..=16777216",
         ),
         (
-            vec![
-                "--listen",
-                &listen,
-                "-p",
-                "rr",
-                "-e",
-                "127.0.0.1:2",
-                "--max-connections",
-                "-5",
-            ],
+            "--max-connections",
+            "-5",
             "error: --max-connections: `-5` is not a count: accepted 1..=16777216",
         ),
     ];
+    let mut cases: Vec<(Vec<&str>, &str)> = flags
+        .iter()
+        .map(|&(flag, value, expected)| {
+            let mut args = base.to_vec();
+            args.extend([flag, value]);
+            (args, expected)
+        })
+        .collect();
+    cases.push((vec!["--config", &toml], "timeout: must be more than 0ms"));
     for (args, expected) in cases {
         let out = Command::new(BIN)
             .arg("proxy")
