@@ -73,6 +73,29 @@ async fn status(admin: SocketAddr) -> Value {
     serde_json::from_str(&reply.body).expect("/status is JSON")
 }
 
+/// `n` requests for the hot key, held by the backend for `HELD_MS`, once
+/// `/status` counts all of them in flight.
+async fn hold_hot_requests(proxy: &Running, n: u64) -> Vec<JoinHandle<()>> {
+    let held: Vec<JoinHandle<()>> = (0..n)
+        .map(|_| {
+            let addr = proxy.addr;
+            tokio::spawn(async move {
+                get(addr, &format!("/?delay={HELD_MS}"), &[("x-user", "hot")]).await;
+            })
+        })
+        .collect();
+    let admin = proxy.admin;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            status(admin).await["clusters"][0]["in_flight"] == n
+        })
+        .await,
+        "{n} hot requests in flight: {}",
+        status(admin).await
+    );
+    held
+}
+
 /// The Chromium binary on PATH; a missing one fails the test with the
 /// command that installs it.
 fn chromium() -> PathBuf {
@@ -264,23 +287,7 @@ async fn hot_cluster() -> (Vec<DemoBackend>, Running, Vec<JoinHandle<()>>) {
         let user = format!("u{i}");
         assert_eq!(get(proxy.addr, "/", &[("x-user", &user)]).await.status, 200);
     }
-    let held: Vec<JoinHandle<()>> = (0..12)
-        .map(|_| {
-            let addr = proxy.addr;
-            tokio::spawn(async move {
-                get(addr, &format!("/?delay={HELD_MS}"), &[("x-user", "hot")]).await;
-            })
-        })
-        .collect();
-    let admin = proxy.admin;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            status(admin).await["clusters"][0]["in_flight"] == 12
-        })
-        .await,
-        "12 hot requests in flight: {}",
-        status(admin).await
-    );
+    let held = hold_hot_requests(&proxy, 12).await;
     (backends, proxy, held)
 }
 
@@ -779,21 +786,7 @@ async fn the_page_shows_reported_load_beside_the_local_count() {
         }
     }
     assert!(backends.iter().all(|b| b.requests() > 0));
-    let held: Vec<JoinHandle<()>> = (0..5)
-        .map(|_| {
-            let addr = proxy.addr;
-            tokio::spawn(async move {
-                get(addr, &format!("/?delay={HELD_MS}"), &[("x-user", "hot")]).await;
-            })
-        })
-        .collect();
-    let admin = proxy.admin;
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            status(admin).await["clusters"][0]["in_flight"] == 5
-        })
-        .await
-    );
+    let held = hold_hot_requests(&proxy, 5).await;
     let dir = tempfile::tempdir().unwrap();
     let dom = dump_dom(dir.path(), format!("http://{}/", proxy.admin)).await;
     let doc = status(proxy.admin).await;
