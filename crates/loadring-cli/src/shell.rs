@@ -216,7 +216,7 @@ impl Shell {
                 self.held.entry(name.clone()).or_default().push(pick);
                 Ok(name)
             }
-            Err(loadring::PickError::NoEligibleEndpoint { .. }) => Ok("NONE".into()),
+            Err(e) if e.kind() == loadring::PickErrorKind::NoEligibleEndpoint => Ok("NONE".into()),
             Err(e) => Err(e.to_string()),
         }
     }

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use loadring::{Balancer, Candidate, Endpoint, Layout, Pick, PickError, PolicySpec, Request};
+use loadring::{
+    Balancer, Candidate, Endpoint, Layout, Pick, PickError, PickErrorKind, PolicySpec, Request,
+};
 
 use crate::config::{ClusterConfig, ConfigError};
 use crate::key::{KeySpec, KeyStyle, RequestKey};
@@ -37,11 +39,11 @@ pub enum SelectError {
 
 impl From<PickError> for SelectError {
     fn from(e: PickError) -> Self {
-        match e {
-            PickError::NoEndpoints | PickError::NoEligibleEndpoint { .. } => {
+        match e.kind() {
+            PickErrorKind::NoEndpoints | PickErrorKind::NoEligibleEndpoint => {
                 SelectError::NoEligibleEndpoint
             }
-            other => SelectError::Refused(other.to_string()),
+            _ => SelectError::Refused(e.to_string()),
         }
     }
 }
@@ -214,7 +216,7 @@ impl Cluster {
         tried: &[&str],
     ) -> Result<Selected, SelectError> {
         let selected = self.reserve(key, tried)?;
-        selected.pick.backend().count_attempt(selected.spilled);
+        selected.pick.value().count_attempt(selected.spilled);
         Ok(selected)
     }
 

@@ -327,7 +327,7 @@ impl Forwarder {
                 self.metrics.retry(name);
             }
             let pick = selected.pick;
-            let upstream = pick.backend().clone();
+            let upstream = pick.value().clone();
             let uri = Uri::builder()
                 .scheme("http")
                 .authority(upstream.authority().clone())

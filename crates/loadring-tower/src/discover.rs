@@ -145,7 +145,8 @@ where
                 },
                 Change::Remove(key) => match (this.to_endpoint)(&key) {
                     Ok(e) => match shared.balancer.remove(&e) {
-                        Ok(()) | Err(loadring::Error::UnknownEndpoint(_)) => Ok(()),
+                        Ok(()) => Ok(()),
+                        Err(e) if e.kind() == loadring::ErrorKind::UnknownEndpoint => Ok(()),
                         Err(other) => Err(other.into()),
                     },
                     Err(e) => Err(e.into()),

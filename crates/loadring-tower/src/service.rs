@@ -94,7 +94,7 @@ impl<S> Shared<S> {
                 return Poll::Ready(Ok(()));
             }
             if !self.discovering.load(Ordering::Acquire) {
-                return Poll::Ready(Err(Error::Pick(PickError::NoEndpoints)));
+                return Poll::Ready(Err(Error::Pick(PickError::no_endpoints())));
             }
             if attempt == 0 {
                 let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
@@ -137,7 +137,8 @@ impl<S> Shared<S> {
 ///   discovery and no endpoint yet it is pending (woken when one arrives);
 ///   with no endpoint and no discovery running (a fixed empty list, or the
 ///   discovery stream has ended) it fails with
-///   [`Error::Pick`]`(`[`PickError::NoEndpoints`]`)`.
+///   [`Error::Pick`] with a [`PickError`] of kind
+///   [`NoEndpoints`](loadring::PickErrorKind::NoEndpoints).
 /// - `call` picks the endpoint and reserves its slot at once, synchronously;
 ///   the chosen endpoint's own `poll_ready` is awaited inside the response
 ///   future, with the slot already held, so requests waiting for a busy
@@ -357,7 +358,7 @@ where
         let picked = self.pick(key.as_ref().map(AsRef::as_ref), req.tried());
         match picked {
             Ok(pick) => {
-                let svc = pick.backend().clone();
+                let svc = pick.value().clone();
                 let started = self.shared.observed.then(Instant::now);
                 ResponseFuture {
                     state: State::Call {

@@ -13,8 +13,6 @@
 
 use std::fmt;
 
-use thiserror::Error;
-
 /// A policy specification, endpoint or load factor that is not acceptable.
 ///
 /// The message names the culprit; the accessors give its parts to programs.
@@ -163,58 +161,327 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Why a pick found no endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+/// What kind of [`PickError`] it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum PickError {
+pub enum PickErrorKind {
     /// The balancer has no endpoints at all.
-    #[error("no endpoints")]
     NoEndpoints,
-    /// Endpoints exist but every one is unhealthy or excluded.
-    #[error("no eligible endpoint: all {members} endpoints are unhealthy or excluded")]
+    /// Endpoints exist but every one is unhealthy or excluded
+    /// ([`PickError::members`] says how many).
+    NoEligibleEndpoint,
+    /// A request code is larger than the policy's hash space
+    /// ([`PickError::code`], [`PickError::max_code`], [`PickError::policy`]).
+    CodeOutOfRange,
+    /// A hashing policy was asked to pick without a key or a code
+    /// ([`PickError::policy`]).
+    MissingKey,
+}
+
+/// Why a pick found no endpoint.
+///
+/// [`PickError::kind`] says what went wrong, the accessors give the
+/// figures the message quotes. It is small and `Copy`: a pick that fails
+/// allocates nothing.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, PickErrorKind, Request};
+///
+/// let balancer = Balancer::new("c_ketama".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
+/// let err = balancer.pick(&Request::new()).unwrap_err();
+/// assert_eq!(err.kind(), PickErrorKind::MissingKey);
+/// assert_eq!(err.policy(), Some("c_ketama"));
+/// assert_eq!(err.to_string(), "c_ketama places requests by hash: give the request a key or a code");
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PickError {
+    repr: PickRepr,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PickRepr {
+    NoEndpoints,
     NoEligibleEndpoint {
-        /// How many endpoints the policy could have chosen from.
         members: usize,
     },
-    /// A request code is larger than the policy's hash space.
-    #[error("request code {code} is out of range for {policy}: accepted 0..={max}")]
     CodeOutOfRange {
-        /// The code as given.
         code: u64,
-        /// The policy whose range it exceeds.
         policy: &'static str,
-        /// The largest accepted code.
         max: u64,
     },
-    /// A hashing policy was asked to pick without a key or a code.
-    #[error("{policy} places requests by hash: give the request a key or a code")]
     MissingKey {
-        /// The hashing policy.
         policy: &'static str,
     },
 }
 
-/// An operation named an endpoint (address and tag) that is not a member.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unknown endpoint `{0}`")]
-pub struct UnknownEndpoint(pub String);
+impl PickError {
+    /// The balancer has no endpoints at all.
+    pub const fn no_endpoints() -> Self {
+        PickError {
+            repr: PickRepr::NoEndpoints,
+        }
+    }
 
-/// Any error of this crate.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+    /// Every one of the `members` endpoints the policy could have chosen
+    /// from is unhealthy or excluded.
+    pub const fn no_eligible_endpoint(members: usize) -> Self {
+        PickError {
+            repr: PickRepr::NoEligibleEndpoint { members },
+        }
+    }
+
+    /// Request code `code` is beyond `policy`'s hash space, whose largest
+    /// code is `max`.
+    pub const fn code_out_of_range(code: u64, policy: &'static str, max: u64) -> Self {
+        PickError {
+            repr: PickRepr::CodeOutOfRange { code, policy, max },
+        }
+    }
+
+    /// Hashing policy `policy` was asked to pick without a key or a code.
+    pub const fn missing_key(policy: &'static str) -> Self {
+        PickError {
+            repr: PickRepr::MissingKey { policy },
+        }
+    }
+
+    /// What kind of error it is.
+    pub fn kind(&self) -> PickErrorKind {
+        match self.repr {
+            PickRepr::NoEndpoints => PickErrorKind::NoEndpoints,
+            PickRepr::NoEligibleEndpoint { .. } => PickErrorKind::NoEligibleEndpoint,
+            PickRepr::CodeOutOfRange { .. } => PickErrorKind::CodeOutOfRange,
+            PickRepr::MissingKey { .. } => PickErrorKind::MissingKey,
+        }
+    }
+
+    /// How many endpoints the policy could have chosen from, for
+    /// [`PickErrorKind::NoEligibleEndpoint`].
+    pub fn members(&self) -> Option<usize> {
+        match self.repr {
+            PickRepr::NoEligibleEndpoint { members } => Some(members),
+            _ => None,
+        }
+    }
+
+    /// The request code as given, for [`PickErrorKind::CodeOutOfRange`].
+    pub fn code(&self) -> Option<u64> {
+        match self.repr {
+            PickRepr::CodeOutOfRange { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The largest code the policy accepts, for
+    /// [`PickErrorKind::CodeOutOfRange`].
+    pub fn max_code(&self) -> Option<u64> {
+        match self.repr {
+            PickRepr::CodeOutOfRange { max, .. } => Some(max),
+            _ => None,
+        }
+    }
+
+    /// The hashing policy at fault, for [`PickErrorKind::CodeOutOfRange`]
+    /// and [`PickErrorKind::MissingKey`].
+    pub fn policy(&self) -> Option<&'static str> {
+        match self.repr {
+            PickRepr::CodeOutOfRange { policy, .. } | PickRepr::MissingKey { policy } => {
+                Some(policy)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for PickError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.repr {
+            PickRepr::NoEndpoints => f.write_str("no endpoints"),
+            PickRepr::NoEligibleEndpoint { members } => write!(
+                f,
+                "no eligible endpoint: all {members} endpoints are unhealthy or excluded"
+            ),
+            PickRepr::CodeOutOfRange { code, policy, max } => write!(
+                f,
+                "request code {code} is out of range for {policy}: accepted 0..={max}"
+            ),
+            PickRepr::MissingKey { policy } => write!(
+                f,
+                "{policy} places requests by hash: give the request a key or a code"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for PickError {}
+
+/// An operation named an endpoint (address and tag) that is not a member.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint};
+///
+/// let balancer = Balancer::new("rr".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
+/// let err = balancer.remove("10.0.0.9:80").unwrap_err();
+/// assert_eq!(err.to_string(), "unknown endpoint `10.0.0.9:80`");
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownEndpoint {
+    id: String,
+}
+
+impl UnknownEndpoint {
+    pub(crate) fn new(id: String) -> Self {
+        UnknownEndpoint { id }
+    }
+
+    /// The identity that was given, written as an endpoint is (`ADDR` or
+    /// `ADDR tag=TAG`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl fmt::Display for UnknownEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown endpoint `{}`", self.id)
+    }
+}
+
+impl std::error::Error for UnknownEndpoint {}
+
+/// What kind of [`Error`] it is: which stage failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
-    /// A specification, endpoint or load factor that is not acceptable.
-    #[error(transparent)]
-    Parse(#[from] ParseError),
-    /// A membership a policy cannot be built over.
-    #[error(transparent)]
-    Build(#[from] BuildError),
-    /// A pick that found no endpoint.
-    #[error(transparent)]
-    Pick(#[from] PickError),
-    /// An operation named an endpoint that is not a member.
-    #[error(transparent)]
-    UnknownEndpoint(#[from] UnknownEndpoint),
+pub enum ErrorKind {
+    /// A specification, endpoint or load factor that is not acceptable
+    /// ([`Error::as_parse`]).
+    Parse,
+    /// A membership a policy cannot be built over ([`Error::as_build`]).
+    Build,
+    /// A pick that found no endpoint ([`Error::as_pick`]).
+    Pick,
+    /// An operation named an endpoint that is not a member
+    /// ([`Error::as_unknown_endpoint`]).
+    UnknownEndpoint,
+}
+
+/// Any error of this crate: its message is that of the error it holds,
+/// [`Error::kind`] says which stage it comes from and the `as_` accessors
+/// give that error.
+///
+/// ```
+/// use loadring::{Balancer, Endpoint, ErrorKind};
+///
+/// let balancer = Balancer::new("rr".parse()?, [Endpoint::new("10.0.0.1:80")?])?;
+/// let err = balancer.set_weight("10.0.0.9:80", 2).unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::UnknownEndpoint);
+/// assert_eq!(err.as_unknown_endpoint().map(|e| e.id()), Some("10.0.0.9:80"));
+/// assert!(err.as_build().is_none());
+/// # Ok::<(), loadring::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    repr: Repr,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Repr {
+    Parse(ParseError),
+    Build(BuildError),
+    Pick(PickError),
+    UnknownEndpoint(UnknownEndpoint),
+}
+
+impl Error {
+    /// Which stage the error comes from.
+    pub fn kind(&self) -> ErrorKind {
+        match self.repr {
+            Repr::Parse(_) => ErrorKind::Parse,
+            Repr::Build(_) => ErrorKind::Build,
+            Repr::Pick(_) => ErrorKind::Pick,
+            Repr::UnknownEndpoint(_) => ErrorKind::UnknownEndpoint,
+        }
+    }
+
+    /// The parse error, for [`ErrorKind::Parse`].
+    pub fn as_parse(&self) -> Option<&ParseError> {
+        match &self.repr {
+            Repr::Parse(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The build error, for [`ErrorKind::Build`].
+    pub fn as_build(&self) -> Option<&BuildError> {
+        match &self.repr {
+            Repr::Build(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The pick error, for [`ErrorKind::Pick`].
+    pub fn as_pick(&self) -> Option<&PickError> {
+        match &self.repr {
+            Repr::Pick(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The unknown endpoint, for [`ErrorKind::UnknownEndpoint`].
+    pub fn as_unknown_endpoint(&self) -> Option<&UnknownEndpoint> {
+        match &self.repr {
+            Repr::UnknownEndpoint(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.repr {
+            Repr::Parse(e) => e.fmt(f),
+            Repr::Build(e) => e.fmt(f),
+            Repr::Pick(e) => e.fmt(f),
+            Repr::UnknownEndpoint(e) => e.fmt(f),
+        }
+    }
+}
+
+/// The message is the held error's, so it is not repeated as a source.
+impl std::error::Error for Error {}
+
+impl From<ParseError> for Error {
+    fn from(e: ParseError) -> Self {
+        Error {
+            repr: Repr::Parse(e),
+        }
+    }
+}
+
+impl From<BuildError> for Error {
+    fn from(e: BuildError) -> Self {
+        Error {
+            repr: Repr::Build(e),
+        }
+    }
+}
+
+impl From<PickError> for Error {
+    fn from(e: PickError) -> Self {
+        Error {
+            repr: Repr::Pick(e),
+        }
+    }
+}
+
+impl From<UnknownEndpoint> for Error {
+    fn from(e: UnknownEndpoint) -> Self {
+        Error {
+            repr: Repr::UnknownEndpoint(e),
+        }
+    }
 }
 
 /// Shorthand for results of this crate.

@@ -67,6 +67,7 @@ mod request;
 mod spec;
 mod util;
 
+pub use balancer::backend::Backend;
 pub use balancer::local::LocalBalancer;
 pub use balancer::local_pick::LocalPick;
 pub use balancer::member_state::MemberState;
@@ -76,7 +77,8 @@ pub use balancer::{Balancer, Candidate, Candidates};
 pub use describe::Layout;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
-    BuildError, BuildErrorKind, Error, ParseError, PickError, Result, UnknownEndpoint,
+    BuildError, BuildErrorKind, Error, ErrorKind, ParseError, PickError, PickErrorKind, Result,
+    UnknownEndpoint,
 };
 pub use inflight::fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
 pub use inflight::outcome::Outcome;

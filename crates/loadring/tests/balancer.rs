@@ -58,12 +58,12 @@ fn hashing_needs_a_key_and_an_empty_balancer_has_no_endpoints() {
     let balancer = Balancer::new("c_ketama".parse().unwrap(), [ep("a")]).unwrap();
     assert_eq!(
         balancer.pick(&Request::new()).unwrap_err(),
-        PickError::MissingKey { policy: "c_ketama" }
+        PickError::missing_key("c_ketama")
     );
     let empty = Balancer::new("c_ketama".parse().unwrap(), []).unwrap();
     assert_eq!(
         empty.pick(&Request::key("k")).unwrap_err(),
-        PickError::NoEndpoints
+        PickError::no_endpoints()
     );
 }
 
@@ -97,7 +97,7 @@ fn excluded_endpoints_are_skipped_clockwise() {
         balancer
             .pick(&Request::key("k").excluding(&all))
             .unwrap_err(),
-        PickError::NoEligibleEndpoint { members: 2 }
+        PickError::no_eligible_endpoint(2)
     );
 }
 

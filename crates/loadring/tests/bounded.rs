@@ -6,8 +6,8 @@ use crate::common;
 use std::collections::HashMap;
 
 use loadring::{
-    Balancer, Endpoint, LocalBalancer, LocalPick, Pick, PickError, PolicySpec, Request,
-    UnknownEndpoint,
+    Balancer, Endpoint, LocalBalancer, LocalPick, Pick, PickError, PickErrorKind, PolicySpec,
+    Request,
 };
 use proptest::prelude::*;
 
@@ -192,8 +192,8 @@ fn check_pick<'h>(
             let generation = model.generation[i];
             model.held.push((i, generation, pick));
         }
-        Err(PickError::NoEndpoints) => prop_assert!(model.members.is_empty()),
-        Err(PickError::NoEligibleEndpoint { .. }) => {
+        Err(e) if e.kind() == PickErrorKind::NoEndpoints => prop_assert!(model.members.is_empty()),
+        Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => {
             prop_assert!(eligible.is_empty(), "{eligible:?} were eligible")
         }
         Err(e) => prop_assert!(false, "unexpected error {e}"),
@@ -253,8 +253,8 @@ fn run(spec: &str, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     model.healthy[i] = healthy;
                 } else {
                     prop_assert_eq!(
-                        result,
-                        Err(UnknownEndpoint(model.universe[i].addr().to_string()))
+                        result.map_err(|e| e.to_string()),
+                        Err(format!("unknown endpoint `{}`", model.universe[i].addr()))
                     );
                 }
             }
@@ -406,10 +406,12 @@ fn health_marks_skip_without_rebuilding_and_all_unhealthy_is_an_error() {
     }
     assert_eq!(
         balancer.pick(&Request::key("k")).unwrap_err(),
-        PickError::NoEligibleEndpoint { members: 8 }
+        PickError::no_eligible_endpoint(8)
     );
     assert_eq!(
-        balancer.set_healthy("nope", true),
-        Err(UnknownEndpoint("nope".into()))
+        balancer
+            .set_healthy("nope", true)
+            .map_err(|e| e.id().to_string()),
+        Err("nope".to_string())
     );
 }

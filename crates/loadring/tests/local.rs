@@ -72,7 +72,7 @@ fn local_guards_describe_their_endpoint() {
         let i: usize = first.addr()["10.0.0.".len()..][..1].parse().unwrap();
         assert_eq!(first.tag(), Some(format!("t{i}").as_str()), "{spec}");
         assert_eq!(first.endpoint().tag(), first.tag(), "{spec}");
-        assert_eq!(*first.backend(), i * 10, "{spec}");
+        assert_eq!(*first.value(), i * 10, "{spec}");
         let together = u64::from(first.addr() == second.addr()) + 1;
         assert_eq!(first.in_flight(), together, "{spec}");
         assert!(format!("{first:?}").contains(first.addr()), "{spec}");

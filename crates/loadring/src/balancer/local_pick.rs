@@ -29,16 +29,17 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::marker::PhantomData;
+use std::ops::Deref;
 use std::ptr::NonNull;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::balancer::backend::Backend;
 use crate::balancer::engine::Engine;
 use crate::balancer::Snapshot;
-use crate::endpoint::Endpoint;
 use crate::error::PickError;
+use crate::inflight::member::Member;
 pub(crate) use crate::inflight::member::SHARED;
-use crate::inflight::member::{Backend, Member};
 use crate::inflight::outcome::Outcome;
 
 /// A snapshot as a local handle keeps it: what a pick reads, one step away.
@@ -161,7 +162,7 @@ impl<T> Kept<T> {
 /// holding one in-flight slot until dropped, like [`Pick`](crate::Pick), but
 /// bound to the handle that picked it: it cannot outlive the handle (`'h`)
 /// nor leave its thread (it is neither `Send` nor `Sync`), and it costs no
-/// reference count.
+/// reference count. It dereferences to the [`Backend`] picked.
 ///
 /// ```compile_fail
 /// use loadring::{Balancer, Endpoint, Request};
@@ -206,40 +207,10 @@ impl<T> LocalPick<'_, T> {
         }
     }
 
-    #[inline]
-    fn backend_entry(&self) -> &Backend<T> {
-        &self.cached().snapshot.backends[self.index]
-    }
-
     /// The slot the reservation is counted in.
     #[cfg(test)]
     pub(crate) fn slot(&self) -> u32 {
         self.slot
-    }
-
-    /// The caller's value for the picked endpoint.
-    pub fn backend(&self) -> &T {
-        &self.backend_entry().value
-    }
-
-    /// The picked endpoint.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend_entry().endpoint
-    }
-
-    /// The address of the picked endpoint.
-    pub fn addr(&self) -> &str {
-        self.backend_entry().endpoint.addr()
-    }
-
-    /// The tag of the picked endpoint, if it has one.
-    pub fn tag(&self) -> Option<&str> {
-        self.backend_entry().endpoint.tag()
-    }
-
-    /// Requests in flight on the picked endpoint, this one included.
-    pub fn in_flight(&self) -> u64 {
-        self.member().load()
     }
 
     /// Reports how the request went, then releases the slot (see
@@ -252,6 +223,15 @@ impl<T> LocalPick<'_, T> {
         if let Some(observer) = self.member().observer() {
             observer.observe(&outcome);
         }
+    }
+}
+
+impl<T> Deref for LocalPick<'_, T> {
+    type Target = Backend<T>;
+
+    #[inline]
+    fn deref(&self) -> &Backend<T> {
+        &self.cached().snapshot.backends[self.index]
     }
 }
 

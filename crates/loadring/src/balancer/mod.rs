@@ -1,5 +1,6 @@
 //! `Balancer`: an immutable snapshot behind an atomic pointer, picked lock-free.
 
+pub(crate) mod backend;
 pub(crate) mod engine;
 pub(crate) mod local;
 pub(crate) mod local_pick;
@@ -9,12 +10,14 @@ pub(crate) mod route;
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
+use crate::balancer::backend::Backend;
 use crate::balancer::engine::Engine;
 use crate::balancer::local::LocalBalancer;
 use crate::balancer::pick::Pick;
@@ -23,7 +26,7 @@ use crate::describe::Layout;
 use crate::endpoint::{dedup, Endpoint, Id};
 use crate::error::{BuildError, PickError, UnknownEndpoint};
 use crate::inflight::fleet::{FleetState, LoadReport};
-use crate::inflight::member::{Backend, Member};
+use crate::inflight::member::Member;
 use crate::inflight::pool::Pool;
 use crate::policy::{Change, Order, Picker, Policy};
 use crate::request::Request;
@@ -76,7 +79,7 @@ use crate::spec::PolicySpec;
 /// });
 /// let balancer = Balancer::with_backends("c_murmurhash".parse()?, backends)?;
 /// let pick = balancer.pick(&Request::key("user:42"))?;
-/// let addr: &SocketAddr = pick.backend(); // no lookup from address to value
+/// let addr: &SocketAddr = pick.value(); // no lookup from address to value
 /// assert_eq!(addr.to_string(), pick.addr());
 /// # Ok::<(), loadring::Error>(())
 /// ```
@@ -85,7 +88,7 @@ use crate::spec::PolicySpec;
 /// Unhealthy endpoints (see [`Balancer::set_healthy`]) and those a request
 /// excludes are skipped by walking on (clockwise, for hashing policies). When
 /// every endpoint is unhealthy or excluded, `pick` returns
-/// [`PickError::NoEligibleEndpoint`]: retrying on an endpoint the caller
+/// a [`PickError`] of kind [`NoEligibleEndpoint`](crate::PickErrorKind::NoEligibleEndpoint): retrying on an endpoint the caller
 /// chose to avoid is a decision left to the caller, who can pick again
 /// without the exclusion.
 ///
@@ -142,7 +145,7 @@ pub(crate) fn pick_index(
     members: usize,
     req: &Request<'_>,
 ) -> Result<usize, PickError> {
-    let i = engine.ok_or(PickError::NoEndpoints)?.pick(req)?;
+    let i = engine.ok_or(PickError::no_endpoints())?.pick(req)?;
     within(i, members)
 }
 
@@ -154,7 +157,7 @@ fn within(i: usize, members: usize) -> Result<usize, PickError> {
     } else {
         // Only a policy from outside the crate can name an index beyond its
         // pool; it reserved nothing there.
-        Err(PickError::NoEligibleEndpoint { members })
+        Err(PickError::no_eligible_endpoint(members))
     }
 }
 
@@ -203,7 +206,7 @@ impl<T> Snapshot<T> {
     /// The index a hashing policy routes to; `None` for other policies.
     #[inline]
     pub(crate) fn route_index(&self, req: &Request<'_>) -> Result<Option<usize>, PickError> {
-        let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
+        let engine = self.engine.as_ref().ok_or(PickError::no_endpoints())?;
         match engine.route(req) {
             None => Ok(None),
             Some(found) => within(found?, self.backends.len()).map(Some),
@@ -568,7 +571,7 @@ impl<T> Balancer<T> {
             .endpoints
             .iter()
             .position(|e| e.id() == id)
-            .ok_or_else(|| UnknownEndpoint(id.to_string()))
+            .ok_or_else(|| UnknownEndpoint::new(id.to_string()))
     }
 
     /// Picks an endpoint for `req` and holds one in-flight slot on it until
@@ -624,7 +627,7 @@ impl<T> Balancer<T> {
         let picker = snapshot
             .engine
             .as_ref()
-            .ok_or(PickError::NoEndpoints)?
+            .ok_or(PickError::no_endpoints())?
             .shared();
         let order = picker.clone().candidates(req)?;
         Ok(Candidates {
@@ -865,7 +868,7 @@ impl<T> Balancer<T> {
         Ok(snapshot
             .engine
             .as_ref()
-            .ok_or(PickError::NoEndpoints)?
+            .ok_or(PickError::no_endpoints())?
             .picker()
             .layout())
     }
@@ -944,7 +947,8 @@ impl<T> Iterator for Candidates<'_, T> {
 }
 
 /// One endpoint a request may go to; nothing is reserved until
-/// [`Candidate::try_reserve`] or [`Candidate::reserve`].
+/// [`Candidate::try_reserve`] or [`Candidate::reserve`]. It dereferences to
+/// the [`Backend`] it offers.
 pub struct Candidate<T> {
     backend: Arc<Backend<T>>,
     picker: Arc<dyn Picker>,
@@ -959,27 +963,16 @@ impl<T> fmt::Debug for Candidate<T> {
     }
 }
 
+impl<T> Deref for Candidate<T> {
+    type Target = Backend<T>;
+
+    #[inline]
+    fn deref(&self) -> &Backend<T> {
+        &self.backend
+    }
+}
+
 impl<T> Candidate<T> {
-    /// The endpoint.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend.endpoint
-    }
-
-    /// Its address.
-    pub fn addr(&self) -> &str {
-        self.backend.endpoint.addr()
-    }
-
-    /// The caller's value for it.
-    pub fn backend(&self) -> &T {
-        &self.backend.value
-    }
-
-    /// Requests in flight on it now.
-    pub fn in_flight(&self) -> u64 {
-        self.backend.member.load()
-    }
-
     /// Reserves a slot if the policy admits one more request here (a bounded
     /// policy checks the endpoint's cap); `None` otherwise.
     pub fn try_reserve(&self) -> Option<Pick<T>> {

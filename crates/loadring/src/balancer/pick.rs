@@ -1,16 +1,17 @@
 //! `Pick`: the guard of [`Balancer::pick`](crate::Balancer::pick), holding
 //! one in-flight slot on its backend until dropped or finished.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::endpoint::Endpoint;
-use crate::inflight::member::Backend;
+use crate::balancer::backend::Backend;
 use crate::inflight::outcome::Outcome;
 
 /// A picked endpoint, holding one in-flight slot until dropped.
 ///
-/// It gives the caller's value for the endpoint ([`Pick::backend`]: a
-/// connection pool, a client, an address) with no lookup. Dropping the guard
+/// It dereferences to the [`Backend`] picked: its endpoint, the caller's
+/// value for it ([`Backend::value`]: a connection pool, a client, an
+/// address) with no lookup, its load. Dropping the guard
 /// releases the slot exactly once, also when the holder panics or a future
 /// holding it is cancelled. A guard whose endpoint was removed from the
 /// balancer in the meantime releases harmlessly. [`Pick::finish`] reports how
@@ -41,34 +42,6 @@ impl<T> Pick<T> {
         Pick { backend }
     }
 
-    /// The caller's value for the picked endpoint.
-    #[inline]
-    pub fn backend(&self) -> &T {
-        &self.backend.value
-    }
-
-    /// The picked endpoint.
-    #[inline]
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend.endpoint
-    }
-
-    /// The address of the picked endpoint.
-    #[inline]
-    pub fn addr(&self) -> &str {
-        self.backend.member.addr()
-    }
-
-    /// The tag of the picked endpoint, if it has one.
-    pub fn tag(&self) -> Option<&str> {
-        self.backend.member.tag()
-    }
-
-    /// Requests in flight on the picked endpoint, this one included.
-    pub fn in_flight(&self) -> u64 {
-        self.backend.member.load()
-    }
-
     /// Reports how the request went, then releases the slot. Policies that
     /// learn from outcomes (see
     /// [`Policy::observer`](crate::policy::Policy::observer)) see it; for the
@@ -82,6 +55,15 @@ impl<T> Pick<T> {
         if let Some(observer) = member.observer() {
             observer.observe(&outcome);
         }
+    }
+}
+
+impl<T> Deref for Pick<T> {
+    type Target = Backend<T>;
+
+    #[inline]
+    fn deref(&self) -> &Backend<T> {
+        &self.backend
     }
 }
 

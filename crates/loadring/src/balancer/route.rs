@@ -1,20 +1,21 @@
 //! `Route`: where a hashing policy places a request, with nothing reserved.
 
 use std::fmt;
+use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use crate::balancer::backend::Backend;
 use crate::balancer::local_pick::Cached;
 use crate::balancer::Snapshot;
-use crate::endpoint::Endpoint;
-use crate::inflight::member::Backend;
 
 /// The endpoint a hashing policy places a request on with no load (see
 /// [`Balancer::route`](crate::Balancer::route)): a lookup only, nothing
 /// reserved, nothing allocated. It keeps the membership it was answered from
 /// alive while it lives, so hold it only as long as the answer is needed
 /// (it stays on the thread that asked: neither `Send` nor `Sync`; take
-/// [`Route::endpoint`]'s clone to keep the answer longer or elsewhere).
+/// [`Backend::endpoint`]'s clone to keep the answer longer or elsewhere).
+/// It dereferences to the [`Backend`] chosen.
 ///
 /// ```
 /// use loadring::{Balancer, Endpoint, Request};
@@ -53,34 +54,18 @@ impl<T> Route<T> {
             index,
         }
     }
+}
+
+impl<T> Deref for Route<T> {
+    type Target = Backend<T>;
 
     #[inline]
-    fn backend_entry(&self) -> &Backend<T> {
+    fn deref(&self) -> &Backend<T> {
         let snapshot: &Snapshot<T> = match &self.snapshot {
             Holder::Shared(guard) => guard,
             Holder::Local(cached) => &cached.snapshot,
         };
         &snapshot.backends[self.index]
-    }
-
-    /// The endpoint.
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.backend_entry().endpoint
-    }
-
-    /// Its address.
-    pub fn addr(&self) -> &str {
-        self.backend_entry().endpoint.addr()
-    }
-
-    /// The caller's value for it.
-    pub fn backend(&self) -> &T {
-        &self.backend_entry().value
-    }
-
-    /// Requests in flight on it now.
-    pub fn in_flight(&self) -> u64 {
-        self.backend_entry().member.load()
     }
 }
 

@@ -281,15 +281,6 @@ impl Member {
     }
 }
 
-/// One member of a balancer as a pick hands it out: the shared counters,
-/// the endpoint and the caller's value for it.
-#[derive(Debug)]
-pub(crate) struct Backend<T> {
-    pub(crate) member: Arc<Member>,
-    pub(crate) endpoint: Endpoint,
-    pub(crate) value: T,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

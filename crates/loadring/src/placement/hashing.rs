@@ -323,17 +323,13 @@ impl<T: Placement> Hashing<T> {
             Hash::Key(key) => self.placement.key_code(key),
             Hash::Code(code) if code <= self.placement.max_code() => code,
             Hash::Code(code) => {
-                return Err(PickError::CodeOutOfRange {
+                return Err(PickError::code_out_of_range(
                     code,
-                    policy: self.placement.name(),
-                    max: self.placement.max_code(),
-                })
+                    self.placement.name(),
+                    self.placement.max_code(),
+                ))
             }
-            Hash::None => {
-                return Err(PickError::MissingKey {
-                    policy: self.placement.name(),
-                })
-            }
+            Hash::None => return Err(PickError::missing_key(self.placement.name())),
         })
     }
 
@@ -854,7 +850,7 @@ mod tests {
                 hashing.placement.looked.store(0, Relaxed);
                 assert_eq!(
                     hashing.pick(&Request::code(code)),
-                    Err(PickError::NoEligibleEndpoint { members: 1 })
+                    Err(PickError::no_eligible_endpoint(1))
                 );
                 let looked = hashing.placement.looked.load(Relaxed);
                 assert!(

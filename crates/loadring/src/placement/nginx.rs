@@ -299,13 +299,13 @@ impl NginxModulo {
             Hash::Key(key) => Ok((crc32(key), Some(key))),
             Hash::Code(code) => match u32::try_from(code) {
                 Ok(code) => Ok((code, None)),
-                Err(_) => Err(PickError::CodeOutOfRange {
+                Err(_) => Err(PickError::code_out_of_range(
                     code,
-                    policy: NAME,
-                    max: u64::from(u32::MAX),
-                }),
+                    NAME,
+                    u64::from(u32::MAX),
+                )),
             },
-            Hash::None => Err(PickError::MissingKey { policy: NAME }),
+            Hash::None => Err(PickError::missing_key(NAME)),
         }
     }
 

@@ -32,7 +32,7 @@
 use std::sync::Arc;
 
 use crate::describe::Layout;
-use crate::error::{BuildError, ParseError, PickError};
+use crate::error::{BuildError, ParseError, PickError, PickErrorKind};
 use crate::inflight::pool::Pool;
 use crate::policy::{Order, Picker, Policy};
 use crate::request::Request;
@@ -266,7 +266,7 @@ impl Picker for Locality {
             // endpoints serve, as if it had been empty from the start.
             Some(zone) => match zone.picker.pick(req) {
                 Ok(i) => Ok(zone.members[i]),
-                Err(PickError::NoEligibleEndpoint { .. }) => self.all.pick(req),
+                Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => self.all.pick(req),
                 Err(e) => Err(e),
             },
             None => self.all.pick(req),

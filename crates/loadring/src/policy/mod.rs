@@ -62,7 +62,7 @@ use std::sync::Arc;
 
 use crate::describe::Layout;
 use crate::endpoint::Endpoint;
-use crate::error::{BuildError, PickError};
+use crate::error::{BuildError, PickError, PickErrorKind};
 pub use crate::inflight::observer::Observer;
 pub use crate::inflight::pool::Pool;
 use crate::request::Request;
@@ -215,7 +215,7 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
 /// pick from an order of preference.
 ///
 /// # Errors
-/// [`PickError::NoEligibleEndpoint`] when none is.
+/// [`PickError::no_eligible_endpoint`] when none is.
 pub fn first_reservable<P: Picker + ?Sized>(
     picker: &P,
     order: impl IntoIterator<Item = usize>,
@@ -241,9 +241,7 @@ pub(crate) fn check_pool(pool: &Pool) -> Result<(), BuildError> {
 /// The error of a pick that found every endpoint of `pool` ineligible.
 #[cold]
 pub(crate) fn none_eligible(pool: &Pool) -> PickError {
-    PickError::NoEligibleEndpoint {
-        members: pool.len(),
-    }
+    PickError::no_eligible_endpoint(pool.len())
 }
 
 /// The order of the policies that have one choice and no second one: the
@@ -259,7 +257,7 @@ pub(crate) fn first_choice_then_rotation<P: Picker + ?Sized>(
             pool.release(i);
             Ok(rotation(i, pool.len()))
         }
-        Err(PickError::NoEligibleEndpoint { .. }) => Ok(rotation(0, pool.len())),
+        Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => Ok(rotation(0, pool.len())),
         Err(e) => Err(e),
     }
 }
