@@ -12,7 +12,11 @@
 //!
 //! This file only dispatches: each family parses its own parameters (with
 //! the reader of `util/params.rs`) and builds its own pickers. A family is added
-//! by one row of [`FAMILIES`] (and its name in [`POLICY_NAMES`]).
+//! by one row of [`FAMILIES`]: [`POLICY_NAMES`] is read from it, and the
+//! balancer calls the hot hashing families by their placement's type (see
+//! `balancer/engine.rs`), not by family. The crate's test `families` then
+//! asks for its row in the README's policy table and for its vector file
+//! (or the reason it has none).
 
 use std::fmt;
 use std::str::FromStr;
@@ -43,30 +47,19 @@ use crate::util::rng::Seed;
 
 type Result<T> = std::result::Result<T, ParseError>;
 
-/// Every policy name, for help texts and errors.
-pub const POLICY_NAMES: &[&str] = &[
-    "c_murmurhash",
-    "c_murmurhash_bl",
-    "c_md5",
-    "c_ketama",
-    "ketama",
-    "ring_hash",
-    "maglev",
-    "nginx_hash",
-    "haproxy_hash",
-    "twemproxy",
-    "dubbo",
-    "pixiu_ring",
-    "rr",
-    "random",
-    "wrr",
-    "swrr",
-    "wr",
-    "p2c",
-    "la",
-    "zone_first",
-    "local_first",
-];
+/// Every policy name, for help texts and errors: the names of the family
+/// table, in its order.
+pub const POLICY_NAMES: &[&str] = &NAMES;
+
+const NAMES: [&str; FAMILIES.len()] = {
+    let mut names = [""; FAMILIES.len()];
+    let mut i = 0;
+    while i < FAMILIES.len() {
+        names[i] = FAMILIES[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// The word that joins a locality policy to the policy it wraps.
 const OVER: &str = "over";
@@ -89,11 +82,36 @@ enum Bound {
 /// How a family parses its parameters (given its default bound).
 type ParseFn = fn(&mut Params<'_>, Option<LoadFactor>) -> Result<Arc<dyn Policy>>;
 
-/// A family: how its parameters become a policy.
+/// How a locality family parses its rule.
+type ParseRuleFn = fn(&mut Params<'_>) -> Result<LocalityRule>;
+
+/// A family: its canonical name, and how its parameters become a policy.
 struct Family {
     name: &'static str,
-    bound: Bound,
-    parse: ParseFn,
+    shape: Shape,
+}
+
+/// A policy of its own, or a locality rule wrapped around another policy.
+#[derive(Clone, Copy)]
+enum Shape {
+    Policy { bound: Bound, parse: ParseFn },
+    Wrapper(ParseRuleFn),
+}
+
+impl Family {
+    const fn policy(name: &'static str, bound: Bound, parse: ParseFn) -> Self {
+        Family {
+            name,
+            shape: Shape::Policy { bound, parse },
+        }
+    }
+
+    const fn wrapper(name: &'static str, parse: ParseRuleFn) -> Self {
+        Family {
+            name,
+            shape: Shape::Wrapper(parse),
+        }
+    }
 }
 
 /// A hashing scheme, bounded if `load_factor=` or `balance=` follows its
@@ -146,129 +164,94 @@ fn built_in<P: fmt::Debug + Send + Sync + 'static>(
     }))
 }
 
-/// Every family but the locality wrappers, by canonical name.
+/// Every family, by canonical name: one row each. The locality families,
+/// which wrap another policy (`... over INNER`), come last.
 const FAMILIES: &[Family] = &[
-    Family {
-        name: "c_murmurhash",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b),
-    },
-    Family {
-        name: "c_murmurhash_bl",
-        bound: Bound::Default(LoadFactor::DEFAULT),
-        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b),
-    },
-    Family {
-        name: "c_md5",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Md5, p)?, p, b),
-    },
-    Family {
-        name: "c_ketama",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(BrpcRing::parse(BrpcHash::Ketama, p)?, p, b),
-    },
-    Family {
-        name: "ketama",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(Ketama::parse(p)?, p, b),
-    },
-    Family {
-        name: "ring_hash",
-        bound: Bound::Optional,
-        parse: |p, b| envoy_hashing(RingHash::parse(p)?, p, b),
-    },
-    Family {
-        name: "maglev",
-        bound: Bound::Optional,
-        parse: |p, b| envoy_hashing(Maglev::parse(p)?, p, b),
-    },
-    Family {
-        name: "nginx_hash",
-        bound: Bound::Optional,
-        parse: crate::placement::nginx::policy,
-    },
-    Family {
-        name: "haproxy_hash",
-        bound: Bound::Optional,
-        parse: crate::placement::haproxy::policy,
-    },
-    Family {
-        name: "twemproxy",
-        bound: Bound::Optional,
-        parse: crate::placement::twemproxy::policy,
-    },
-    Family {
-        name: "dubbo",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(Dubbo::parse(p)?, p, b),
-    },
-    Family {
-        name: "pixiu_ring",
-        bound: Bound::Optional,
-        parse: |p, b| hashing(PixiuRing::parse(p)?, p, b),
-    },
-    Family {
-        name: "rr",
-        bound: Bound::Unbounded,
-        parse: |_, _| built_in("rr", (), |pool, ()| Ok(Arc::new(RoundRobin::new(pool)?))),
-    },
-    Family {
-        name: "random",
-        bound: Bound::Unbounded,
-        parse: |p, _| {
-            built_in("random", Seed::parse(p)?, |pool, seed| {
-                Ok(Arc::new(Random::new(pool, *seed)?))
-            })
-        },
-    },
-    Family {
-        name: "wrr",
-        bound: Bound::Unbounded,
-        parse: |_, _| {
-            built_in("wrr", (), |pool, ()| {
-                Ok(Arc::new(WeightedRoundRobin::new(pool)?))
-            })
-        },
-    },
-    Family {
-        name: "swrr",
-        bound: Bound::Unbounded,
-        parse: |_, _| {
-            built_in("swrr", (), |pool, ()| {
-                Ok(Arc::new(SmoothWeightedRoundRobin::new(pool)?))
-            })
-        },
-    },
-    Family {
-        name: "wr",
-        bound: Bound::Unbounded,
-        parse: |p, _| {
-            built_in("wr", Seed::parse(p)?, |pool, seed| {
-                Ok(Arc::new(WeightedRandom::new(pool, *seed)?))
-            })
-        },
-    },
-    Family {
-        name: "p2c",
-        bound: Bound::Unbounded,
-        parse: |p, _| Ok(Arc::new(P2cPolicy(P2cParams::parse(p)?))),
-    },
-    Family {
-        name: "la",
-        bound: Bound::Unbounded,
-        parse: |p, _| Ok(Arc::new(LocalityAware(LaParams::parse(p)?))),
-    },
+    Family::policy("c_murmurhash", Bound::Optional, |p, b| {
+        hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b)
+    }),
+    Family::policy(
+        "c_murmurhash_bl",
+        Bound::Default(LoadFactor::DEFAULT),
+        |p, b| hashing(BrpcRing::parse(BrpcHash::Murmur3, p)?, p, b),
+    ),
+    Family::policy("c_md5", Bound::Optional, |p, b| {
+        hashing(BrpcRing::parse(BrpcHash::Md5, p)?, p, b)
+    }),
+    Family::policy("c_ketama", Bound::Optional, |p, b| {
+        hashing(BrpcRing::parse(BrpcHash::Ketama, p)?, p, b)
+    }),
+    Family::policy("ketama", Bound::Optional, |p, b| {
+        hashing(Ketama::parse(p)?, p, b)
+    }),
+    Family::policy("ring_hash", Bound::Optional, |p, b| {
+        envoy_hashing(RingHash::parse(p)?, p, b)
+    }),
+    Family::policy("maglev", Bound::Optional, |p, b| {
+        envoy_hashing(Maglev::parse(p)?, p, b)
+    }),
+    Family::policy(
+        "nginx_hash",
+        Bound::Optional,
+        crate::placement::nginx::policy,
+    ),
+    Family::policy(
+        "haproxy_hash",
+        Bound::Optional,
+        crate::placement::haproxy::policy,
+    ),
+    Family::policy(
+        "twemproxy",
+        Bound::Optional,
+        crate::placement::twemproxy::policy,
+    ),
+    Family::policy("dubbo", Bound::Optional, |p, b| {
+        hashing(Dubbo::parse(p)?, p, b)
+    }),
+    Family::policy("pixiu_ring", Bound::Optional, |p, b| {
+        hashing(PixiuRing::parse(p)?, p, b)
+    }),
+    Family::policy("rr", Bound::Unbounded, |_, _| {
+        built_in("rr", (), |pool, ()| Ok(Arc::new(RoundRobin::new(pool)?)))
+    }),
+    Family::policy("random", Bound::Unbounded, |p, _| {
+        built_in("random", Seed::parse(p)?, |pool, seed| {
+            Ok(Arc::new(Random::new(pool, *seed)?))
+        })
+    }),
+    Family::policy("wrr", Bound::Unbounded, |_, _| {
+        built_in("wrr", (), |pool, ()| {
+            Ok(Arc::new(WeightedRoundRobin::new(pool)?))
+        })
+    }),
+    Family::policy("swrr", Bound::Unbounded, |_, _| {
+        built_in("swrr", (), |pool, ()| {
+            Ok(Arc::new(SmoothWeightedRoundRobin::new(pool)?))
+        })
+    }),
+    Family::policy("wr", Bound::Unbounded, |p, _| {
+        built_in("wr", Seed::parse(p)?, |pool, seed| {
+            Ok(Arc::new(WeightedRandom::new(pool, *seed)?))
+        })
+    }),
+    Family::policy("p2c", Bound::Unbounded, |p, _| {
+        Ok(Arc::new(P2cPolicy(P2cParams::parse(p)?)))
+    }),
+    Family::policy("la", Bound::Unbounded, |p, _| {
+        Ok(Arc::new(LocalityAware(LaParams::parse(p)?)))
+    }),
+    Family::wrapper("zone_first", LocalityRule::parse_zone_first),
+    Family::wrapper("local_first", LocalityRule::parse_local_first),
 ];
 
-/// How a locality family parses its rule.
-type ParseRuleFn = fn(&mut Params<'_>) -> Result<LocalityRule>;
-
-/// The locality families, which wrap another policy.
-const WRAPPERS: &[(&str, ParseRuleFn)] = &[
-    ("zone_first", LocalityRule::parse_zone_first),
-    ("local_first", LocalityRule::parse_local_first),
-];
+/// The locality families' names, for messages.
+fn wrapper_names() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .filter(|f| matches!(f.shape, Shape::Wrapper(_)))
+        .map(|f| f.name)
+        .collect()
+}
 
 /// A parsed, validated policy specification.
 ///
@@ -513,8 +496,9 @@ impl FromStr for PolicySpec {
             if part.is_empty() {
                 return Err(spec_err(if depth == 0 {
                     format!(
-                        "`{}`: a locality policy (zone_first, local_first) must come before `{OVER}`",
-                        text.escape_debug()
+                        "`{}`: a locality policy ({}) must come before `{OVER}`",
+                        text.escape_debug(),
+                        wrapper_names().join(", ")
                     )
                 } else {
                     format!(
@@ -569,35 +553,6 @@ impl PolicySpec {
         let mut params = Params::tokenize(text)?;
         let written: Vec<(String, String)> = params.pairs();
         let name = params.policy().to_ascii_lowercase();
-        if let Some(&(canonical, parse_rule)) = WRAPPERS.iter().find(|(n, _)| *n == name) {
-            let rule = parse_rule(&mut params)?;
-            for key in ["load_factor", "balance", "report_max_age"] {
-                if params.has(key) {
-                    return Err(ParseError::new(format!(
-                        "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
-                    ))
-                    .with_policy(&name)
-                    .with_key(key));
-                }
-            }
-            params.finish()?;
-            let inner = match inner {
-                Some(inner) => inner,
-                None => PolicySpec::parse_one("rr", None, false)?,
-            };
-            return Ok(PolicySpec {
-                text: text.to_string(),
-                name: canonical,
-                params: written,
-                policy: Arc::new(LocalityPolicy {
-                    name: canonical,
-                    rule,
-                    inner: inner.policy.clone(),
-                }),
-                inner: Some(Box::new(inner)),
-                report_max_age: None,
-            });
-        }
         let Some(family) = FAMILIES.iter().find(|f| f.name == name) else {
             return Err(ParseError::new(format!(
                 "unknown policy `{}` (accepted: {})",
@@ -607,21 +562,28 @@ impl PolicySpec {
             .with_value(params.policy())
             .with_accepted(POLICY_NAMES.join(", ")));
         };
+        let (bound, parse) = match family.shape {
+            Shape::Policy { bound, parse } => (bound, parse),
+            Shape::Wrapper(rule) => {
+                return PolicySpec::parse_wrapper(text, params, written, family.name, rule, inner)
+            }
+        };
         if wraps {
             return Err(spec_err(format!(
-                "{name} does not wrap another policy: only zone_first and local_first come before `{OVER}`"
+                "{name} does not wrap another policy: only {} come before `{OVER}`",
+                wrapper_names().join(" and ")
             )));
         }
-        let default = match family.bound {
+        let default = match bound {
             Bound::Default(factor) => Some(factor),
             Bound::Optional | Bound::Unbounded => None,
         };
-        let policy = (family.parse)(&mut params, default)?;
+        let policy = parse(&mut params, default)?;
         let bounded = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
         let report_max_age =
             crate::inflight::fleet::take_report_max_age(&mut params, &name, bounded)?;
         let policy = crate::policy::lifecycle::wrap(policy, &mut params)?;
-        if let Bound::Unbounded = family.bound {
+        if let Bound::Unbounded = bound {
             for key in ["load_factor", "balance"] {
                 if params.has(key) {
                     return Err(ParseError::new(format!(
@@ -640,6 +602,45 @@ impl PolicySpec {
             inner: None,
             policy,
             report_max_age,
+        })
+    }
+
+    /// Parses locality family `name` (its own text `text`, read into
+    /// `params`) wrapped around `inner` (`rr` if none).
+    fn parse_wrapper(
+        text: &str,
+        mut params: Params<'_>,
+        written: Vec<(String, String)>,
+        name: &'static str,
+        parse_rule: ParseRuleFn,
+        inner: Option<PolicySpec>,
+    ) -> Result<Self> {
+        let rule = parse_rule(&mut params)?;
+        for key in ["load_factor", "balance", "report_max_age"] {
+            if params.has(key) {
+                return Err(ParseError::new(format!(
+                    "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
+                ))
+                .with_policy(name)
+                .with_key(key));
+            }
+        }
+        params.finish()?;
+        let inner = match inner {
+            Some(inner) => inner,
+            None => PolicySpec::parse_one("rr", None, false)?,
+        };
+        Ok(PolicySpec {
+            text: text.to_string(),
+            name,
+            params: written,
+            policy: Arc::new(LocalityPolicy {
+                name,
+                rule,
+                inner: inner.policy.clone(),
+            }),
+            inner: Some(Box::new(inner)),
+            report_max_age: None,
         })
     }
 }

@@ -126,7 +126,7 @@ fn check(text: &str) -> Result<usize, String> {
     Ok(answers)
 }
 
-fn vector_files() -> Vec<PathBuf> {
+pub(crate) fn vector_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

@@ -8,6 +8,10 @@
 //! other policy (wrapped by the endpoint lifecycle, a locality policy, a
 //! policy from outside the crate) goes through the trait object as before.
 //!
+//! The variants are placements, not families: a new family whose scheme
+//! builds one of these placements (a `RingPlacement`, a `MaglevTable`) is
+//! called by type with no change here, and any other goes through `Other`.
+//!
 //! They also pick for a local handle, plain ones with the reservation in
 //! the handle's own counter (see `inflight/member.rs`).
 
