@@ -81,6 +81,8 @@ pub use error::{
     UnknownEndpoint,
 };
 pub use inflight::fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
+#[doc(hidden)]
+pub use inflight::member::SLOTS as LOCAL_SLOTS;
 pub use inflight::outcome::Outcome;
 #[doc(hidden)]
 pub use placement::brpc::points_hashed;

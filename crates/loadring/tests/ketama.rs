@@ -128,3 +128,14 @@ fn codes_are_u32() {
         "request code 4294967296 is out of range for ketama: accepted 0..=4294967295"
     );
 }
+
+/// An endpoint name ketama cannot read (a port that is no number) fails the
+/// build of a balancer with an error naming the endpoint.
+#[test]
+fn a_bad_endpoint_name_fails_the_build_naming_it() {
+    let spec: loadring::PolicySpec = "ketama".parse().unwrap();
+    let err = Balancer::new(spec, ["web:abc".parse::<Endpoint>().unwrap()])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("endpoint `web:abc`"), "{err}");
+}

@@ -22,6 +22,7 @@ mod layers;
 mod layout;
 mod lifecycle;
 mod local;
+mod local_slots;
 mod policies;
 mod proptest_cases;
 mod stress;

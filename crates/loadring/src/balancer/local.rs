@@ -160,10 +160,20 @@ impl<'b, T> LocalBalancer<'b, T> {
         self.balancer
     }
 
-    /// Earlier snapshots kept for the guards of theirs still alive.
-    #[cfg(test)]
-    pub(crate) fn retired(&self) -> usize {
+    /// Earlier snapshots this handle keeps for the guards of theirs still
+    /// alive. For the crate's tests (how long a snapshot is kept is the
+    /// soundness argument of `balancer/local_pick.rs`).
+    #[doc(hidden)]
+    pub fn kept_snapshots(&self) -> usize {
         self.kept.retired()
+    }
+
+    /// The in-flight counter slot this handle holds, if it holds one (at
+    /// most [`LOCAL_SLOTS`](crate::LOCAL_SLOTS) handles of a balancer do at
+    /// a time). For the crate's tests.
+    #[doc(hidden)]
+    pub fn counter_slot(&self) -> Option<u32> {
+        self.slot.as_ref().map(|claim| claim.slot as u32)
     }
 
     /// Picks an endpoint for `req` and holds one in-flight slot on it until
@@ -207,60 +217,5 @@ impl<'b, T> LocalBalancer<'b, T> {
             Some(index) => Ok(Some(Route::local(cached, index))),
             None => Ok(None),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::Endpoint;
-
-    fn balancer() -> Balancer {
-        let endpoints = ["a:1", "b:1", "c:1"].map(|a| Endpoint::new(a).unwrap());
-        Balancer::new("maglev".parse().unwrap(), endpoints).unwrap()
-    }
-
-    /// Each live handle holds a slot of its own; a handle beyond the slots
-    /// holds none; a dropped handle's slot goes to the next one.
-    #[test]
-    fn live_handles_hold_distinct_slots_until_dropped() {
-        let balancer = balancer();
-        let mut handles: Vec<_> = (0..SLOTS).map(|_| balancer.local()).collect();
-        let mut slots: Vec<u32> = handles.iter().map(|h| h.slot_number()).collect();
-        slots.sort_unstable();
-        assert_eq!(slots, (0..SLOTS as u32).collect::<Vec<_>>());
-        assert_eq!(balancer.local().slot_number(), SHARED, "all taken");
-        assert!(format!("{:?}", handles[0]).starts_with("LocalBalancer { balancer: Balancer"));
-        let freed = handles.remove(1).slot_number();
-        assert_eq!(
-            balancer.local().slot_number(),
-            freed,
-            "freed with its handle"
-        );
-        drop(handles);
-        assert_eq!(balancer.slots().load(Relaxed), 0, "every slot free");
-    }
-
-    /// A handle counts in its own slot before and after it renews its
-    /// snapshot, and its picks are counted where it says.
-    #[test]
-    fn a_renewed_snapshot_keeps_the_handles_slot() {
-        let balancer = balancer();
-        let handles: Vec<_> = (0..3).map(|_| balancer.local()).collect();
-        let last = &handles[2];
-        let before = last.pick(&Request::key("k")).unwrap();
-        balancer.remove("c:1").unwrap();
-        let after = last.pick(&Request::key("k")).unwrap();
-        assert_eq!(last.retired(), 1);
-        assert_eq!(before.slot(), last.slot_number());
-        assert_eq!(after.slot(), last.slot_number());
-        let fifth: Vec<_> = (0..2).map(|_| balancer.local()).collect();
-        let shared = fifth[1].pick(&Request::key("k")).unwrap();
-        assert_eq!(shared.slot(), SHARED, "a handle without a slot");
-        let expected = u64::from(before.addr() == after.addr()) + 1;
-        assert_eq!(
-            after.in_flight(),
-            expected + u64::from(shared.addr() == after.addr())
-        );
     }
 }

@@ -33,7 +33,7 @@ const UNHEALTHY: u64 = 1 << 62;
 const COUNT: u64 = UNHEALTHY - 1;
 
 /// Slots per backend for the counts of local handles.
-pub(crate) const SLOTS: usize = 4;
+pub const SLOTS: usize = 4;
 
 /// A guard's slot number when it counts in the backend's shared counter.
 pub(crate) const SHARED: u32 = u32::MAX;
