@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::{BuildError, BuildErrorKind, ParseError};
+use crate::error::{BuildError, BuildErrorKind, ParseError, ParseErrorKind};
 
 type Result<T, E = ParseError> = std::result::Result<T, E>;
 
@@ -175,15 +175,19 @@ fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
     // Escaped: a value with a newline must not break the error's one line.
     let addr = addr.escape_debug();
     if value.is_empty() {
-        return Err(ParseError::new(format!(
-            "endpoint `{addr}`: {what} is empty"
-        )));
+        return Err(ParseError::new(
+            ParseErrorKind::Syntax,
+            format!("endpoint `{addr}`: {what} is empty"),
+        ));
     }
     if value.chars().any(char::is_whitespace) {
-        return Err(ParseError::new(format!(
-            "endpoint `{addr}`: {what} `{}` contains white space",
-            value.escape_debug()
-        )));
+        return Err(ParseError::new(
+            ParseErrorKind::Syntax,
+            format!(
+                "endpoint `{addr}`: {what} `{}` contains white space",
+                value.escape_debug()
+            ),
+        ));
     }
     Ok(())
 }
@@ -195,27 +199,33 @@ impl FromStr for Endpoint {
         let mut words = text.split_whitespace();
         let Some(addr) = words.next() else {
             return Err(ParseError::new(
+                ParseErrorKind::Syntax,
                 "empty endpoint: expected ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]",
             ));
         };
         if addr.contains('=') {
-            return Err(ParseError::new(format!(
-                "endpoint `{}` must start with its address, not `{addr}`",
-                text.trim().escape_debug()
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "endpoint `{}` must start with its address, not `{addr}`",
+                    text.trim().escape_debug()
+                ),
+            ));
         }
         let mut endpoint = Endpoint::new(addr)?;
         let mut seen: Vec<&str> = Vec::new();
         for word in words {
             let Some((key, value)) = word.split_once('=') else {
-                return Err(ParseError::new(format!(
+                return Err(ParseError::new(
+ ParseErrorKind::Syntax, format!(
                     "endpoint `{addr}`: `{word}` is not KEY=VALUE (keys: weight, tag, zone, hash_key)"
                 )));
             };
             if seen.contains(&key) {
-                return Err(ParseError::new(format!(
-                    "endpoint `{addr}`: `{key}` is given twice"
-                )));
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    format!("endpoint `{addr}`: `{key}` is given twice"),
+                ));
             }
             seen.push(key);
             endpoint = match key {
@@ -224,7 +234,8 @@ impl FromStr for Endpoint {
                 "zone" => endpoint.with_zone(value)?,
                 "hash_key" => endpoint.with_hash_key(value)?,
                 _ => {
-                    return Err(ParseError::new(format!(
+                    return Err(ParseError::new(
+ ParseErrorKind::UnknownKey, format!(
                         "endpoint `{addr}`: unknown attribute `{key}` (accepted: weight, tag, zone, hash_key)"
                     ))
                     .with_key(key)
@@ -239,17 +250,19 @@ impl FromStr for Endpoint {
 
 fn parse_weight(addr: &str, value: &str) -> Result<u32> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ParseError::new(format!(
-            "endpoint `{addr}`: weight `{value}` is not an integer in 0..=4294967295"
-        ))
+        return Err(ParseError::new(
+            ParseErrorKind::Value,
+            format!("endpoint `{addr}`: weight `{value}` is not an integer in 0..=4294967295"),
+        )
         .with_key("weight")
         .with_value(value)
         .with_accepted("0..=4294967295"));
     }
     value.parse::<u32>().map_err(|_| {
-        ParseError::new(format!(
-            "endpoint `{addr}`: weight `{value}` is out of range 0..=4294967295"
-        ))
+        ParseError::new(
+            ParseErrorKind::Value,
+            format!("endpoint `{addr}`: weight `{value}` is out of range 0..=4294967295"),
+        )
         .with_key("weight")
         .with_value(value)
         .with_accepted("0..=4294967295")

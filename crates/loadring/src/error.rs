@@ -10,17 +10,43 @@
 //! [`Error`] is any of them, for code that does several stages at once (and
 //! `?` converts each into it). Every message is one line that names the
 //! culprit and, where a range applies, the range that is accepted.
+//!
+//! One style for all (regex-automata's): opaque structs, no public fields,
+//! `kind()` where there are several kinds (a `#[non_exhaustive]` enum without
+//! data) and an accessor for each part the message quotes.
 
 use std::fmt;
 
+/// What kind of [`ParseError`] it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParseErrorKind {
+    /// The text is not well formed: empty, a word that is not `key=value`,
+    /// a key given twice, `over` in the wrong place, an endpoint that does
+    /// not start with its address.
+    Syntax,
+    /// No policy has this name ([`ParseError::value`]).
+    UnknownPolicy,
+    /// The policy (or the endpoint) has no such key ([`ParseError::key`]).
+    UnknownKey,
+    /// A value is not acceptable: not a number, out of range, not a prime
+    /// ([`ParseError::accepted`] says what is, when it is known).
+    Value,
+    /// Keys or values each acceptable alone that do not go together, or a
+    /// key that does not apply to this policy.
+    Conflict,
+}
+
 /// A policy specification, endpoint or load factor that is not acceptable.
 ///
-/// The message names the culprit; the accessors give its parts to programs.
+/// The message names the culprit; [`ParseError::kind`] and the accessors
+/// give its parts to programs.
 ///
 /// ```
-/// use loadring::PolicySpec;
+/// use loadring::{ParseErrorKind, PolicySpec};
 ///
 /// let err = "c_md5:replicas=0".parse::<PolicySpec>().unwrap_err();
+/// assert_eq!(err.kind(), ParseErrorKind::Value);
 /// assert_eq!(err.policy(), Some("c_md5"));
 /// assert_eq!(err.key(), Some("replicas"));
 /// assert_eq!(err.value(), Some("0"));
@@ -29,6 +55,14 @@ use std::fmt;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
+    /// Boxed: parse errors are rare, and a `Result` that carries one stays
+    /// one word wide.
+    repr: Box<ParseRepr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ParseRepr {
+    kind: ParseErrorKind,
     message: String,
     policy: Option<String>,
     key: Option<String>,
@@ -37,61 +71,70 @@ pub struct ParseError {
 }
 
 impl ParseError {
-    /// An error with only a message.
-    pub(crate) fn new(message: impl Into<String>) -> Self {
+    /// An error of `kind` with its one-line message (the accessors' parts
+    /// are added with the `with_` methods).
+    pub(crate) fn new(kind: ParseErrorKind, message: impl Into<String>) -> Self {
         ParseError {
-            message: message.into(),
-            policy: None,
-            key: None,
-            value: None,
-            accepted: None,
+            repr: Box::new(ParseRepr {
+                kind,
+                message: message.into(),
+                policy: None,
+                key: None,
+                value: None,
+                accepted: None,
+            }),
         }
     }
 
     pub(crate) fn with_policy(mut self, policy: &str) -> Self {
-        self.policy = Some(policy.to_ascii_lowercase());
+        self.repr.policy = Some(policy.to_ascii_lowercase());
         self
     }
 
     pub(crate) fn with_key(mut self, key: &str) -> Self {
-        self.key = Some(key.to_string());
+        self.repr.key = Some(key.to_string());
         self
     }
 
     pub(crate) fn with_value(mut self, value: &str) -> Self {
-        self.value = Some(value.to_string());
+        self.repr.value = Some(value.to_string());
         self
     }
 
     pub(crate) fn with_accepted(mut self, accepted: impl Into<String>) -> Self {
-        self.accepted = Some(accepted.into());
+        self.repr.accepted = Some(accepted.into());
         self
+    }
+
+    /// What kind of error it is.
+    pub fn kind(&self) -> ParseErrorKind {
+        self.repr.kind
     }
 
     /// The policy whose specification is at fault, lower-case, if known.
     pub fn policy(&self) -> Option<&str> {
-        self.policy.as_deref()
+        self.repr.policy.as_deref()
     }
 
     /// The parameter (`replicas`, `weight`, ...) at fault, if one is.
     pub fn key(&self) -> Option<&str> {
-        self.key.as_deref()
+        self.repr.key.as_deref()
     }
 
     /// The value given for [`ParseError::key`], as written.
     pub fn value(&self) -> Option<&str> {
-        self.value.as_deref()
+        self.repr.value.as_deref()
     }
 
     /// What would have been accepted (a range, a list of choices), if known.
     pub fn accepted(&self) -> Option<&str> {
-        self.accepted.as_deref()
+        self.repr.accepted.as_deref()
     }
 }
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+        f.write_str(&self.repr.message)
     }
 }
 
@@ -486,8 +529,3 @@ impl From<UnknownEndpoint> for Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A parse error with only a message (the key-less cases).
-pub(crate) fn spec_err(msg: impl Into<String>) -> ParseError {
-    ParseError::new(msg)
-}

@@ -77,8 +77,8 @@ pub use balancer::{Balancer, Candidate, Candidates};
 pub use describe::Layout;
 pub use endpoint::{Endpoint, Id};
 pub use error::{
-    BuildError, BuildErrorKind, Error, ErrorKind, ParseError, PickError, PickErrorKind, Result,
-    UnknownEndpoint,
+    BuildError, BuildErrorKind, Error, ErrorKind, ParseError, ParseErrorKind, PickError,
+    PickErrorKind, Result, UnknownEndpoint,
 };
 pub use inflight::fleet::{LoadReport, DEFAULT_REPORT_MAX_AGE};
 #[doc(hidden)]

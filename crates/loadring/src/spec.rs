@@ -23,7 +23,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::error::{spec_err, ParseError};
+use crate::error::{ParseError, ParseErrorKind};
 use crate::placement::brpc::{BrpcHash, BrpcRing};
 use crate::placement::dubbo::Dubbo;
 use crate::placement::envoy::bound::HashBalance;
@@ -141,10 +141,13 @@ fn envoy_hashing<S: Scheme>(
     };
     let rule = HashBalance::parse(params.policy(), text)?;
     if let Some(key) = given {
-        return Err(ParseError::new(format!(
-            "{}: give hash_balance_factor (Envoy's rule) or {key} (loadring's cap), not both",
-            params.policy()
-        ))
+        return Err(ParseError::new(
+            ParseErrorKind::Conflict,
+            format!(
+                "{}: give hash_balance_factor (Envoy's rule) or {key} (loadring's cap), not both",
+                params.policy()
+            ),
+        )
         .with_policy(params.policy())
         .with_key("hash_balance_factor"));
     }
@@ -312,9 +315,12 @@ impl PolicySpec {
     /// An unknown name, or a name with parameters (`:` or spaces).
     pub fn new(name: &str) -> Result<Self> {
         if name.contains(':') || name.chars().any(char::is_whitespace) {
-            return Err(spec_err(format!(
-                "`{name}`: a policy name alone is expected here (add parameters with `with`)"
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "`{name}`: a policy name alone is expected here (add parameters with `with`)"
+                ),
+            ));
         }
         name.parse()
     }
@@ -330,10 +336,13 @@ impl PolicySpec {
         let bad =
             |s: &str| s.is_empty() || s.contains(['=', ':']) || s.chars().any(char::is_whitespace);
         if bad(key) || bad(&value) {
-            return Err(ParseError::new(format!(
-                "{}: `{key}={value}`: a key and a value are single words without `=` or `:`",
-                self.name
-            ))
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "{}: `{key}={value}`: a key and a value are single words without `=` or `:`",
+                    self.name
+                ),
+            )
             .with_policy(self.name)
             .with_key(key)
             .with_value(&value));
@@ -477,35 +486,41 @@ impl FromStr for PolicySpec {
     fn from_str(text: &str) -> Result<Self> {
         let text = text.trim();
         if text.is_empty() {
-            return Err(spec_err(format!(
-                "empty policy (accepted: {})",
-                POLICY_NAMES.join(", ")
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!("empty policy (accepted: {})", POLICY_NAMES.join(", ")),
+            ));
         }
         let parts = split_over(text);
         if parts.len() > MAX_NESTING {
-            return Err(spec_err(format!(
-                "`{}...`: {} policies joined by `{OVER}`: accepted at most {MAX_NESTING}",
-                text.chars().take(40).collect::<String>(),
-                parts.len()
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "`{}...`: {} policies joined by `{OVER}`: accepted at most {MAX_NESTING}",
+                    text.chars().take(40).collect::<String>(),
+                    parts.len()
+                ),
+            ));
         }
         let mut inner: Option<PolicySpec> = None;
         for (depth, part) in parts.iter().enumerate().rev() {
             let part = part.trim();
             if part.is_empty() {
-                return Err(spec_err(if depth == 0 {
-                    format!(
-                        "`{}`: a locality policy ({}) must come before `{OVER}`",
-                        text.escape_debug(),
-                        wrapper_names().join(", ")
-                    )
-                } else {
-                    format!(
-                        "`{}`: the policy to wrap is missing after `{OVER}`",
-                        text.escape_debug()
-                    )
-                }));
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    if depth == 0 {
+                        format!(
+                            "`{}`: a locality policy ({}) must come before `{OVER}`",
+                            text.escape_debug(),
+                            wrapper_names().join(", ")
+                        )
+                    } else {
+                        format!(
+                            "`{}`: the policy to wrap is missing after `{OVER}`",
+                            text.escape_debug()
+                        )
+                    },
+                ));
             }
             let wraps = depth + 1 < parts.len();
             let mut spec = PolicySpec::parse_one(part, inner.take(), wraps)?;
@@ -520,7 +535,7 @@ impl FromStr for PolicySpec {
             }
             inner = Some(spec);
         }
-        inner.ok_or_else(|| spec_err("empty policy"))
+        inner.ok_or_else(|| ParseError::new(ParseErrorKind::Syntax, "empty policy"))
     }
 }
 
@@ -554,11 +569,14 @@ impl PolicySpec {
         let written: Vec<(String, String)> = params.pairs();
         let name = params.policy().to_ascii_lowercase();
         let Some(family) = FAMILIES.iter().find(|f| f.name == name) else {
-            return Err(ParseError::new(format!(
-                "unknown policy `{}` (accepted: {})",
-                params.policy(),
-                POLICY_NAMES.join(", ")
-            ))
+            return Err(ParseError::new(
+                ParseErrorKind::UnknownPolicy,
+                format!(
+                    "unknown policy `{}` (accepted: {})",
+                    params.policy(),
+                    POLICY_NAMES.join(", ")
+                ),
+            )
             .with_value(params.policy())
             .with_accepted(POLICY_NAMES.join(", ")));
         };
@@ -569,10 +587,13 @@ impl PolicySpec {
             }
         };
         if wraps {
-            return Err(spec_err(format!(
-                "{name} does not wrap another policy: only {} come before `{OVER}`",
-                wrapper_names().join(" and ")
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "{name} does not wrap another policy: only {} come before `{OVER}`",
+                    wrapper_names().join(" and ")
+                ),
+            ));
         }
         let default = match bound {
             Bound::Default(factor) => Some(factor),
@@ -586,7 +607,8 @@ impl PolicySpec {
         if let Bound::Unbounded = bound {
             for key in ["load_factor", "balance"] {
                 if params.has(key) {
-                    return Err(ParseError::new(format!(
+                    return Err(ParseError::new(
+ ParseErrorKind::Conflict, format!(
                         "{name}: {key} applies to hashing policies only (c_murmurhash, c_md5, c_ketama, ...)"
                     ))
                     .with_policy(&name)
@@ -618,7 +640,8 @@ impl PolicySpec {
         let rule = parse_rule(&mut params)?;
         for key in ["load_factor", "balance", "report_max_age"] {
             if params.has(key) {
-                return Err(ParseError::new(format!(
+                return Err(ParseError::new(
+ ParseErrorKind::Conflict, format!(
                     "{name}: {key} belongs on the inner hashing policy, e.g. `{name} over c_murmurhash:{key}=...`"
                 ))
                 .with_policy(name)

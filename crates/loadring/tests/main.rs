@@ -13,6 +13,7 @@ mod dubbo_pixiu;
 mod embedding;
 mod envoy_bounded;
 mod envoy_reference;
+mod errors;
 mod families;
 mod fleet;
 mod fuzz_parsers;

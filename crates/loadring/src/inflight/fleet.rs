@@ -48,7 +48,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use crate::error::ParseError;
+use crate::error::{ParseError, ParseErrorKind};
 use crate::util::duration::take_duration;
 use crate::util::params::Params;
 
@@ -70,10 +70,13 @@ pub(crate) fn take_report_max_age(
         return take_duration(params, KEY, MAX_AGE_RANGE.0, MAX_AGE_RANGE.1);
     }
     if params.has(KEY) {
-        return Err(ParseError::new(format!(
-            "{name}: {KEY} applies to bounded policies only (give load_factor, balance or \
+        return Err(ParseError::new(
+            ParseErrorKind::Conflict,
+            format!(
+                "{name}: {KEY} applies to bounded policies only (give load_factor, balance or \
              hash_balance_factor too)"
-        ))
+            ),
+        )
         .with_policy(name)
         .with_key(KEY));
     }

@@ -17,7 +17,7 @@
 use std::cell::Cell;
 
 use crate::endpoint::Endpoint;
-use crate::error::{BuildError, ParseError};
+use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::{md5_le32, md5_words, point_name, Murmur3Prefix};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
@@ -60,7 +60,8 @@ impl BrpcRing {
     pub(crate) fn parse(hash: BrpcHash, params: &mut Params<'_>) -> Result<Self, ParseError> {
         let replicas = params.take_u64("replicas", 1, MAX_RING_POINTS, 100)? as u32;
         if hash == BrpcHash::Ketama && !replicas.is_multiple_of(4) {
-            return Err(ParseError::new(format!(
+            return Err(ParseError::new(
+ ParseErrorKind::Value, format!(
                 "replicas={replicas}: c_ketama takes four points per MD5 digest, so replicas must be a multiple of 4"
             ))
             .with_policy("c_ketama")

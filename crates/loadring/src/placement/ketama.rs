@@ -55,7 +55,7 @@
 //! endpoint among many; under a load bound, when nobody eligible has room,
 //! one more `O(n)` pass finds the least-loaded endpoint.
 
-use crate::error::{spec_err, BuildError, BuildErrorKind, ParseError};
+use crate::error::{BuildError, BuildErrorKind, ParseError, ParseErrorKind};
 use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
@@ -106,7 +106,8 @@ impl Ketama {
         };
         let weighted = params.take_bool("weighted", true)?;
         if compat == Compat::Libketama && !weighted {
-            return Err(spec_err(format!(
+            return Err(ParseError::new(
+ ParseErrorKind::Conflict, format!(
                 "{policy}: weighted=false is libmemcached's unweighted continuum and has no \
                  libketama counterpart (libketama always weights servers by memory): use \
                  compat=libmemcached weighted=false, or equal endpoint weights with compat=libketama"
@@ -118,10 +119,13 @@ impl Ketama {
                 Compat::Libketama => "compat=libketama",
                 Compat::Libmemcached | Compat::LibmemcachedSpy => "weighted ketama",
             };
-            return Err(spec_err(format!(
+            return Err(ParseError::new(
+                ParseErrorKind::Conflict,
+                format!(
                 "{policy}: hash={value} only applies with weighted=false (a libmemcached variant): \
                  {variant} hashes point names and keys with md5"
-            )));
+            ),
+            ));
         }
         let hash = match params.take_choice("hash", &["md5", "one_at_a_time"], "one_at_a_time")? {
             "md5" => KeyHash::Md5,

@@ -59,7 +59,7 @@ use std::time::Duration;
 use crate::clock::nanos;
 use crate::describe::Layout;
 use crate::endpoint::{Endpoint, Id};
-use crate::error::{BuildError, ParseError, PickError};
+use crate::error::{BuildError, ParseError, ParseErrorKind, PickError};
 use crate::inflight::outcome::Outcome;
 use crate::inflight::pool::Pool;
 use crate::policy::{Change, Observer, Order, Picker, Policy};
@@ -259,10 +259,13 @@ pub(crate) fn wrap(policy: Arc<dyn Policy>, params: &mut Params<'_>) -> Result<A
         return Ok(policy);
     };
     if lifecycle.slow_start.is_some() && policy.needs_key() {
-        return Err(ParseError::new(format!(
-            "{name}: slow_start does not apply to hashing policies (it would move keys): \
+        return Err(ParseError::new(
+            ParseErrorKind::Conflict,
+            format!(
+                "{name}: slow_start does not apply to hashing policies (it would move keys): \
              accepted on rr, wrr, swrr, random, wr, p2c, la"
-        ))
+            ),
+        )
         .with_policy(&name)
         .with_key("slow_start")
         .with_accepted("rr, wrr, swrr, random, wr, p2c, la"));

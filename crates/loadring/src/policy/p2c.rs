@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use crate::clock::nanos;
 use crate::endpoint::Endpoint;
-use crate::error::{BuildError, ParseError, PickError};
+use crate::error::{BuildError, ParseError, ParseErrorKind, PickError};
 use crate::inflight::pool::Pool;
 use crate::policy::peak_ewma::{PeakEwma, PeakEwmaConfig};
 use crate::policy::{
@@ -90,10 +90,10 @@ impl P2cParams {
                     .iter()
                     .find_map(|(k, v)| v.is_some().then_some(*k))
                 {
-                    return Err(ParseError::new(format!(
-                        "{}: {key} applies to load=peak_ewma only",
-                        params.policy()
-                    ))
+                    return Err(ParseError::new(
+                        ParseErrorKind::Conflict,
+                        format!("{}: {key} applies to load=peak_ewma only", params.policy()),
+                    )
                     .with_policy(params.policy())
                     .with_key(key)
                     .with_accepted("load=peak_ewma"));

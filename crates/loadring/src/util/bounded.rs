@@ -16,7 +16,7 @@ use std::fmt;
 
 use std::str::FromStr;
 
-use crate::error::ParseError;
+use crate::error::{ParseError, ParseErrorKind};
 
 type Result<T> = std::result::Result<T, ParseError>;
 
@@ -71,9 +71,10 @@ impl LoadFactor {
                 den: scale as u64,
             })
         } else {
-            Err(ParseError::new(format!(
-                "load factor {num}/{den} is out of range: accepted {accepted}"
-            ))
+            Err(ParseError::new(
+                ParseErrorKind::Value,
+                format!("load factor {num}/{den} is out of range: accepted {accepted}"),
+            )
             .with_key("load_factor")
             .with_value(&format!("{num}/{den}"))
             .with_accepted(accepted))
@@ -86,9 +87,10 @@ impl LoadFactor {
             let accepted = format!(
                 "a decimal number greater than 1 and at most {MAX_FACTOR} with at most {MAX_DECIMALS} decimals"
             );
-            ParseError::new(format!(
-                "{key}={text}: expected {accepted}, e.g. {key}=1.25"
-            ))
+            ParseError::new(
+                ParseErrorKind::Value,
+                format!("{key}={text}: expected {accepted}, e.g. {key}=1.25"),
+            )
             .with_key(key)
             .with_value(text)
             .with_accepted(accepted)
@@ -121,10 +123,13 @@ impl LoadFactor {
     pub(crate) fn parse_percent(key: &str, text: &str) -> Result<Self> {
         let bad = || {
             let accepted = format!("an integer percent from 101 to {}", MAX_FACTOR * 100);
-            ParseError::new(format!("{key}={text}: expected {accepted}, e.g. {key}=125"))
-                .with_key(key)
-                .with_value(text)
-                .with_accepted(accepted)
+            ParseError::new(
+                ParseErrorKind::Value,
+                format!("{key}={text}: expected {accepted}, e.g. {key}=125"),
+            )
+            .with_key(key)
+            .with_value(text)
+            .with_accepted(accepted)
         };
         if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 7 {
             return Err(bad());

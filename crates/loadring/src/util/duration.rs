@@ -6,7 +6,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::error::ParseError;
+use crate::error::{ParseError, ParseErrorKind};
 use crate::util::params::Params;
 
 /// The units accepted, longest suffix first (so `ms` is not read as `m`).
@@ -78,9 +78,12 @@ pub fn parse_duration(text: &str, range: RangeInclusive<Duration>) -> Result<Dur
             Fault::NoUnit | Fault::NotWhole => "is not a duration",
             Fault::OutOfRange => "is out of range",
         };
-        ParseError::new(format!("`{text}` {what}: accepted {accepted}"))
-            .with_value(text)
-            .with_accepted(accepted)
+        ParseError::new(
+            ParseErrorKind::Value,
+            format!("`{text}` {what}: accepted {accepted}"),
+        )
+        .with_value(text)
+        .with_accepted(accepted)
     })
 }
 

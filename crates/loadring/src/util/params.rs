@@ -4,7 +4,7 @@
 //! family's parser; whatever is left at the end is an unknown key. Each error
 //! names the policy, the key, the value and what is accepted.
 
-use crate::error::ParseError;
+use crate::error::{ParseError, ParseErrorKind};
 use crate::util::bounded::LoadFactor;
 
 type Result<T> = std::result::Result<T, ParseError>;
@@ -22,46 +22,55 @@ impl<'a> Params<'a> {
     pub(crate) fn tokenize(text: &'a str) -> Result<Self> {
         let mut words = text.split_whitespace();
         let Some(first) = words.next() else {
-            return Err(ParseError::new("empty policy"));
+            return Err(ParseError::new(ParseErrorKind::Syntax, "empty policy"));
         };
         let (policy, rest) = match first.split_once(':') {
             Some((policy, rest)) => (policy, (!rest.is_empty()).then_some(rest)),
             None => (first, None),
         };
         if policy.is_empty() {
-            return Err(ParseError::new(format!(
-                "`{}`: the policy name is missing before `:`",
-                text.escape_debug()
-            )));
+            return Err(ParseError::new(
+                ParseErrorKind::Syntax,
+                format!(
+                    "`{}`: the policy name is missing before `:`",
+                    text.escape_debug()
+                ),
+            ));
         }
         let mut pairs: Vec<(&str, &str)> = Vec::new();
         for word in rest.into_iter().chain(words) {
             let Some((key, value)) = word.split_once('=') else {
-                return Err(
-                    ParseError::new(format!("{policy}: `{word}` is not key=value"))
-                        .with_policy(policy)
-                        .with_value(word)
-                        .with_accepted("key=value"),
-                );
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    format!("{policy}: `{word}` is not key=value"),
+                )
+                .with_policy(policy)
+                .with_value(word)
+                .with_accepted("key=value"));
             };
             if key.is_empty() {
-                return Err(
-                    ParseError::new(format!("{policy}: `{word}` has no key before `=`"))
-                        .with_policy(policy)
-                        .with_value(word),
-                );
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    format!("{policy}: `{word}` has no key before `=`"),
+                )
+                .with_policy(policy)
+                .with_value(word));
             }
             if value.is_empty() {
-                return Err(
-                    ParseError::new(format!("{policy}: `{key}` has an empty value"))
-                        .with_policy(policy)
-                        .with_key(key),
-                );
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    format!("{policy}: `{key}` has an empty value"),
+                )
+                .with_policy(policy)
+                .with_key(key));
             }
             if pairs.iter().any(|(k, _)| *k == key) {
-                return Err(ParseError::new(format!("{policy}: `{key}` is given twice"))
-                    .with_policy(policy)
-                    .with_key(key));
+                return Err(ParseError::new(
+                    ParseErrorKind::Syntax,
+                    format!("{policy}: `{key}` is given twice"),
+                )
+                .with_policy(policy)
+                .with_key(key));
             }
             pairs.push((key, value));
         }
@@ -163,11 +172,14 @@ impl<'a> Params<'a> {
         message: impl FnOnce(&str) -> String,
     ) -> ParseError {
         let accepted = accepted.into();
-        ParseError::new(format!("{}: {}", self.policy, message(&accepted)))
-            .with_policy(self.policy)
-            .with_key(key)
-            .with_value(value)
-            .with_accepted(accepted)
+        ParseError::new(
+            ParseErrorKind::Value,
+            format!("{}: {}", self.policy, message(&accepted)),
+        )
+        .with_policy(self.policy)
+        .with_key(key)
+        .with_value(value)
+        .with_accepted(accepted)
     }
 
     /// Moves the pairs whose key is one of `keys` to a reader of their own
@@ -211,10 +223,13 @@ impl<'a> Params<'a> {
             .map(|v| LoadFactor::parse_percent("balance", v))
             .transpose()?;
         match (factor, percent) {
-            (Some(_), Some(_)) => Err(ParseError::new(format!(
-                "{}: give load_factor or balance, not both (balance=125 is load_factor=1.25)",
-                self.policy
-            ))
+            (Some(_), Some(_)) => Err(ParseError::new(
+                ParseErrorKind::Conflict,
+                format!(
+                    "{}: give load_factor or balance, not both (balance=125 is load_factor=1.25)",
+                    self.policy
+                ),
+            )
             .with_policy(self.policy)
             .with_key("balance")),
             (f, p) => Ok(f.or(p)),
@@ -230,10 +245,13 @@ impl<'a> Params<'a> {
                 } else {
                     self.accepted.join(", ")
                 };
-                Err(ParseError::new(format!(
-                    "{}: unknown key `{key}` (accepted: {accepted})",
-                    self.policy.to_ascii_lowercase()
-                ))
+                Err(ParseError::new(
+                    ParseErrorKind::UnknownKey,
+                    format!(
+                        "{}: unknown key `{key}` (accepted: {accepted})",
+                        self.policy.to_ascii_lowercase()
+                    ),
+                )
                 .with_policy(self.policy)
                 .with_key(key)
                 .with_accepted(accepted))

@@ -22,7 +22,7 @@
 //!
 //! [`LoadFactor`]: crate::LoadFactor
 
-use crate::error::{ParseError, PickError};
+use crate::error::{ParseError, ParseErrorKind, PickError};
 use crate::inflight::fleet_view::FleetView;
 use crate::policy::none_eligible;
 use crate::request::Request;
@@ -51,10 +51,13 @@ impl HashBalance {
         let key = "hash_balance_factor";
         let accepted = format!("an integer percent from {MIN_PERCENT} to {MAX_PERCENT}");
         let bad = || {
-            ParseError::new(format!(
-                "{policy}: {key}={text}: expected {accepted} (Envoy's hash_balance_factor), \
+            ParseError::new(
+                ParseErrorKind::Value,
+                format!(
+                    "{policy}: {key}={text}: expected {accepted} (Envoy's hash_balance_factor), \
                  e.g. {key}=150"
-            ))
+                ),
+            )
             .with_policy(policy)
             .with_key(key)
             .with_value(text)

@@ -37,7 +37,7 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
-use crate::error::{spec_err, BuildError, ParseError};
+use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::xxhash64;
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{Placement, Scheme};
@@ -59,7 +59,8 @@ impl Maglev {
     pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let table_size = params.take_u64("table_size", 2, MAX_TABLE_SIZE, DEFAULT_TABLE_SIZE)?;
         if !is_prime(table_size) {
-            return Err(spec_err(format!(
+            return Err(ParseError::new(
+ ParseErrorKind::Value, format!(
                 "{}: table_size={table_size} is not prime: accepted a prime in 2..={MAX_TABLE_SIZE} \
                  (e.g. 65537, 131071, 655373)",
                 params.policy()
@@ -100,10 +101,13 @@ fn check_room(hosts: usize, table_size: u64) -> Result<(), ParseError> {
         Some(prime) => format!("accepted a prime in {hosts}..={MAX_TABLE_SIZE} (e.g. {prime})"),
         None => format!("no table size fits more than {MAX_TABLE_SIZE} endpoints"),
     };
-    Err(spec_err(format!(
+    Err(ParseError::new(
+        ParseErrorKind::Value,
+        format!(
         "maglev: table_size={table_size} is smaller than the {hosts} endpoints of weight >= 1, \
          which need a slot each: {accepted}"
-    )))
+    ),
+    ))
 }
 
 /// The smallest prime `>= n` that is a valid table size.
@@ -366,9 +370,10 @@ impl MaglevTable {
     ) -> Result<Self, ParseError> {
         if !(2..=MAX_TABLE_SIZE).contains(&table_size) || !is_prime(table_size) {
             let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
-            return Err(ParseError::new(format!(
-                "maglev: table_size={table_size}: accepted {accepted}"
-            ))
+            return Err(ParseError::new(
+                ParseErrorKind::Value,
+                format!("maglev: table_size={table_size}: accepted {accepted}"),
+            )
             .with_policy("maglev")
             .with_key("table_size")
             .with_value(&table_size.to_string())

@@ -31,7 +31,7 @@
 //! full owner's request does not walk: it visits the endpoints in Envoy's
 //! pseudo-random order of its hash, `O(n)` plus seeding an MT19937.
 
-use crate::error::{spec_err, BuildError, ParseError};
+use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
@@ -63,11 +63,14 @@ impl RingHash {
         let min_ring_size = params.take_u64("min_ring_size", 1, MAX_RING_SIZE, 1024)?;
         let max_ring_size = params.take_u64("max_ring_size", 1, MAX_RING_SIZE, MAX_RING_SIZE)?;
         if min_ring_size > max_ring_size {
-            return Err(spec_err(format!(
+            return Err(ParseError::new(
+                ParseErrorKind::Conflict,
+                format!(
                 "{}: min_ring_size={min_ring_size} is greater than max_ring_size={max_ring_size}: \
                  accepted 1 <= min_ring_size <= max_ring_size <= {MAX_RING_SIZE}",
                 params.policy()
-            )));
+            ),
+            ));
         }
         let hash = match params.take_choice("hash", &["xx_hash", "murmur_hash_2"], "xx_hash")? {
             "murmur_hash_2" => PointHash::MurmurHash2,
