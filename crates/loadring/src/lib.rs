@@ -7,7 +7,9 @@
 //!
 //! A [`PolicySpec`] names the policy in brpc's syntax; a [`Balancer`] runs it
 //! over a changing set of [`Endpoint`]s; [`Balancer::pick`] returns a [`Pick`]
-//! guard that holds one in-flight slot until dropped.
+//! guard that holds one in-flight slot until dropped. Every answer
+//! ([`Pick`], [`LocalPick`], [`Route`], [`Candidate`]) dereferences to the
+//! same view of the endpoint chosen, a [`Backend`].
 //!
 //! ```
 //! use loadring::{Balancer, Endpoint, Request};
@@ -40,7 +42,9 @@
 //! Nothing in this crate panics on bad input. Parsing returns [`ParseError`]
 //! (with the key, the value and what is accepted), building a balancer
 //! [`BuildError`], picking [`PickError`]; each message names the culprit and
-//! the accepted range, and [`Error`] is any of them.
+//! the accepted range, and [`Error`] is any of them. Each is an opaque struct
+//! with accessors for the parts its message quotes, and `kind()` where it
+//! has several kinds.
 
 // One module has `unsafe` code, allowed block by block: `balancer/local_pick.rs`,
 // whose guards point into the snapshots their handle keeps (its doc says
