@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
-use crate::forward::{client, local_response, Forwarder, ProxyBody};
+use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
@@ -66,11 +66,7 @@ impl Gateway {
                 }
             })?);
             metrics.declare(cluster.name());
-            forwarders.push(Forwarder::new(
-                cluster.clone(),
-                client(c.connect_timeout),
-                metrics.clone(),
-            ));
+            forwarders.push(Forwarder::new(cluster.clone(), metrics.clone()));
             clusters.push(cluster);
         }
         Ok(Gateway {
@@ -254,9 +250,7 @@ impl Proxy {
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
         for forwarder in &gateway.forwarders {
-            let cluster = forwarder.cluster().clone();
-            let checks = client(cluster.config().connect_timeout);
-            background.extend(spawn_active_checks(cluster, checks));
+            background.extend(spawn_active_checks(forwarder.cluster().clone()));
         }
         for (i, discovery) in discoveries {
             background.push(spawn_membership(gateway.clusters[i].clone(), discovery));
