@@ -48,7 +48,7 @@ pub fn main(flags: &Flags) -> Result<(), String> {
         // Odd changes remove endpoint k (spread over the list), even ones
         // add it back.
         let k = (change / 2 * 337) % all.len();
-        let members: Vec<&str> = if change % 2 == 0 {
+        let members: Vec<&str> = if change.is_multiple_of(2) {
             all.iter()
                 .enumerate()
                 .filter(|(i, _)| *i != k)
