@@ -62,6 +62,7 @@ mod request_body;
 pub mod server;
 pub mod target;
 pub mod upstream;
+mod workers;
 
 pub use backend::DemoBackend;
 pub use cluster::Cluster;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{eventually, free_port, get, metric_sum, request, request_raw, WAIT};
-use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Naming, Proxy, ProxyConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
@@ -41,6 +41,12 @@ impl Running {
 }
 
 async fn start(cluster: ClusterConfig) -> Running {
+    start_workers(cluster, 1).await
+}
+
+/// The proxy with `workers` threads serving clients (this runtime's task
+/// the first).
+async fn start_workers(cluster: ClusterConfig, workers: usize) -> Running {
     let config = ProxyConfig {
         listen: "127.0.0.1:0".into(),
         admin: Some("127.0.0.1:0".into()),
@@ -49,7 +55,9 @@ async fn start(cluster: ClusterConfig) -> Running {
         clusters: vec![cluster],
         routes: vec![],
     };
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
+    let proxy = Proxy::bind_workers(config, Naming::Keys, workers)
+        .await
+        .expect("proxy binds");
     let (addr, admin) = (proxy.local_addr().unwrap(), proxy.admin_addr().unwrap());
     let gateway = proxy.gateway().clone();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -205,6 +213,39 @@ async fn sequential_requests_reuse_one_pooled_connection() {
     }
     assert_eq!(backend.requests(), 50);
     assert_eq!(backend.connections(), 1, "one connection, reused 49 times");
+}
+
+/// Concurrent clients share the pooled connections of the proxy's two
+/// worker threads (each its own runtime and listener): 32 clients of 40
+/// requests each open at most one upstream connection per client and
+/// worker (a connection in use is not handed out twice; an idle one is
+/// taken again rather than a new one opened), not one per request.
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_requests_reuse_pooled_connections() {
+    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let c = cluster("c_murmurhash", &[backend.addr().to_string()]);
+    let proxy = Arc::new(start_workers(c, 2).await);
+    let (clients, each) = (32, 40);
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let proxy = proxy.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..each {
+                let user = format!("user{c}-{i}");
+                let reply = get(proxy.addr, "/", &[("x-user", &user)]).await;
+                assert_eq!(reply.status, 200, "{}", reply.body);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(backend.requests(), clients * each);
+    let opened = backend.connections();
+    assert!(
+        opened <= clients * 2,
+        "{opened} connections for {clients} clients on 2 workers"
+    );
 }
 
 /// A backend that closes each keep-alive connection when the next request
