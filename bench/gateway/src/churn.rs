@@ -95,12 +95,11 @@ fn applied(log: &str) -> Vec<(u64, usize)> {
         .filter(|l| l.contains("endpoints from "))
         .filter_map(|l| {
             let at = parse_utc_us(l.split_whitespace().next()?)?;
-            let n = l
-                .rsplit(": ")
-                .next()?
-                .strip_suffix(" endpoints")?
-                .parse()
-                .ok()?;
+            // `... endpoints from SOURCE: N endpoints [fields]`
+            let (_, rest) = l.split_once("endpoints from ")?;
+            let mut words = rest.rsplit_once(": ")?.1.split_whitespace();
+            let n = words.next()?.parse().ok()?;
+            (words.next()? == "endpoints").then_some(())?;
             Some((at, n))
         })
         .collect()
@@ -210,7 +209,8 @@ mod tests {
 
     #[test]
     fn each_change_meets_its_own_log_line() {
-        let log = "2000-03-01T00:00:00.100000Z  INFO endpoints from file:/x: 1023 endpoints\n\
+        let log = "2000-03-01T00:00:00.090000Z  INFO file:/x: 1023 endpoints\n\
+                   2000-03-01T00:00:00.100000Z  INFO endpoints from file:/x: 1023 endpoints cluster=\"default\"\n\
                    2000-03-01T00:00:00.300000Z  INFO endpoints from file:/x: 1024 endpoints\n";
         let t0 = 951_868_800_000_000;
         let applied = applied(log);
