@@ -6,11 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use loadring_proxy::clients::ClientLimits;
-use loadring_proxy::{parse_duration, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig};
+use loadring_proxy::{
+    parse_duration, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles,
+};
 
 use crate::CliError;
 
-/// Serve HTTP/1.1 on `--listen`, sending each request to the backend the
+/// Serve HTTP/1.1 and HTTP/2 (h2c, or TLS with --tls-cert) on `--listen`, sending each request to the backend the
 /// policy picks for its key; see docs/proxy.md.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -93,6 +95,24 @@ pub struct Args {
     /// (default: half the file descriptor limit left after 64).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     max_connections: Option<String>,
+    /// The listener serves TLS (ALPN h2 and http/1.1) with this PEM
+    /// certificate chain; with --tls-key. Reloaded on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// What is spoken to the backends: http1 (default) or h2c (HTTP/2;
+    /// gRPC backends need it).
+    #[arg(long, value_name = "http1|h2c")]
+    backend_protocol: Option<String>,
+    /// TLS to the backends, SNI the endpoint's host, the certificate
+    /// verified (against --backend-ca, else the system's roots).
+    #[arg(long)]
+    backend_tls: bool,
+    /// The CA certificates (PEM) backends are verified against.
+    #[arg(long, value_name = "FILE")]
+    backend_ca: Option<PathBuf>,
     /// A TOML file with all of the above and more (several clusters, routes).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -145,6 +165,11 @@ impl Args {
             ("--drain-timeout", self.drain_timeout.is_some()),
             ("--header-timeout", self.header_timeout.is_some()),
             ("--max-connections", self.max_connections.is_some()),
+            ("--tls-cert", self.tls_cert.is_some()),
+            ("--tls-key", self.tls_key.is_some()),
+            ("--backend-protocol", self.backend_protocol.is_some()),
+            ("--backend-tls", self.backend_tls),
+            ("--backend-ca", self.backend_ca.is_some()),
         ];
         for (flag, present) in options {
             if present {
@@ -231,6 +256,22 @@ impl Args {
         if let Some(d) = duration("--eject-for", &self.eject_for)? {
             cluster.health.eject_for = d;
         }
+        if let Some(p) = &self.backend_protocol {
+            cluster.backend_protocol = p
+                .parse()
+                .map_err(|e| CliError(format!("--backend-protocol: {e}")))?;
+        }
+        cluster.backend_tls = self.backend_tls;
+        cluster.backend_ca = self.backend_ca.clone();
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err(CliError("--tls-cert: needs --tls-key FILE".into())),
+            (None, Some(_)) => return Err(CliError("--tls-key: needs --tls-cert FILE".into())),
+        };
         let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
             .unwrap_or(loadring_proxy::config::DEFAULT_DRAIN_TIMEOUT);
         let mut clients = ClientLimits::default();
@@ -252,6 +293,7 @@ impl Args {
             clients,
             clusters: vec![cluster],
             routes: Vec::new(),
+            tls,
         };
         config.validate_as(Naming::Flags)?;
         Ok(config)

@@ -60,6 +60,8 @@ pub struct GuardedBody<B: BackendBody = Incoming> {
     /// The backend's load report from the response headers, given to the
     /// balancer with the outcome.
     report: Option<LoadReport>,
+    /// A gRPC call whose status is still to come in the trailers.
+    grpc: Option<crate::grpc::Tally>,
 }
 
 /// The outcome, with the backend's report when there is one.
@@ -105,6 +107,7 @@ impl<B: BackendBody> GuardedBody<B> {
             stall: None,
             on_client_gone,
             report: None,
+            grpc: None,
         }
     }
 
@@ -112,6 +115,14 @@ impl<B: BackendBody> GuardedBody<B> {
     /// balancer with the outcome.
     pub fn with_report(mut self, report: Option<LoadReport>) -> Self {
         self.report = report;
+        self
+    }
+
+    /// A gRPC call: its status, when the trailers bring it, is counted in
+    /// `tally` and decides the outcome (UNAVAILABLE and DEADLINE_EXCEEDED
+    /// are failures).
+    pub fn with_grpc(mut self, tally: Option<crate::grpc::Tally>) -> Self {
+        self.grpc = tally;
         self
     }
 }
@@ -137,7 +148,17 @@ impl<B: BackendBody> Body for GuardedBody<B> {
                     // hyper stops polling once the body says it has ended (a
                     // body of known length, its last bytes just read): no
                     // `None` will come.
-                    Some(Ok(_)) => this.ended = inner.is_end_stream(),
+                    Some(Ok(f)) => {
+                        if let Some(trailers) = f.trailers_ref() {
+                            if let Some(status) = crate::grpc::status(trailers) {
+                                if let Some(tally) = this.grpc.take() {
+                                    tally.count(status);
+                                    this.succeeded &= !crate::grpc::is_failure(status);
+                                }
+                            }
+                        }
+                        this.ended = inner.is_end_stream();
+                    }
                 }
                 Poll::Ready(frame.map(|f| f.map_err(Into::into)))
             }

@@ -65,6 +65,8 @@ pub struct Cluster {
     /// How the hash space is shared out, computed once per membership (the
     /// admin page reads it; requests never do).
     layout: Mutex<Option<Arc<Layout>>>,
+    /// TLS towards the backends (`backend_tls`).
+    backend_tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
 }
 
 impl Cluster {
@@ -73,6 +75,32 @@ impl Cluster {
     /// # Errors
     /// A bad endpoint or file, or a policy that cannot be built over them.
     pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
+        Cluster::new_as(config, crate::config::Naming::Keys)
+    }
+
+    /// [`Cluster::new`], its errors naming settings as `naming` says.
+    ///
+    /// # Errors
+    /// As [`Cluster::new`]; an unreadable `backend_ca`.
+    pub fn new_as(
+        config: ClusterConfig,
+        naming: crate::config::Naming,
+    ) -> Result<Self, ConfigError> {
+        let backend_tls = if config.backend_tls {
+            let h2 = config.backend_protocol == crate::config::BackendProtocol::H2c;
+            Some(
+                crate::tls::client_config(config.backend_ca.as_deref(), h2).map_err(|e| {
+                    let flag = if config.backend_ca.is_some() {
+                        naming.name("backend_ca")
+                    } else {
+                        naming.name("backend_tls")
+                    };
+                    ConfigError(format!("{flag}: {e}"))
+                })?,
+            )
+        } else {
+            None
+        };
         let endpoints = config
             .read_endpoints()
             .map_err(|e| ConfigError(format!("endpoints file {}", e.0)))?;
@@ -87,6 +115,7 @@ impl Cluster {
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
             layout: Mutex::new(None),
+            backend_tls,
         };
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
@@ -94,6 +123,11 @@ impl Cluster {
             cluster.set_endpoints(endpoints).map_err(ConfigError)?;
         }
         Ok(cluster)
+    }
+
+    /// The TLS settings towards its backends, when it speaks TLS to them.
+    pub(crate) fn backend_tls(&self) -> Option<&Arc<tokio_rustls::rustls::ClientConfig>> {
+        self.backend_tls.as_ref()
     }
 
     /// The cluster's name.

@@ -65,6 +65,41 @@ pub struct ProxyConfig {
     /// The routes, tried in order; without routes the single cluster takes
     /// every request.
     pub routes: Vec<RouteConfig>,
+    /// The listener's certificate and key: it serves TLS (ALPN `h2` and
+    /// `http/1.1`) instead of cleartext.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, the listener's own first.
+    pub cert: PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// What a cluster speaks to its backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendProtocol {
+    /// HTTP/1.1, a connection per request in flight (pooled).
+    #[default]
+    Http1,
+    /// HTTP/2 (with prior knowledge in cleartext, by ALPN `h2` over TLS):
+    /// one connection per endpoint per worker carries every stream.
+    /// gRPC backends need it.
+    H2c,
+}
+
+impl std::str::FromStr for BackendProtocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "http1" => Ok(BackendProtocol::Http1),
+            "h2c" => Ok(BackendProtocol::H2c),
+            other => Err(format!("`{other}`: accepted http1, h2c")),
+        }
+    }
 }
 
 /// One policy over one set of endpoints.
@@ -104,6 +139,14 @@ pub struct ClusterConfig {
     /// Read each response's load report (`--load-report`) and give it to
     /// the balancer, whose bounded cap then counts the whole fleet's load.
     pub load_report: Option<LoadReportSpec>,
+    /// What is spoken to the backends.
+    pub backend_protocol: BackendProtocol,
+    /// TLS to the backends, SNI the endpoint's host, verified against
+    /// `backend_ca` or the system's roots.
+    pub backend_tls: bool,
+    /// The CA certificates (PEM) backends are verified against, instead of
+    /// the system's roots.
+    pub backend_ca: Option<PathBuf>,
 }
 
 /// Active checks and passive ejection.
@@ -165,6 +208,9 @@ impl ClusterConfig {
             abort_on_close: false,
             health: HealthConfig::default(),
             load_report: None,
+            backend_protocol: BackendProtocol::Http1,
+            backend_tls: false,
+            backend_ca: None,
         }
     }
 
@@ -271,6 +317,13 @@ impl ClusterConfig {
                 self.retry_buffer
             )));
         }
+        if self.backend_ca.is_some() && !self.backend_tls {
+            return Err(ConfigError(format!(
+                "{}: only with {} (it verifies backends' certificates)",
+                name("backend_ca"),
+                name("backend_tls")
+            )));
+        }
         for (key, value) in [
             ("health_interval", self.health.interval),
             ("timeout", self.timeout),
@@ -317,6 +370,11 @@ impl Naming {
                 "header_timeout" => "--header-timeout",
                 "max_connections" => "--max-connections",
                 "admin" => "--admin",
+                "tls_cert" => "--tls-cert",
+                "tls_key" => "--tls-key",
+                "backend_protocol" => "--backend-protocol",
+                "backend_tls" => "--backend-tls",
+                "backend_ca" => "--backend-ca",
                 other => other,
             },
         }
@@ -477,6 +535,8 @@ struct RawConfig {
     header_timeout: Option<String>,
     /// Signed, so that a negative value is named with its key.
     max_connections: Option<i64>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     #[serde(default)]
     cluster: Vec<RawCluster>,
     #[serde(default)]
@@ -507,6 +567,9 @@ struct RawCluster {
     eject_after: Option<u32>,
     eject_for: Option<String>,
     load_report: Option<String>,
+    backend_protocol: Option<String>,
+    backend_tls: Option<bool>,
+    backend_ca: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -582,6 +645,15 @@ impl RawConfig {
                 cluster: r.cluster,
             })
             .collect();
+        let tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: base.join(cert),
+                key: base.join(key),
+            }),
+            (None, None) => None,
+            (Some(_), None) => return Err(ConfigError("tls_cert: needs tls_key".into())),
+            (None, Some(_)) => return Err(ConfigError("tls_key: needs tls_cert".into())),
+        };
         Ok(ProxyConfig {
             listen: self.listen,
             admin: self.admin,
@@ -589,6 +661,7 @@ impl RawConfig {
             clients,
             clusters,
             routes,
+            tls,
         })
     }
 }
@@ -660,6 +733,14 @@ impl RawCluster {
                     .map_err(|e| ConfigError(format!("load_report: {e}")))
             })
             .transpose()?;
+        c.backend_protocol = match self.backend_protocol {
+            Some(p) => p
+                .parse()
+                .map_err(|e| ConfigError(format!("backend_protocol: {e}")))?,
+            None => BackendProtocol::Http1,
+        };
+        c.backend_tls = self.backend_tls.unwrap_or(false);
+        c.backend_ca = self.backend_ca.map(|p| base.join(p));
         Ok(c)
     }
 }

@@ -14,6 +14,7 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
+use crate::config::BackendProtocol;
 use crate::connect::{Failure, Held, Upstream};
 use crate::health::report_failure;
 use crate::load_report::Reading;
@@ -247,6 +248,28 @@ impl Forwarder {
         report_failure(cluster, upstream);
     }
 
+    /// The proxy's own answer: for a gRPC call a gRPC status (counted
+    /// against `endpoint` when one was tried), else plain text.
+    fn refuse(
+        &self,
+        grpc: bool,
+        endpoint: Option<&Backend>,
+        status: StatusCode,
+        why: &str,
+    ) -> Response<ProxyBody> {
+        if !grpc {
+            return local_response(status, why);
+        }
+        if let Some(endpoint) = endpoint {
+            self.metrics.grpc_response(
+                &self.label,
+                endpoint.shared_addr(),
+                crate::grpc::status_for(status),
+            );
+        }
+        crate::grpc::local_response(status, why)
+    }
+
     /// The backend's load report in `headers`, removed from them and
     /// counted, when the cluster reads reports; a malformed one is ignored.
     fn take_report(&self, headers: &mut HeaderMap, upstream: &Backend) -> Option<LoadReport> {
@@ -273,7 +296,7 @@ impl Forwarder {
     pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
-            upstream: Arc::new(Upstream::new(cluster.config().connect_timeout)),
+            upstream: Arc::new(Upstream::for_cluster(&cluster)),
             cluster,
             metrics,
         }
@@ -321,9 +344,23 @@ impl Forwarder {
         }
     }
 
-    async fn exchange(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+    async fn exchange(
+        &self,
+        mut request: Request<Incoming>,
+        peer: SocketAddr,
+    ) -> Response<ProxyBody> {
         let cluster = &self.cluster;
         let name = cluster.name();
+        let grpc = crate::grpc::is_grpc(request.headers());
+        // The endpoint of the last attempt, for a gRPC call's status.
+        let mut last: Option<Backend> = None;
+        let tunnel = crate::websocket::Tunnel::asked(&mut request);
+        if tunnel.is_some() && cluster.config().backend_protocol != BackendProtocol::Http1 {
+            return local_response(
+                StatusCode::NOT_IMPLEMENTED,
+                "WebSocket upgrades need backend_protocol http1",
+            );
+        }
         let (mut parts, body) = request.into_parts();
         let key = if cluster.is_hashing() {
             cluster
@@ -332,8 +369,31 @@ impl Forwarder {
         } else {
             None
         };
+        // A gRPC call's `TE: trailers` goes on (servers such as grpc-go
+        // refuse a call without it); HTTP/2 allows no other TE.
+        let te_trailers = grpc
+            && parts
+                .headers
+                .get(header::TE)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
         strip_hop_by_hop(&mut parts.headers);
+        if te_trailers {
+            parts
+                .headers
+                .insert(header::TE, HeaderValue::from_static("trailers"));
+        }
+        if let Some(tunnel) = &tunnel {
+            tunnel.ask(&mut parts.headers);
+        }
         append_forwarded_for(&mut parts.headers, peer.ip());
+        // HTTP/2 clients name the host in the target (`:authority`).
+        if !parts.headers.contains_key(header::HOST) {
+            if let Some(authority) = parts.uri.authority() {
+                if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                    parts.headers.insert(header::HOST, host);
+                }
+            }
+        }
         // Without one from the client, each attempt names its endpoint.
         let had_host = parts.headers.contains_key(header::HOST);
         let mut head = Some(Head {
@@ -351,14 +411,18 @@ impl Forwarder {
             Err(ReadError::Client(e)) => {
                 let why = describe(&e);
                 tracing::debug!(cluster = name, "reading the request body: {why}");
-                return local_response(
+                return self.refuse(
+                    grpc,
+                    last.as_ref(),
                     StatusCode::BAD_REQUEST,
                     &format!("the request body could not be read: {why}"),
                 );
             }
             Err(ReadError::Stalled(idle)) => {
                 tracing::debug!(cluster = name, "the request body stalled for {idle:?}");
-                return local_response(
+                return self.refuse(
+                    grpc,
+                    last.as_ref(),
                     StatusCode::REQUEST_TIMEOUT,
                     &format!("the request body stalled: nothing for {idle:?}"),
                 );
@@ -381,14 +445,24 @@ impl Forwarder {
                 Err(SelectError::NoEligibleEndpoint) if tried.is_empty() => {
                     // Logged where endpoints are marked unhealthy, not per request.
                     tracing::debug!(cluster = name, "no eligible endpoint: 503");
-                    return local_response(StatusCode::SERVICE_UNAVAILABLE, "no eligible endpoint");
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "no eligible endpoint",
+                    );
                 }
                 Err(SelectError::NoEligibleEndpoint) => {
-                    return local_response(StatusCode::BAD_GATEWAY, "no endpoint answered");
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::BAD_GATEWAY,
+                        "no endpoint answered",
+                    );
                 }
                 Err(SelectError::Refused(why)) => {
                     tracing::warn!(cluster = name, "request refused by the balancer: {why}");
-                    return local_response(StatusCode::SERVICE_UNAVAILABLE, &why);
+                    return self.refuse(grpc, last.as_ref(), StatusCode::SERVICE_UNAVAILABLE, &why);
                 }
             };
             if selected.spilled {
@@ -399,6 +473,9 @@ impl Forwarder {
             }
             let pick = selected.pick;
             let upstream = pick.value().clone();
+            if grpc {
+                last = Some(upstream.clone());
+            }
             let started = Instant::now();
             let mut fresh_connection = false;
             let result = loop {
@@ -494,7 +571,9 @@ impl Forwarder {
                             endpoint = upstream.addr(),
                             "malformed response: {why}"
                         );
-                        return local_response(
+                        return self.refuse(
+                            grpc,
+                            last.as_ref(),
                             StatusCode::BAD_GATEWAY,
                             "malformed response from the backend",
                         );
@@ -502,10 +581,33 @@ impl Forwarder {
                     let status = response.status();
                     self.metrics
                         .request(&self.label, upstream.shared_addr(), status.as_u16());
-                    if status.is_server_error() {
-                        report_failure(cluster, &upstream);
-                    } else {
+                    // A trailers-only gRPC answer has its status here.
+                    let grpc_failed = match crate::grpc::status(response.headers()) {
+                        Some(code) if grpc => {
+                            self.metrics
+                                .grpc_response(&self.label, upstream.shared_addr(), code);
+                            crate::grpc::is_failure(code)
+                        }
+                        _ => false,
+                    };
+                    let tally =
+                        (grpc && !grpc_failed && response.headers().get("grpc-status").is_none())
+                            .then(|| crate::grpc::Tally {
+                                metrics: self.metrics.clone(),
+                                label: self.label.clone(),
+                                cluster: cluster.clone(),
+                                upstream: upstream.clone(),
+                            });
+                    let succeeded = !status.is_server_error() && !grpc_failed;
+                    if succeeded {
                         upstream.request_succeeded();
+                    } else {
+                        report_failure(cluster, &upstream);
+                    }
+                    if let Some(tunnel) = tunnel {
+                        if status == StatusCode::SWITCHING_PROTOCOLS {
+                            return tunnel.open(response, held, pick, started);
+                        }
                     }
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
@@ -519,17 +621,23 @@ impl Forwarder {
                         held.into_body(incoming),
                         pick,
                         started,
-                        !status.is_server_error(),
+                        succeeded,
                         timeout,
                         on_client_gone,
                     )
-                    .with_report(report);
+                    .with_report(report)
+                    .with_grpc(tally);
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Tried::Gone) => {
                     // Unreachable: a request is never tried once it is gone.
                     self.attempt_failed(pick, started, cluster, &upstream, 502);
-                    return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::BAD_GATEWAY,
+                        "no response from the backend",
+                    );
                 }
                 Ok(Tried::Failed(failure)) => {
                     self.attempt_failed(pick, started, cluster, &upstream, 502);
@@ -559,7 +667,12 @@ impl Forwarder {
                         "no response: {}",
                         describe(failure.error())
                     );
-                    return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::BAD_GATEWAY,
+                        "no response from the backend",
+                    );
                 }
                 Err(_) => {
                     self.attempt_failed(pick, started, cluster, &upstream, 504);
@@ -568,7 +681,9 @@ impl Forwarder {
                         endpoint = upstream.addr(),
                         "no response within {timeout:?}"
                     );
-                    return local_response(
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
                         StatusCode::GATEWAY_TIMEOUT,
                         "the backend did not answer in time",
                     );

@@ -42,7 +42,7 @@ pub fn report_failure(cluster: &Arc<Cluster>, upstream: &Backend) {
 /// Starts the cluster's active checks, if it has a `health_path`.
 pub fn spawn_active_checks(cluster: Arc<Cluster>) -> Option<JoinHandle<()>> {
     let path = cluster.config().health.path.clone()?;
-    let client = Arc::new(Upstream::new(cluster.config().connect_timeout));
+    let client = Arc::new(Upstream::for_cluster(&cluster));
     Some(tokio::spawn(async move {
         let health = cluster.config().health.clone();
         let deadline = health.interval.min(cluster.config().timeout);

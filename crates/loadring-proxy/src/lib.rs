@@ -27,6 +27,7 @@
 //!     clients: Default::default(),
 //!     clusters: vec![cluster],
 //!     routes: vec![],
+//!     tls: None,
 //! };
 //! let proxy = Proxy::bind(config).await?;
 //! proxy.serve(async { tokio::signal::ctrl_c().await.ok(); }).await?;
@@ -51,6 +52,7 @@ pub mod dashboard;
 mod duration;
 pub mod endpoints;
 pub mod forward;
+pub mod grpc;
 pub mod health;
 pub mod history;
 pub mod key;
@@ -61,12 +63,17 @@ pub mod reload;
 mod request_body;
 pub mod server;
 pub mod target;
+pub mod tls;
 pub mod upstream;
+pub mod websocket;
 mod workers;
 
 pub use backend::DemoBackend;
 pub use cluster::Cluster;
-pub use config::{ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig};
+pub use config::{
+    BackendProtocol, ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig,
+    TlsFiles,
+};
 pub use duration::parse_duration;
 pub use key::{KeySource, KeySpec, KeyStyle, RequestKey};
 pub use server::{Gateway, Proxy, ProxyError};

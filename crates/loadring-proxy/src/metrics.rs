@@ -59,6 +59,25 @@ impl EncodeLabelSet for ReportLabels {
     }
 }
 
+/// The labels of `loadring_grpc_responses_total`: a gRPC call's status,
+/// from its trailers (or the proxy's own UNAVAILABLE).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct GrpcLabels {
+    cluster: Option<Arc<str>>,
+    endpoint: Arc<str>,
+    grpc_status: u32,
+}
+
+impl EncodeLabelSet for GrpcLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if let Some(cluster) = &self.cluster {
+            ("cluster", &**cluster).encode(encoder.encode_label())?;
+        }
+        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("grpc_status", self.grpc_status).encode(encoder.encode_label())
+    }
+}
+
 /// Every series the proxy exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -70,6 +89,7 @@ pub struct Metrics {
     healthy: Family<Labels, Gauge>,
     requests: Family<RequestLabels, Counter>,
     load_reports: Family<ReportLabels, Counter>,
+    grpc: Family<GrpcLabels, Counter>,
     reported: Family<Labels, Gauge>,
     retries: PerCluster,
     reused_retries: PerCluster,
@@ -122,6 +142,7 @@ impl Metrics {
         let requests = Family::<RequestLabels, Counter>::default();
         let load_reports = Family::<ReportLabels, Counter>::default();
         let reported = Family::<Labels, Gauge>::default();
+        let grpc = Family::<GrpcLabels, Counter>::default();
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
         let reused_retries = PerCluster::new(labelled_by_cluster);
@@ -144,6 +165,11 @@ impl Metrics {
             "loadring_load_reports",
             "Responses of clusters with --load-report, per endpoint and result: ok (the report was used), malformed (ignored), missing",
             load_reports.clone(),
+        );
+        registry.register(
+            "loadring_grpc_responses",
+            "gRPC calls per endpoint and grpc-status (from the trailers; 14 UNAVAILABLE when the proxy reached no backend)",
+            grpc.clone(),
         );
         registry.register(
             "loadring_reported_load",
@@ -173,6 +199,7 @@ impl Metrics {
             healthy,
             requests,
             load_reports,
+            grpc,
             reported,
             retries,
             reused_retries,
@@ -216,6 +243,17 @@ impl Metrics {
             result,
         };
         self.load_reports.get_or_create(&labels).inc();
+    }
+
+    /// Counts a gRPC call of `cluster` on `endpoint` that ended with
+    /// `grpc_status`.
+    pub fn grpc_response(&self, cluster: &Arc<str>, endpoint: &Arc<str>, grpc_status: u32) {
+        let labels = GrpcLabels {
+            cluster: self.labelled_by_cluster.then(|| cluster.clone()),
+            endpoint: endpoint.clone(),
+            grpc_status,
+        };
+        self.grpc.get_or_create(&labels).inc();
     }
 
     /// The dashboard's last minutes (recorded while an admin listener runs).

@@ -14,11 +14,12 @@ use std::borrow::Cow;
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
@@ -28,6 +29,7 @@ use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
 use crate::target::{self, normalize_host};
+use crate::tls::ServerTls;
 use loadring_discovery::Discovery;
 
 /// Routes and forwarders: everything a request needs.
@@ -59,7 +61,7 @@ impl Gateway {
         let mut forwarders = Vec::new();
         let mut clusters = Vec::new();
         for c in &config.clusters {
-            let cluster = Arc::new(Cluster::new(c.clone()).map_err(|e| {
+            let cluster = Arc::new(Cluster::new_as(c.clone(), naming).map_err(|e| {
                 if multi {
                     ConfigError(format!("cluster `{}`: {}", c.name, e.0))
                 } else {
@@ -167,6 +169,8 @@ pub struct Proxy {
     clients: ClientLimits,
     /// The membership sources, by cluster index.
     discoveries: Vec<(usize, Discovery)>,
+    /// The listener's TLS, when it has a certificate.
+    tls: Option<Arc<ServerTls>>,
 }
 
 async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
@@ -227,6 +231,12 @@ impl Proxy {
         workers: usize,
     ) -> Result<Self, ProxyError> {
         let gateway = Arc::new(Gateway::new_as(&config, naming)?);
+        let tls = match &config.tls {
+            Some(files) => Some(Arc::new(
+                ServerTls::load(files, naming).map_err(ProxyError)?,
+            )),
+            None => None,
+        };
         let mut discoveries = Vec::new();
         for (i, cluster) in gateway.clusters.iter().enumerate() {
             if let Some(d) = start_discovery(cluster, naming).await.map_err(|e| {
@@ -259,6 +269,7 @@ impl Proxy {
             drain_timeout: config.drain_timeout,
             clients: config.clients,
             discoveries,
+            tls,
         })
     }
 
@@ -280,6 +291,12 @@ impl Proxy {
         &self.gateway
     }
 
+    /// The listener's TLS settings, when it serves TLS: [`ServerTls::reload`]
+    /// swaps the certificate ([`Proxy::serve`] does on SIGHUP).
+    pub fn tls(&self) -> Option<&Arc<ServerTls>> {
+        self.tls.as_ref()
+    }
+
     /// Serves until `shutdown` completes; then stops accepting, lets the
     /// requests in flight finish (up to the drain timeout) and returns.
     /// With workers ([`Proxy::bind_workers`]), each worker thread serves its
@@ -297,6 +314,7 @@ impl Proxy {
             drain_timeout,
             clients,
             discoveries,
+            tls,
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
         for forwarder in &gateway.forwarders {
@@ -308,12 +326,16 @@ impl Proxy {
         if let Some(admin) = admin {
             background.push(tokio::spawn(serve_admin(admin, gateway.clone())));
         }
+        if let Some(tls) = &tls {
+            background.push(spawn_tls_reload(tls.clone())?);
+        }
         let connections = ConnectionCount::new(clients.max_connections());
         let (stop, stopping) = watch::channel(false);
         let mut finished = Vec::new();
         for (i, listener) in workers.into_iter().enumerate() {
             let serving = ServeClients {
                 gateway: gateway.clone(),
+                tls: tls.clone(),
                 clients,
                 connections: connections.clone(),
                 drain_timeout,
@@ -342,6 +364,7 @@ impl Proxy {
         }
         let serving = ServeClients {
             gateway,
+            tls,
             clients,
             connections,
             drain_timeout,
@@ -372,6 +395,7 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 /// What one worker needs to serve its listener's clients.
 struct ServeClients {
     gateway: Arc<Gateway>,
+    tls: Option<Arc<ServerTls>>,
     clients: ClientLimits,
     /// Shared by every worker: the limit is the process's.
     connections: ConnectionCount,
@@ -385,18 +409,24 @@ impl ServeClients {
     async fn run(self, listener: TcpListener) {
         let ServeClients {
             gateway,
+            tls,
             clients,
             connections,
             drain_timeout,
             ..
         } = &self;
         let graceful = GracefulShutdown::new();
-        let mut http = hyper::server::conn::http1::Builder::new();
+        // HTTP/1.1 or HTTP/2, told apart by the connection preface (h2c
+        // with prior knowledge; over TLS, what ALPN chose).
+        let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         // The limit on reading a request's headers (slow clients holding
         // connections) only applies with a timer. hyper also applies it to
         // a kept-alive connection waiting for its next request.
-        http.timer(TokioTimer::new())
+        http.http1()
+            .timer(TokioTimer::new())
             .header_read_timeout(clients.header_timeout);
+        http.http2().timer(TokioTimer::new());
+        let http = Arc::new(http);
         let mut accept_errors = AcceptErrors::new();
         let mut stop = self.stop.clone();
         loop {
@@ -424,13 +454,47 @@ impl ServeClients {
                         let gateway = gateway.clone();
                         async move { Ok::<_, Infallible>(gateway.handle(request, peer).await) }
                     });
-                    let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-                    tokio::spawn(async move {
-                        let _slot = slot;
-                        if let Err(e) = connection.await {
-                            tracing::debug!("client {peer}: {e}");
+                    match tls {
+                        None => {
+                            let connection = graceful.watch(
+                                http.serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                    .into_owned(),
+                            );
+                            tokio::spawn(async move {
+                                let _slot = slot;
+                                if let Err(e) = connection.await {
+                                    tracing::debug!("client {peer}: {e}");
+                                }
+                            });
                         }
-                    });
+                        Some(tls) => {
+                            let acceptor = TlsAcceptor::from(tls.current());
+                            let (http, watcher) = (http.clone(), graceful.watcher());
+                            let handshake_timeout = clients.header_timeout;
+                            tokio::spawn(async move {
+                                let _slot = slot;
+                                // A client that sends garbage (or plain HTTP)
+                                // or stalls costs its own connection only.
+                                let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                                    Ok(Ok(stream)) => stream,
+                                    Ok(Err(e)) => {
+                                        tracing::debug!("client {peer}: TLS handshake: {e}");
+                                        return;
+                                    }
+                                    Err(_) => {
+                                        tracing::debug!("client {peer}: TLS handshake timed out");
+                                        return;
+                                    }
+                                };
+                                let connection = http
+                                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                    .into_owned();
+                                if let Err(e) = watcher.watch(connection).await {
+                                    tracing::debug!("client {peer}: {e}");
+                                }
+                            });
+                        }
+                    }
                 }
                 // A dropped sender (the serving task gone) stops too.
                 () = stopped(&mut stop) => break,
@@ -447,6 +511,22 @@ impl ServeClients {
             );
         }
     }
+}
+
+/// Reloads the listener's certificate and key on every SIGHUP; a pair that
+/// cannot be read is logged and the one in use stays.
+fn spawn_tls_reload(tls: Arc<ServerTls>) -> Result<JoinHandle<()>, ProxyError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups =
+        signal(SignalKind::hangup()).map_err(|e| ProxyError(format!("SIGHUP handler: {e}")))?;
+    Ok(tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match tls.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => tracing::error!("SIGHUP: TLS certificate kept: {e}"),
+            }
+        }
+    }))
 }
 
 /// The answer to a connection over the limit, written if the socket takes it.

@@ -51,6 +51,7 @@ async fn start(cluster: ClusterConfig) -> Running {
         clusters: vec![cluster],
         routes: vec![],
         clients: Default::default(),
+        tls: None,
     };
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let addr = proxy.local_addr().unwrap();

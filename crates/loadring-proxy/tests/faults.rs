@@ -74,6 +74,7 @@ async fn start_limited(
         clients,
         clusters,
         routes,
+        tls: None,
     };
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let addr = proxy.local_addr().unwrap();

@@ -54,6 +54,7 @@ async fn start(cluster: ClusterConfig) -> Running {
         clients: Default::default(),
         clusters: vec![cluster],
         routes: vec![],
+        tls: None,
     };
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let addr = proxy.local_addr().unwrap();

@@ -9,4 +9,5 @@ mod common;
 mod dashboard;
 mod faults;
 mod gateway;
+mod grpc;
 mod upstream;

@@ -54,6 +54,7 @@ async fn start_workers(cluster: ClusterConfig, workers: usize) -> Running {
         clients: Default::default(),
         clusters: vec![cluster],
         routes: vec![],
+        tls: None,
     };
     let proxy = Proxy::bind_workers(config, Naming::Keys, workers)
         .await

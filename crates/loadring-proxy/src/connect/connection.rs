@@ -14,6 +14,10 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::ClientConfig;
+use tokio_rustls::TlsConnector;
 
 use crate::request_body::Outgoing;
 
@@ -90,10 +94,75 @@ impl Shared {
     }
 }
 
+/// A connection to a backend: cleartext, or TLS over it.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Tcp(s) => s.is_write_vectored(),
+            Stream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Stream::Tls(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+        }
+    }
+}
+
 /// The socket, noting each byte the backend sends.
 #[derive(Debug)]
 struct Watched {
-    stream: TcpStream,
+    stream: Stream,
     shared: Arc<Shared>,
 }
 
@@ -177,8 +246,47 @@ pub(crate) enum ConnectError {
     Io(String, io::Error),
     #[error("connect to {0}: timed out after {1:?}")]
     Timeout(String, Duration),
-    #[error("connect to {0}: HTTP/1 handshake: {1}")]
+    #[error("connect to {0}: HTTP handshake: {1}")]
     Handshake(String, hyper::Error),
+    #[error("connect to {0}: TLS: {1}")]
+    Tls(String, io::Error),
+}
+
+/// Opens a connection to `addr` (`host:port`) within `timeout`, with
+/// TCP_NODELAY, and a TLS session over it when `tls` is given (SNI: the
+/// host; the certificate verified, a failure is an error).
+pub(crate) async fn open(
+    addr: &str,
+    timeout: Duration,
+    tls: Option<&Arc<ClientConfig>>,
+) -> Result<Stream, ConnectError> {
+    let opening = async {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| ConnectError::Io(addr.to_string(), e))?;
+        // Small requests and answers go out at once, as the old client did.
+        let _ = stream.set_nodelay(true);
+        let Some(tls) = tls else {
+            return Ok(Stream::Tcp(stream));
+        };
+        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string()).map_err(|e| {
+            ConnectError::Tls(
+                addr.to_string(),
+                io::Error::new(io::ErrorKind::InvalidInput, e),
+            )
+        })?;
+        let session = TlsConnector::from(tls.clone())
+            .connect(name, stream)
+            .await
+            .map_err(|e| ConnectError::Tls(addr.to_string(), e))?;
+        Ok(Stream::Tls(Box::new(session)))
+    };
+    match tokio::time::timeout(timeout, opening).await {
+        Ok(result) => result,
+        Err(_) => Err(ConnectError::Timeout(addr.to_string(), timeout)),
+    }
 }
 
 /// Connects to `addr` (`host:port`) within `timeout`, with TCP_NODELAY,
@@ -188,14 +296,9 @@ pub(crate) async fn connect(
     addr: &str,
     timeout: Duration,
     idle_timeout: Duration,
+    tls: Option<&Arc<ClientConfig>>,
 ) -> Result<Conn, ConnectError> {
-    let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return Err(ConnectError::Io(addr.to_string(), e)),
-        Err(_) => return Err(ConnectError::Timeout(addr.to_string(), timeout)),
-    };
-    // Small requests and answers go out at once, as the old client did.
-    let _ = stream.set_nodelay(true);
+    let stream = open(addr, timeout, tls).await?;
     let shared = Arc::new(Shared {
         state: AtomicU64::new(IN_USE),
         answered: AtomicBool::new(false),
@@ -227,7 +330,9 @@ async fn drive(
     idle_timeout: Duration,
     end: oneshot::Sender<()>,
 ) {
-    let mut connection = pin!(connection);
+    // An answer `101 Switching Protocols` hands the socket over to the
+    // tunnel (WebSocket), and the connection's task ends.
+    let mut connection = pin!(connection.with_upgrades());
     let mut deadline = Instant::now() + idle_timeout;
     loop {
         tokio::select! {

@@ -23,6 +23,7 @@
 
 mod body;
 mod connection;
+mod h2;
 pub(crate) mod pool;
 
 use std::io;
@@ -30,13 +31,18 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response};
+use http::header::HOST;
+use http::uri::{Authority, Scheme};
+use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
+use hyper::client::conn::http2::SendRequest;
+use tokio_rustls::rustls::ClientConfig;
 
 pub(crate) use body::UpstreamBody;
 pub(crate) use connection::ConnectError;
 use connection::{connect, Conn};
 
+use crate::config::BackendProtocol;
 use crate::request_body::Outgoing;
 
 /// How long an unused connection is kept open.
@@ -49,6 +55,8 @@ pub(crate) struct Upstream {
     pool: usize,
     connect_timeout: Duration,
     idle_timeout: Duration,
+    protocol: BackendProtocol,
+    tls: Option<Arc<ClientConfig>>,
 }
 
 /// How an exchange failed.
@@ -90,12 +98,28 @@ impl Failure {
 }
 
 impl Upstream {
-    /// Connections made within `connect_timeout`, closed after 60 s idle.
-    pub(crate) fn new(connect_timeout: Duration) -> Self {
+    /// The connections of `cluster`'s requests (or of its checks).
+    pub(crate) fn for_cluster(cluster: &crate::cluster::Cluster) -> Self {
+        Upstream::with(
+            cluster.config().connect_timeout,
+            cluster.config().backend_protocol,
+            cluster.backend_tls().cloned(),
+        )
+    }
+
+    /// Connections speaking `protocol`, over TLS when `tls` is given, made
+    /// within `connect_timeout`.
+    pub(crate) fn with(
+        connect_timeout: Duration,
+        protocol: BackendProtocol,
+        tls: Option<Arc<ClientConfig>>,
+    ) -> Self {
         Upstream {
             pool: pool::new_id(),
             connect_timeout,
             idle_timeout: IDLE_TIMEOUT,
+            protocol,
+            tls,
         }
     }
 
@@ -109,24 +133,57 @@ impl Upstream {
         addr: &Arc<str>,
         fresh: bool,
     ) -> Result<Checkout, ConnectError> {
-        let conn = match (!fresh).then(|| pool::take(self.pool, addr)).flatten() {
-            Some(conn) => conn,
-            None => connect(addr, self.connect_timeout, self.idle_timeout).await?,
+        let conn = match self.protocol {
+            BackendProtocol::H2c => Sender::H2(
+                h2::sender(
+                    self.pool,
+                    addr,
+                    self.connect_timeout,
+                    self.tls.as_ref(),
+                    fresh,
+                )
+                .await?,
+            ),
+            BackendProtocol::Http1 => Sender::H1(
+                match (!fresh).then(|| pool::take(self.pool, addr)).flatten() {
+                    Some(conn) => conn,
+                    None => {
+                        connect(
+                            addr,
+                            self.connect_timeout,
+                            self.idle_timeout,
+                            self.tls.as_ref(),
+                        )
+                        .await?
+                    }
+                },
+            ),
         };
         Ok(Checkout {
             conn,
             pool: self.pool,
             addr: addr.clone(),
+            tls: self.tls.is_some(),
         })
     }
+}
+
+/// What a request is sent on.
+#[derive(Debug)]
+enum Sender {
+    /// A pooled HTTP/1.1 connection, this request's alone.
+    H1(Conn),
+    /// The endpoint's HTTP/2 connection, shared.
+    H2(SendRequest<Outgoing>),
 }
 
 /// A connection held by one request, before it is sent on.
 #[derive(Debug)]
 pub(crate) struct Checkout {
-    conn: Conn,
+    conn: Sender,
     pool: usize,
     addr: Arc<str>,
+    tls: bool,
 }
 
 /// The connection that carried a response, until its body has ended.
@@ -141,7 +198,12 @@ pub(crate) struct Held {
 impl Checkout {
     /// Whether the connection carried an exchange before.
     pub(crate) fn is_reused(&self) -> bool {
-        self.conn.is_reused()
+        // HTTP/2 gives back a request the connection never took (refused
+        // stream, GOAWAY): nothing to copy ahead for.
+        match &self.conn {
+            Sender::H1(conn) => conn.is_reused(),
+            Sender::H2(_) => false,
+        }
     }
 
     /// Sends `request` (origin-form target, `Host` set) and waits for the
@@ -155,10 +217,28 @@ impl Checkout {
         request: Request<Outgoing>,
     ) -> Result<(Response<Incoming>, Held), Failure> {
         let Checkout {
-            mut conn,
+            conn,
             pool,
             addr,
+            tls,
         } = self;
+        let mut conn = match conn {
+            Sender::H1(conn) => conn,
+            Sender::H2(mut sender) => {
+                let request = h2_request(request, &addr, tls);
+                return match sender.try_send_request(request).await {
+                    Ok(response) => Ok((
+                        response,
+                        Held {
+                            conn: None,
+                            pool,
+                            addr,
+                        },
+                    )),
+                    Err(e) => Err(failure(e, false)),
+                };
+            }
+        };
         conn.begin();
         let reused = conn.is_reused();
         let mut sending = pin!(conn.sender.try_send_request(request));
@@ -203,6 +283,33 @@ impl Held {
             pool::give_back(self.pool, &self.addr, conn);
         }
     }
+}
+
+/// A request as HTTP/2 sends it: absolute target (`:scheme` and
+/// `:authority` from the `Host` header, or the endpoint), no `Host`.
+fn h2_request(mut request: Request<Outgoing>, addr: &str, tls: bool) -> Request<Outgoing> {
+    let host = request.headers_mut().remove(HOST);
+    let authority = host
+        .as_ref()
+        .and_then(|h| Authority::try_from(h.as_bytes()).ok())
+        .or_else(|| Authority::try_from(addr).ok());
+    let mut parts = std::mem::take(request.uri_mut()).into_parts();
+    parts.scheme = Some(if tls { Scheme::HTTPS } else { Scheme::HTTP });
+    parts.authority = authority;
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    match Uri::from_parts(parts) {
+        Ok(uri) => *request.uri_mut() = uri,
+        Err(_) => {
+            // Unreachable with a valid authority; keep a Host then.
+            if let Some(host) = host {
+                request.headers_mut().insert(HOST, host);
+            }
+        }
+    }
+    *request.version_mut() = Version::HTTP_2;
+    request
 }
 
 fn failure(

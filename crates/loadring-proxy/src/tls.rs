@@ -1,0 +1,156 @@
+//! TLS with rustls: the listener's certificate (reloaded on SIGHUP, new
+//! connections get the new pair) and the client side towards backends
+//! (SNI the endpoint's host, verified against a given CA or the system's
+//! roots). TLS 1.2 and 1.3 only, on the `ring` provider.
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
+
+use crate::config::{Naming, TlsFiles};
+
+/// TLS 1.3 first, then 1.2; nothing older.
+static VERSIONS: &[&rustls::SupportedProtocolVersion] =
+    &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The listener's TLS settings: the pair read at start, swapped by
+/// [`ServerTls::reload`].
+#[derive(Debug)]
+pub struct ServerTls {
+    files: TlsFiles,
+    naming: Naming,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+impl ServerTls {
+    /// Reads the pair in `files` now.
+    ///
+    /// # Errors
+    /// One line starting with the certificate's flag (`--tls-cert: ` or
+    /// `tls_cert: `): an unreadable or non-PEM file, a key that does not
+    /// match the certificate.
+    pub fn load(files: &TlsFiles, naming: Naming) -> Result<Self, String> {
+        let config = server_config(files, naming)?;
+        Ok(ServerTls {
+            files: files.clone(),
+            naming,
+            current: RwLock::new(Arc::new(config)),
+        })
+    }
+
+    /// Reads the pair again: connections accepted from now on get it, open
+    /// ones keep theirs. On an error the pair in use stays.
+    ///
+    /// # Errors
+    /// As [`ServerTls::load`].
+    pub fn reload(&self) -> Result<(), String> {
+        let config = Arc::new(server_config(&self.files, self.naming)?);
+        match self.current.write() {
+            Ok(mut current) => *current = config,
+            Err(poisoned) => *poisoned.into_inner() = config,
+        }
+        Ok(())
+    }
+
+    /// The settings for a connection accepted now.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+fn server_config(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, String> {
+    let flag = naming.name("tls_cert");
+    let certs = read_certs(&files.cert).map_err(|e| format!("{flag}: {e}"))?;
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
+        format!(
+            "{flag}: its key ({} {}): {}",
+            naming.name("tls_key"),
+            files.key.display(),
+            pem_error(&e)
+        )
+    })?;
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)
+        .map_err(|e| format!("{flag}: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            format!(
+                "{flag} {} and {} {}: {e}",
+                files.cert.display(),
+                naming.name("tls_key"),
+                files.key.display()
+            )
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn pem_error(e: &rustls_pki_types::pem::Error) -> String {
+    match e {
+        rustls_pki_types::pem::Error::Io(io) => io.to_string(),
+        rustls_pki_types::pem::Error::NoItemsFound => "no PEM item of the expected kind".into(),
+        other => format!("not valid PEM: {other:?}"),
+    }
+}
+
+/// Every certificate of a PEM file; at least one.
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {}", path.display(), pem_error(&e)))?;
+    if certs.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(certs)
+}
+
+/// The client settings towards a cluster's backends: verified against the
+/// certificates of `ca` (PEM), or the system's roots without it; ALPN
+/// `h2` when `h2`, else `http/1.1`.
+///
+/// # Errors
+/// One line: an unreadable or empty CA file, no system roots.
+pub fn client_config(ca: Option<&Path>, h2: bool) -> Result<Arc<ClientConfig>, String> {
+    let mut roots = RootCertStore::empty();
+    match ca {
+        Some(path) => {
+            for cert in read_certs(path)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(
+                    "no system root certificates found: give a CA file (install ca-certificates)"
+                        .into(),
+                );
+            }
+        }
+    }
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = if h2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(Arc::new(config))
+}
