@@ -86,7 +86,7 @@ fn server_config(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, Strin
         .with_single_cert(certs, key)
         .map_err(|e| {
             format!(
-                "{flag} {} and {} {}: {e}",
+                "{flag}: {} and its key ({} {}) do not go together: {e}",
                 files.cert.display(),
                 naming.name("tls_key"),
                 files.key.display()

@@ -10,4 +10,5 @@ mod dashboard;
 mod faults;
 mod gateway;
 mod grpc;
+mod tls;
 mod upstream;
