@@ -82,9 +82,7 @@ impl Tunnel {
             drop(held);
             match joined {
                 Ok((client, backend)) => {
-                    let (mut client, mut backend) = (TokioIo::new(client), TokioIo::new(backend));
-                    let copied = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
-                    if let Err(e) = &copied {
+                    if let Err(e) = copy_until_either_closes(client, backend).await {
                         tracing::debug!("tunnel closed: {e}");
                     }
                     // Closed by either side: the endpoint did its part.
@@ -97,5 +95,30 @@ impl Tunnel {
             }
         });
         Response::from_parts(head, empty_body())
+    }
+}
+
+/// Copies bytes both ways until one side has ended its stream (what it
+/// sent passed on, then the other side's writing shut down), then closes
+/// both, as nginx ends a tunnel: a WebSocket has no use for a half-closed
+/// connection, and a peer that left must not hold the slot.
+async fn copy_until_either_closes(
+    client: hyper::upgrade::Upgraded,
+    backend: hyper::upgrade::Upgraded,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let (mut client_reads, mut client_writes) = tokio::io::split(TokioIo::new(client));
+    let (mut backend_reads, mut backend_writes) = tokio::io::split(TokioIo::new(backend));
+    let up = async {
+        tokio::io::copy(&mut client_reads, &mut backend_writes).await?;
+        backend_writes.shutdown().await
+    };
+    let down = async {
+        tokio::io::copy(&mut backend_reads, &mut client_writes).await?;
+        client_writes.shutdown().await
+    };
+    tokio::select! {
+        ended = up => ended,
+        ended = down => ended,
     }
 }

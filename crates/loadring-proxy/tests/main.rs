@@ -12,3 +12,4 @@ mod gateway;
 mod grpc;
 mod tls;
 mod upstream;
+mod websocket;

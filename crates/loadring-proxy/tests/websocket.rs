@@ -1,0 +1,209 @@
+//! WebSocket through the gateway: tokio-tungstenite backends and clients,
+//! the proxy in between; every wait bounded, counted on both sides.
+
+use crate::common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{eventually, get, metric, metric_sum, WAIT};
+use futures_util::{SinkExt, StreamExt};
+use loadring_proxy::{ClusterConfig, KeySpec, Proxy, ProxyConfig};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// An echo server: says its address first, echoes every text, closes on
+/// `bye`; counts its open connections.
+struct WsBackend {
+    addr: SocketAddr,
+    open: Arc<AtomicU64>,
+}
+
+async fn ws_backend() -> WsBackend {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let open = Arc::new(AtomicU64::new(0));
+    let counted = open.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let open = counted.clone();
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
+                    return;
+                };
+                open.fetch_add(1, Relaxed);
+                if ws.send(Message::text(addr.to_string())).await.is_ok() {
+                    while let Some(Ok(message)) = ws.next().await {
+                        let echo = match message {
+                            Message::Text(t) if t.as_str() == "bye" => {
+                                let _ = ws.close(None).await;
+                                break;
+                            }
+                            Message::Text(t) => Message::Text(t),
+                            Message::Close(_) => break,
+                            _ => continue,
+                        };
+                        if ws.send(echo).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                open.fetch_sub(1, Relaxed);
+            });
+        }
+    });
+    WsBackend { addr, open }
+}
+
+struct Running {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
+    let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr.to_string().parse().unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["header:x-room"]).unwrap();
+    let config = ProxyConfig {
+        listen: "127.0.0.1:0".into(),
+        admin: Some("127.0.0.1:0".into()),
+        drain_timeout: Duration::from_secs(5),
+        clients: Default::default(),
+        clusters: vec![cluster],
+        routes: vec![],
+        tls: None,
+    };
+    let proxy = Proxy::bind(config).await.expect("proxy binds");
+    let addr = proxy.local_addr().unwrap();
+    let admin = proxy.admin_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(proxy.serve(async {
+        let _ = stopped.await;
+    }));
+    Running {
+        addr,
+        admin,
+        _stop: stop,
+    }
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A tunnel for `room`; the backend that took it.
+async fn open(proxy: SocketAddr, room: &str) -> (Ws, String) {
+    let mut request = format!("ws://{proxy}/chat").into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("x-room", room.parse().unwrap());
+    let (mut ws, response) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+        .await
+        .expect("in time")
+        .expect("the upgrade passes");
+    assert_eq!(response.status(), 101);
+    let hello = next_text(&mut ws).await;
+    (ws, hello)
+}
+
+async fn next_text(ws: &mut Ws) -> String {
+    match tokio::time::timeout(WAIT, ws.next())
+        .await
+        .expect("in time")
+    {
+        Some(Ok(Message::Text(t))) => t.to_string(),
+        other => panic!("expected a text message, got {other:?}"),
+    }
+}
+
+async fn in_flight(admin: SocketAddr) -> f64 {
+    metric_sum(
+        &get(admin, "/metrics", &[]).await.body,
+        "loadring_in_flight",
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_echo_and_hold_their_slot_until_either_side_closes() {
+    let backends = [ws_backend().await, ws_backend().await, ws_backend().await];
+    let running = proxy("c_murmurhash", &[&backends[0], &backends[1], &backends[2]]).await;
+    let mut tunnels = Vec::new();
+    for i in 0..6 {
+        let (mut ws, backend) = open(running.addr, &format!("room-{i}")).await;
+        ws.send(Message::text(format!("ping-{i}"))).await.unwrap();
+        assert_eq!(next_text(&mut ws).await, format!("ping-{i}"));
+        tunnels.push((ws, backend));
+    }
+    let open_at_backends = || backends.iter().map(|b| b.open.load(Relaxed)).sum::<u64>();
+    assert_eq!(open_at_backends(), 6);
+    assert_eq!(
+        in_flight(running.admin).await,
+        6.0,
+        "open tunnels are in flight"
+    );
+
+    // The client closes three.
+    for (mut ws, _) in tunnels.drain(..3) {
+        ws.close(None).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 3.0 }).await,
+        "closed by the client: released"
+    );
+    // The backend closes the others.
+    for (ws, _) in &mut tunnels {
+        ws.send(Message::text("bye")).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
+        "closed by the backend: released"
+    );
+    assert!(eventually(WAIT, || async { open_at_backends() == 0 }).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_room_spills_once_its_owner_holds_its_cap() {
+    let backends = [ws_backend().await, ws_backend().await, ws_backend().await];
+    let running = proxy(
+        "c_murmurhash_bl:load_factor=1.25",
+        &[&backends[0], &backends[1], &backends[2]],
+    )
+    .await;
+    let tunnels = 12;
+    let mut held = Vec::new();
+    let mut per_backend = std::collections::HashMap::<String, usize>::new();
+    for _ in 0..tunnels {
+        let (ws, backend) = open(running.addr, "the-hot-room").await;
+        *per_backend.entry(backend).or_default() += 1;
+        held.push(ws);
+    }
+    let owner = per_backend.values().copied().max().unwrap();
+    // Bounded loads: no endpoint holds more than ceil(c * m / n) of the m
+    // tunnels open at once over n endpoints.
+    let cap = (1.25 * f64::from(tunnels) / 3.0).ceil() as usize;
+    assert!(
+        owner <= cap,
+        "owner holds {owner} > cap {cap}: {per_backend:?}"
+    );
+    assert!(per_backend.len() > 1, "the room spilled: {per_backend:?}");
+    let metrics = get(running.admin, "/metrics", &[]).await.body;
+    let spilled = metric(&metrics, "loadring_spilled_total").unwrap_or(0.0);
+    assert_eq!(
+        spilled,
+        (tunnels as usize - owner) as f64,
+        "every tunnel off the owner was a spill"
+    );
+    assert_eq!(in_flight(running.admin).await, f64::from(tunnels));
+    drop(held);
+    assert!(eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await);
+}
