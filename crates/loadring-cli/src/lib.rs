@@ -71,7 +71,8 @@ impl<E: std::fmt::Display> From<E> for CliError {
     }
 }
 
-/// Runs the command; a failure is one `error: ...` line and exit code 2.
+/// Runs the command; a failure is one `error: ...` line and exit code 2
+/// (1 for a TLS certificate of `loadring proxy` that cannot be loaded).
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Place(args) => place::run(args),
@@ -91,7 +92,10 @@ pub fn run(cli: Cli) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError(msg)) => {
             eprintln!("error: {msg}");
-            ExitCode::from(2)
+            // The gateway's certificate that cannot be loaded at start is
+            // exit 1 (its documented contract); every other failure 2.
+            let tls = msg.starts_with("--tls-cert: ") || msg.starts_with("tls_cert: ");
+            ExitCode::from(if tls { 1 } else { 2 })
         }
     }
 }

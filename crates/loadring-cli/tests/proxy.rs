@@ -627,3 +627,41 @@ fn bad_input_fails_cleanly_before_serving() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_tls_pair_that_cannot_be_loaded_is_one_line_and_exit_1() {
+    let dir = std::env::temp_dir().join(format!("loadring-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let junk = dir.join("junk.pem");
+    std::fs::write(&junk, "not PEM at all\n").unwrap();
+    let missing = dir.join("missing.pem");
+    let free = format!("127.0.0.1:{}", free_port());
+    for (cert, key) in [(&junk, &junk), (&missing, &junk)] {
+        let out = Command::new(BIN)
+            .args([
+                "proxy",
+                "--listen",
+                &free,
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+            ])
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.starts_with("error: --tls-cert: "), "{stderr}");
+        assert!(stderr.contains(&*cert.to_string_lossy()), "{stderr}");
+        assert!(
+            std::net::TcpStream::connect(&free).is_err(),
+            "nothing listens"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -979,4 +979,65 @@ cluster = "users"
             "{err}"
         );
     }
+
+    #[test]
+    fn tls_and_backend_protocol_keys_read() {
+        let text = "listen = \"127.0.0.1:8443\"\ntls_cert = \"gw.crt\"\ntls_key = \"gw.key\"\n\
+                    [[cluster]]\npolicy = \"rr\"\nendpoints = [\"10.0.0.1:50051\"]\n\
+                    backend_protocol = \"h2c\"\nbackend_tls = true\nbackend_ca = \"ca.pem\"\n";
+        let c = ProxyConfig::from_toml(text, Path::new("/etc/lr")).unwrap();
+        assert_eq!(
+            c.tls,
+            Some(TlsFiles {
+                cert: "/etc/lr/gw.crt".into(),
+                key: "/etc/lr/gw.key".into()
+            })
+        );
+        let cluster = &c.clusters[0];
+        assert_eq!(cluster.backend_protocol, BackendProtocol::H2c);
+        assert!(cluster.backend_tls);
+        assert_eq!(
+            cluster.backend_ca.as_deref(),
+            Some(Path::new("/etc/lr/ca.pem"))
+        );
+        // The defaults.
+        let plain = ProxyConfig::from_toml(
+            "listen = \"127.0.0.1:8080\"\n[[cluster]]\npolicy = \"rr\"\nendpoints = [\"10.0.0.1:80\"]\n",
+            Path::new("/"),
+        )
+        .unwrap();
+        assert_eq!(plain.tls, None);
+        assert_eq!(plain.clusters[0].backend_protocol, BackendProtocol::Http1);
+        assert!(!plain.clusters[0].backend_tls);
+    }
+
+    #[test]
+    fn bad_tls_and_protocol_keys_name_themselves() {
+        let base = "listen = \"127.0.0.1:8080\"\n";
+        let cluster = "[[cluster]]\npolicy = \"rr\"\nendpoints = [\"10.0.0.1:80\"]\n";
+        for (text, want) in [
+            (
+                format!("{base}tls_cert = \"a\"\n{cluster}"),
+                "tls_cert: needs tls_key",
+            ),
+            (
+                format!("{base}tls_key = \"a\"\n{cluster}"),
+                "tls_key: needs tls_cert",
+            ),
+            (
+                format!("{base}{cluster}backend_protocol = \"h3\"\n"),
+                "backend_protocol: `h3`: accepted http1, h2c",
+            ),
+            (
+                format!("{base}{cluster}backend_ca = \"ca.pem\"\n"),
+                "backend_ca: only with backend_tls",
+            ),
+        ] {
+            let error = ProxyConfig::from_toml(&text, Path::new("/"))
+                .and_then(|c| c.validate().map(|()| c))
+                .unwrap_err()
+                .0;
+            assert!(error.contains(want), "{text}: {error}");
+        }
+    }
 }

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -73,6 +75,15 @@ impl tonic::server::UnaryService<Msg> for Fail {
     }
 }
 
+struct Down;
+impl tonic::server::UnaryService<Msg> for Down {
+    type Response = Msg;
+    type Future = BoxFuture<Response<Msg>, Status>;
+    fn call(&mut self, _: Request<Msg>) -> Self::Future {
+        Box::pin(async move { Err(Status::unavailable("draining")) })
+    }
+}
+
 type MsgStream = Pin<Box<dyn Stream<Item = Result<Msg, Status>> + Send>>;
 
 struct Chat(String);
@@ -111,6 +122,7 @@ impl Service<http::Request<tonic::body::Body>> for Echo {
             Ok(match request.uri().path() {
                 "/test.Echo/Say" => grpc.unary(Say(name), request).await,
                 "/test.Echo/Fail" => grpc.unary(Fail, request).await,
+                "/test.Echo/Down" => grpc.unary(Down, request).await,
                 "/test.Echo/Chat" => grpc.streaming(Chat(name), request).await,
                 _ => Status::unimplemented("no such method").into_http(),
             })
@@ -121,6 +133,8 @@ impl Service<http::Request<tonic::body::Body>> for Echo {
 /// A tonic server on 127.0.0.1, stopped when dropped.
 struct Server {
     addr: SocketAddr,
+    /// Connections it accepted.
+    connections: Arc<AtomicU64>,
     _stop: oneshot::Sender<()>,
 }
 
@@ -128,7 +142,8 @@ async fn server() -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let incoming = tokio_stream_of(listener);
+    let connections = Arc::new(AtomicU64::new(0));
+    let incoming = tokio_stream_of(listener, connections.clone());
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(Echo {
@@ -138,16 +153,25 @@ async fn server() -> Server {
                 let _ = stopped.await;
             }),
     );
-    Server { addr, _stop: stop }
+    Server {
+        addr,
+        connections,
+        _stop: stop,
+    }
 }
 
 /// The listener's connections as a stream.
 fn tokio_stream_of(
     listener: tokio::net::TcpListener,
+    connections: Arc<AtomicU64>,
 ) -> impl Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    futures_util::stream::unfold(listener, |l| async move {
-        let accepted = l.accept().await.map(|(s, _)| s);
-        Some((accepted, l))
+    futures_util::stream::unfold(listener, move |l| {
+        let connections = connections.clone();
+        async move {
+            let accepted = l.accept().await.map(|(s, _)| s);
+            connections.fetch_add(1, Relaxed);
+            Some((accepted, l))
+        }
     })
 }
 
@@ -158,11 +182,20 @@ struct Running {
 }
 
 async fn proxy(policy: &str, endpoints: &[String]) -> Running {
+    proxy_with(policy, endpoints, |_| {}).await
+}
+
+async fn proxy_with(
+    policy: &str,
+    endpoints: &[String],
+    tune: impl FnOnce(&mut ClusterConfig),
+) -> Running {
     let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
     cluster.endpoints = endpoints.iter().map(|e| e.parse().unwrap()).collect();
     cluster.key = KeySpec::parse(&["header:x-tenant"]).unwrap();
     cluster.backend_protocol = BackendProtocol::H2c;
     cluster.retries = 0;
+    tune(&mut cluster);
     let config = ProxyConfig {
         listen: "127.0.0.1:0".into(),
         admin: Some("127.0.0.1:0".into()),
@@ -195,6 +228,10 @@ async fn channel(addr: SocketAddr) -> Channel {
 }
 
 async fn say(channel: &Channel, tenant: &str) -> Result<Msg, Status> {
+    call(channel, tenant, "/test.Echo/Say").await
+}
+
+async fn call(channel: &Channel, tenant: &str, method: &'static str) -> Result<Msg, Status> {
     let mut client = tonic::client::Grpc::new(channel.clone());
     client
         .ready()
@@ -210,7 +247,7 @@ async fn say(channel: &Channel, tenant: &str) -> Result<Msg, Status> {
     client
         .unary(
             request,
-            PathAndQuery::from_static("/test.Echo/Say"),
+            PathAndQuery::from_static(method),
             ProstCodec::default(),
         )
         .await
@@ -287,6 +324,12 @@ async fn five_hundred_concurrent_calls_on_one_channel_each_reach_its_owner() {
         let reply = reply.unwrap_or_else(|e| panic!("call {key}: {e}"));
         assert_eq!(reply.backend, want[&key], "key {key}");
         *per_backend.entry(reply.backend).or_default() += 1;
+    }
+    // One shared HTTP/2 connection per endpoint per thread serving the
+    // proxy (the test runtime's two), not one per call.
+    for s in &servers {
+        let n = s.connections.load(Relaxed);
+        assert!((1..=2).contains(&n), "{} connections to {}", n, s.addr);
     }
     assert_eq!(per_backend.values().sum::<usize>(), 500);
     assert_eq!(
@@ -380,4 +423,38 @@ async fn error_statuses_trailers_and_unreachable_backends() {
     };
     assert_eq!(counted(running.admin, live, 5).await, Some(1.0));
     assert_eq!(counted(down.admin, dead, 14).await, Some(1.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unavailable_from_a_backend_counts_against_it_and_ejects_it() {
+    let servers = [server().await, server().await];
+    let endpoints: Vec<String> = servers.iter().map(|s| s.addr.to_string()).collect();
+    let running = proxy_with("c_murmurhash", &endpoints, |c| {
+        c.health.eject_after = 3;
+        c.health.eject_for = Duration::from_secs(3600);
+    })
+    .await;
+    let channel = channel(running.addr).await;
+    let key = "tenant-hot".to_string();
+    let owner = placement("c_murmurhash", &endpoints, std::slice::from_ref(&key))[&key].clone();
+    let healthy = |admin: SocketAddr, endpoint: String| async move {
+        let text = get(admin, "/metrics", &[]).await.body;
+        metric(
+            &text,
+            &format!("loadring_endpoint_healthy{{endpoint=\"{endpoint}\"}}"),
+        )
+    };
+    assert_eq!(healthy(running.admin, owner.clone()).await, Some(1.0));
+    for _ in 0..3 {
+        let status = call(&channel, &key, "/test.Echo/Down").await.unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable);
+    }
+    assert_eq!(
+        healthy(running.admin, owner.clone()).await,
+        Some(0.0),
+        "three UNAVAILABLE in a row eject the endpoint"
+    );
+    // The key's calls go to the other endpoint now.
+    let reply = say(&channel, &key).await.unwrap();
+    assert_ne!(reply.backend, owner);
 }
