@@ -324,10 +324,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         Naming::Flags
     };
-    let follows_a_source = config
-        .clusters
-        .iter()
-        .any(|c| c.endpoints_file.is_some() || c.discover.is_some());
+    // A TLS certificate is re-read on SIGHUP too (by the proxy itself).
+    let follows_a_source = config.tls.is_some()
+        || config
+            .clusters
+            .iter()
+            .any(|c| c.endpoints_file.is_some() || c.discover.is_some());
     init_logging();
     // Thread per core: this thread's runtime serves clients beside the
     // admin listener, health checks and membership; each other core gets a
