@@ -39,6 +39,18 @@
 #     figures, the proxy's peak RSS (VmHWM) and, under churn, each change's
 #     time to the proxy's log line saying the new membership is in place
 #     (LOADRING_LOG=info). `loadring-gatebench churn-report`: OUT/churn.md.
+#  6. Protocols (issue 26), the uniform keys over the same backends (HTTP/1.1
+#     behind every proxy), each proxy in turn on 127.0.0.1:BASE+80:
+#       tls-*   HTTPS/1.1 in front, one certificate made by openssl (EC
+#               P-256): nginx `listen ... ssl`, HAProxy `bind ... ssl crt`,
+#               loadring --tls-cert/--tls-key; wrk over https (keys.lua).
+#       h2c-*   HTTP/2 with prior knowledge in front: nginx `listen ... http2`,
+#               HAProxy `bind ... proto h2`, loadring's own listener;
+#               h2load (-c CONNECTIONS/4 clients, -m 16 streams each, the key
+#               in the path: nginx `hash $request_uri consistent`, HAProxy
+#               `balance uri`, loadring --key path), p99 from its log file.
+#     Each: req/s, p99 and the proxy's CPU per request (its process and
+#     children), in OUT/protocols.md.
 #
 # Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_CONNECTIONS
 # (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
@@ -72,7 +84,7 @@ ADMIN_PORT=$BASE
 # Debian installs nginx and haproxy in /usr/sbin, not on a user's PATH.
 PATH=$PATH:/usr/sbin:/sbin
 missing=()
-for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl; do
+for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl h2load:nghttp2-client openssl:openssl; do
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then missing+=(linux-perf); fi
@@ -361,10 +373,117 @@ if [ "$churn_wanted" = true ]; then
     CHURN_BACKENDS_PID=
 fi
 
+# --- protocols: TLS HTTP/1.1 and h2c in front of each proxy ---
+PROTO_RUNS=(tls-nginx tls-haproxy tls-loadring h2c-nginx h2c-haproxy h2c-loadring)
+proto_wanted=false
+for name in "${PROTO_RUNS[@]}"; do
+    if [[ $name =~ $ONLY ]]; then proto_wanted=true; fi
+done
+: >"$OUT/protocols.tsv"
+CLK_TCK=$(getconf CLK_TCK)
+
+run_proto() { # NAME LABEL tls|h2c -- COMMAND...
+    local name=$1 label=$2 mode=$3
+    shift 4
+    if ! [[ $name =~ $ONLY ]]; then return 0; fi
+    echo "== $name: $*"
+    "$@" >"$OUT/$name.proxy.log" 2>&1 &
+    PROXY_PID=$!
+    local before after requests p99 rps
+    if [ "$mode" = tls ]; then
+        for _ in $(seq 100); do
+            curl -sk -o /dev/null "https://127.0.0.1:$PROXY_PORT/" && break
+            sleep 0.1
+        done
+        export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "https://127.0.0.1:$PROXY_PORT/" >/dev/null
+        sleep 1
+        before=$("$GATEBENCH" cpu "$PROXY_PID")
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
+            "https://127.0.0.1:$PROXY_PORT/" >"$OUT/$name.wrk"
+        after=$("$GATEBENCH" cpu "$PROXY_PID")
+        local line
+        line=$(grep '^GATEBENCH ' "$OUT/$name.wrk" | sed 's/^GATEBENCH //')
+        requests=$(echo "$line" | sed -E 's/.*"requests":([0-9]+).*/\1/')
+        p99=$(echo "$line" | sed -E 's/.*"p99_us":([0-9.]+).*/\1/')
+        rps=$(awk '/^Requests\/sec/ { print $2 }' "$OUT/$name.wrk")
+    else
+        for _ in $(seq 100); do
+            curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$PROXY_PORT/k/probe" && break
+            sleep 0.1
+        done
+        local clients=$((CONNECTIONS / 4))
+        h2load -c "$clients" -m 16 -t "$THREADS" -D 1 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
+        sleep 1
+        before=$("$GATEBENCH" cpu "$PROXY_PID")
+        h2load -c "$clients" -m 16 -t "$THREADS" -D "$DURATION" -i "$OUT/uniform.uris" \
+            --log-file "$OUT/$name.h2log" >"$OUT/$name.h2load" 2>&1
+        after=$("$GATEBENCH" cpu "$PROXY_PID")
+        requests=$(awk '/^requests:/ { print $8 }' "$OUT/$name.h2load")
+        rps=$(awk '/^finished in/ { sub(",", "", $4); print $4 }' "$OUT/$name.h2load")
+        # Log lines: start time (us), status, time for the request (us).
+        p99=$(awk '{ print $3 }' "$OUT/$name.h2log" | sort -n \
+            | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR - 1) * 0.99) + 1]; else print 0 }')
+    fi
+    kill "$PROXY_PID"
+    wait "$PROXY_PID" 2>/dev/null || true
+    PROXY_PID=
+    local cpu_us
+    cpu_us=$(awk -v b="$before" -v a="$after" -v n="$requests" -v hz="$CLK_TCK" \
+        'BEGIN { if (n > 0) printf "%.1f", (a - b) / hz * 1e6 / n; else print "n/a" }')
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$label" "$rps" "$p99" "$cpu_us" >>"$OUT/protocols.tsv"
+    echo "    $rps req/s, p99 ${p99} us, CPU ${cpu_us} us/request ($requests requests)"
+}
+
+if [ "$proto_wanted" = true ]; then
+    mkdir -p "$OUT/tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+        -keyout "$OUT/tls/gateway.key" -out "$OUT/tls/gateway.crt" 2>/dev/null
+    cat "$OUT/tls/gateway.crt" "$OUT/tls/gateway.key" >"$OUT/tls/gateway.pem"
+    # h2load -i takes the scheme, host and port of the first line.
+    head -n 20000 "$OUT/uniform.keys" | sed "s|^|http://127.0.0.1:$PROXY_PORT/k/|" >"$OUT/uniform.uris"
+    # nginx: the same upstream, one server per protocol.
+    nginx_proto_cfg() { # FILE LISTEN-OPTIONS HASH-VARIABLE
+        sed -e "s|listen 127.0.0.1:$PROXY_PORT;|listen 127.0.0.1:$PROXY_PORT $2;\n        ssl_certificate $OUT/tls/gateway.crt;\n        ssl_certificate_key $OUT/tls/gateway.key;|" \
+            -e "s|hash \\\$http_x_key consistent;|hash $3 consistent;|" \
+            -e "s|hash \$http_x_key consistent;|hash $3 consistent;|" \
+            -e "s|pid $OUT/nginx/nginx.pid;|pid $OUT/nginx/nginx-$4.pid;|" \
+            "$OUT/nginx.conf" >"$1"
+    }
+    nginx_proto_cfg "$OUT/nginx-tls.conf" ssl '$http_x_key' tls
+    nginx_proto_cfg "$OUT/nginx-h2c.conf" http2 '$request_uri' h2c
+    haproxy_proto_cfg() { # FILE BIND-OPTIONS BALANCE
+        sed -e "s|bind 127.0.0.1:$PROXY_PORT|bind 127.0.0.1:$PROXY_PORT $2|" \
+            -e "s|balance hdr(X-Key)|balance $3|" "$OUT/haproxy.cfg" >"$1"
+    }
+    haproxy_proto_cfg "$OUT/haproxy-tls.cfg" "ssl crt $OUT/tls/gateway.pem" 'hdr(X-Key)'
+    haproxy_proto_cfg "$OUT/haproxy-h2c.cfg" "proto h2" uri
+    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
+    run_proto tls-nginx "nginx ssl" tls -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-tls.conf"
+    run_proto tls-haproxy "haproxy ssl crt" tls -- "$HAPROXY" -db -f "$OUT/haproxy-tls.cfg"
+    run_proto tls-loadring "loadring --tls-cert" tls -- "$LOADRING" "${args[@]}" \
+        --tls-cert "$OUT/tls/gateway.crt" --tls-key "$OUT/tls/gateway.key"
+    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints" | sed 's|^header:X-Key$|path|')
+    run_proto h2c-nginx "nginx http2" h2c -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-h2c.conf"
+    run_proto h2c-haproxy "haproxy proto h2" h2c -- "$HAPROXY" -db -f "$OUT/haproxy-h2c.cfg"
+    run_proto h2c-loadring "loadring (auto h1/h2c)" h2c -- "$LOADRING" "${args[@]}"
+    {
+        echo "| run | proxy | req/s | p99 (us) | CPU per request (us) |"
+        echo "|---|---|---|---|---|"
+        awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$OUT/protocols.tsv"
+    } >"$OUT/protocols.md"
+fi
+
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 echo
 if [ -s "$OUT/runs.tsv" ]; then
     "$GATEBENCH" report "$OUT" --plot "$PLOT"
+fi
+if [ -s "$OUT/protocols.tsv" ]; then
+    echo
+    echo "protocols (uniform keys; TLS: wrk over https; h2c: h2load with prior knowledge):"
+    cat "$OUT/protocols.md"
 fi
 if [ -s "$OUT/churn.tsv" ]; then
     echo

@@ -134,7 +134,18 @@ impl KeySource {
             KeySource::MethodUri => {
                 let mut key = parts.method.as_str().as_bytes().to_vec();
                 key.push(b'.');
-                key.extend_from_slice(request_target(&parts.uri).as_bytes());
+                // HTTP/2 sends the target as `:path` (Go's RequestURI holds
+                // it); the scheme and authority are pseudo-headers of their own.
+                let target = if parts.version == http::Version::HTTP_2 {
+                    parts
+                        .uri
+                        .path_and_query()
+                        .map_or("/", |pq| pq.as_str())
+                        .into()
+                } else {
+                    request_target(&parts.uri)
+                };
+                key.extend_from_slice(target.as_bytes());
                 Some(key)
             }
             KeySource::SourceIp => Some(peer.to_canonical().to_string().into_bytes()),
@@ -408,6 +419,18 @@ mod tests {
         );
         assert_eq!(key("CONNECT", "example.com:443"), "CONNECT.example.com:443");
         assert_eq!(key("OPTIONS", "*"), "OPTIONS.*");
+        // Over HTTP/2 the target is `:path`: the same key as HTTP/1.1's.
+        let h2 = http::Request::builder()
+            .version(http::Version::HTTP_2)
+            .uri("http://example.com/pixiu?total=1")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        assert_eq!(
+            String::from_utf8(KeySource::MethodUri.value(&h2, PEER).unwrap()).unwrap(),
+            "GET./pixiu?total=1"
+        );
     }
 
     /// Expected codes computed independently with Python's `xxhash` package:
