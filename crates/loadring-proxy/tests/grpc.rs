@@ -458,3 +458,54 @@ async fn unavailable_from_a_backend_counts_against_it_and_ejects_it() {
     let reply = say(&channel, &key).await.unwrap();
     assert_ne!(reply.backend, owner);
 }
+
+/// A bare HTTP/2 (prior knowledge) backend: answers with the version and
+/// the `:authority` it received.
+async fn h2_backend() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let service = hyper::service::service_fn(
+                |request: http::Request<hyper::body::Incoming>| async move {
+                    let authority = request
+                        .uri()
+                        .authority()
+                        .map_or(String::new(), |a| a.to_string());
+                    Ok::<_, Infallible>(
+                        http::Response::builder()
+                            .header("x-version", format!("{:?}", request.version()))
+                            .header("x-authority", authority)
+                            .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                                b"over h2",
+                            )))
+                            .unwrap(),
+                    )
+                },
+            );
+            tokio::spawn(
+                hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), service),
+            );
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_in_h2c_out() {
+    let backend = h2_backend().await;
+    let running = proxy("c_murmurhash", &[backend.to_string()]).await;
+    let reply = get(running.addr, "/any", &[("x-tenant", "a")]).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body, "over h2");
+    assert_eq!(reply.header("x-version"), Some("HTTP/2.0"));
+    // The client's Host became the :authority.
+    assert_eq!(
+        reply.header("x-authority"),
+        Some(running.addr.to_string().as_str())
+    );
+}
