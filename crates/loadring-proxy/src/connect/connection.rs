@@ -21,6 +21,9 @@ use tokio_rustls::TlsConnector;
 
 use crate::request_body::Outgoing;
 
+/// The read buffer of an upstream connection.
+const READ_BUFFER: usize = 4096;
+
 /// In use by a request (or being made).
 const IN_USE: u64 = 0;
 /// Closed for good: never handed out again.
@@ -308,6 +311,10 @@ pub(crate) async fn connect(
         shared: shared.clone(),
     });
     let (sender, connection) = http1::Builder::new()
+        // A fixed 4 KiB read buffer (grown only while a head is longer)
+        // instead of hyper's adaptive one, which starts at 8 KiB and grows:
+        // an idle connection per endpoint and thread adds up.
+        .read_buf_exact_size(Some(READ_BUFFER))
         .handshake(io)
         .await
         .map_err(|e| ConnectError::Handshake(addr.to_string(), e))?;

@@ -101,3 +101,91 @@ pub(crate) fn give_back(pool: usize, addr: &Arc<str>, mut conn: Conn) {
         list.push(conn);
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::connect::connection::connect;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A listener that keeps every connection open (`close`: drops each
+    /// at once instead).
+    async fn backend(close: bool) -> Arc<str> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                if !close {
+                    open.push(stream);
+                }
+            }
+        });
+        addr.into()
+    }
+
+    async fn ready(addr: &Arc<str>) -> Conn {
+        let mut conn = connect(addr, WAIT, WAIT).await.unwrap();
+        tokio::time::timeout(WAIT, conn.sender.ready())
+            .await
+            .unwrap()
+            .unwrap();
+        conn
+    }
+
+    #[tokio::test]
+    async fn the_connection_given_back_last_is_taken_first() {
+        let addr = backend(false).await;
+        let pool = new_id();
+        let (a, b) = (ready(&addr).await, ready(&addr).await);
+        let (a_id, b_id) = (Arc::as_ptr(&a.shared), Arc::as_ptr(&b.shared));
+        give_back(pool, &addr, a);
+        give_back(pool, &addr, b);
+        let first = take(pool, &addr).expect("an idle connection");
+        assert_eq!(Arc::as_ptr(&first.shared), b_id);
+        assert_eq!(first.served, 1, "one exchange counted");
+        let second = take(pool, &addr).expect("the other");
+        assert_eq!(Arc::as_ptr(&second.shared), a_id);
+        assert!(take(pool, &addr).is_none(), "both in use");
+        assert!(take(new_id(), &addr).is_none(), "another pool has none");
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_backend_closed_is_never_taken() {
+        let addr = backend(true).await;
+        let pool = new_id();
+        // Not waited ready: the close may come first.
+        let conn = connect(&addr, WAIT, WAIT).await.unwrap();
+        let shared = conn.shared.clone();
+        give_back(pool, &addr, conn);
+        // The connection's task sees the close and marks it.
+        let closed = tokio::time::timeout(WAIT, async {
+            while !shared.is_closed() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the close was seen");
+        assert!(take(pool, &addr).is_none());
+    }
+
+    #[tokio::test]
+    async fn past_the_cap_a_connection_given_back_is_closed() {
+        let addr = backend(false).await;
+        let pool = new_id();
+        for _ in 0..=MAX_IDLE_PER_ADDRESS {
+            let conn = ready(&addr).await;
+            give_back(pool, &addr, conn);
+        }
+        let mut taken = Vec::new();
+        while let Some(conn) = take(pool, &addr) {
+            taken.push(conn);
+        }
+        assert_eq!(taken.len(), MAX_IDLE_PER_ADDRESS);
+    }
+}
