@@ -130,7 +130,7 @@ mod tests {
     }
 
     async fn ready(addr: &Arc<str>) -> Conn {
-        let mut conn = connect(addr, WAIT, WAIT).await.unwrap();
+        let mut conn = connect(addr, WAIT, WAIT, None).await.unwrap();
         tokio::time::timeout(WAIT, conn.sender.ready())
             .await
             .unwrap()
@@ -160,7 +160,7 @@ mod tests {
         let addr = backend(true).await;
         let pool = new_id();
         // Not waited ready: the close may come first.
-        let conn = connect(&addr, WAIT, WAIT).await.unwrap();
+        let conn = connect(&addr, WAIT, WAIT, None).await.unwrap();
         let shared = conn.shared.clone();
         give_back(pool, &addr, conn);
         // The connection's task sees the close and marks it.
