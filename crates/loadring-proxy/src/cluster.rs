@@ -54,7 +54,6 @@ pub struct Cluster {
     balancer: Balancer<Backend>,
     style: KeyStyle,
     hashing: bool,
-    bounded: bool,
     /// Round-robin position for keyless requests under a hashing policy.
     keyless_turn: AtomicU64,
     /// Upstreams by identity, reused across reloads so their health
@@ -78,7 +77,6 @@ impl Cluster {
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
-            bounded: spec.load_factor().is_some() || spec.hash_balance_factor().is_some(),
             balancer: Balancer::with_backends(spec, std::iter::empty())
                 .map_err(|e| ConfigError(format!("--policy: {e}")))?,
             config,
@@ -241,15 +239,8 @@ impl Cluster {
         let request = key.request().excluding(tried);
         let pick = self.balancer.pick(&request)?;
         // Spills are counted on first attempts: a retry leaves the owner on
-        // purpose.
-        let spilled = self.bounded
-            && tried.is_empty()
-            && self
-                .balancer
-                .route(&key.request())
-                .ok()
-                .flatten()
-                .is_some_and(|owner| !owner.endpoint().same_backend(pick.endpoint()));
+        // purpose. The pick knows whether it spilled: no second walk.
+        let spilled = tried.is_empty() && pick.spilled();
         Ok(Selected { pick, spilled })
     }
 

@@ -23,5 +23,6 @@ mod lifecycle;
 mod local;
 mod policies;
 mod proptest_cases;
+mod spill;
 mod stress;
 mod vectors;

@@ -638,6 +638,18 @@ impl Picker for LifecyclePicker {
         }
     }
 
+    fn pick_spilling(&self, req: &Request<'_>) -> std::result::Result<(usize, bool), PickError> {
+        self.check_panic(req);
+        let (i, spilled) = self.inner.pick_spilling(req)?;
+        match &self.params.slow_start {
+            // A redraw is slow start's choice, not a spill.
+            Some(slow_start) => self
+                .slow_start_pick(req, i, slow_start)
+                .map(|j| (j, spilled && j == i)),
+            None => Ok((i, spilled)),
+        }
+    }
+
     fn candidates(self: Arc<Self>, req: &Request<'_>) -> std::result::Result<Order, PickError> {
         self.check_panic(req);
         self.inner.clone().candidates(req)
