@@ -79,7 +79,7 @@ fn metrics(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| {
                 i = (i + 1) % upstreams.len();
-                metrics.request(&label, upstreams[i].shared_addr(), 200);
+                metrics.request(&label, &upstreams[i], 200);
             })
         });
     }

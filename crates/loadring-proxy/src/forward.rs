@@ -17,7 +17,7 @@ use crate::body::{BoxError, GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::health::report_failure;
 use crate::load_report::Reading;
-use crate::metrics::Metrics;
+use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{ReadError, RequestBody};
 use crate::reused::{
     close_connection, closed_before_a_response, lost_before_processing, unless_dropped_unsent,
@@ -156,6 +156,8 @@ pub struct Forwarder {
     /// For requests lost on a stale keep-alive connection.
     fresh: Client,
     metrics: Arc<Metrics>,
+    /// The cluster's counters without endpoint labels, resolved once.
+    counters: ClusterCounters,
 }
 
 impl Forwarder {
@@ -171,8 +173,7 @@ impl Forwarder {
         code: u16,
     ) {
         pick.finish(Outcome::failure(started.elapsed()));
-        self.metrics
-            .request(&self.label, upstream.shared_addr(), code);
+        self.metrics.request(&self.label, upstream, code);
         report_failure(cluster, upstream);
     }
 
@@ -182,7 +183,7 @@ impl Forwarder {
         let spec = self.cluster.config().load_report.as_ref()?;
         let reading = spec.take(headers);
         self.metrics
-            .load_report(&self.label, upstream.shared_addr(), reading.label());
+            .load_report(&self.label, upstream, reading.label());
         match reading {
             Reading::InService(count) => Some(LoadReport::new(count)),
             Reading::Missing => None,
@@ -202,6 +203,7 @@ impl Forwarder {
     pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
+            counters: metrics.cluster(cluster.name()),
             fresh: fresh_client(cluster.config().connect_timeout),
             cluster,
             client,
@@ -321,10 +323,10 @@ impl Forwarder {
                 }
             };
             if selected.spilled {
-                self.metrics.spill(name);
+                self.counters.spill();
             }
             if attempt > 0 {
-                self.metrics.retry(name);
+                self.counters.retry();
             }
             let pick = selected.pick;
             let upstream = pick.backend().clone();
@@ -382,7 +384,7 @@ impl Forwarder {
                         if !replayable {
                             break None;
                         }
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                         continue;
                     }
@@ -397,7 +399,7 @@ impl Forwarder {
                             "stale keep-alive connection, sending again on a new one: {}",
                             describe(error)
                         );
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                         continue;
                     }
@@ -438,7 +440,7 @@ impl Forwarder {
                     }
                     let status = response.status();
                     self.metrics
-                        .request(&self.label, upstream.shared_addr(), status.as_u16());
+                        .request(&self.label, &upstream, status.as_u16());
                     if status.is_server_error() {
                         report_failure(cluster, &upstream);
                     } else {

@@ -48,6 +48,7 @@ pub mod cluster;
 pub mod config;
 pub mod dashboard;
 mod duration;
+pub mod endpoint_counters;
 pub mod endpoints;
 pub mod forward;
 pub mod health;

@@ -3,11 +3,13 @@
 //! mark in the balancer.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use http::uri::Authority;
 use loadring::{Endpoint, Id};
+
+use crate::endpoint_counters::EndpointCounters;
 
 /// The value the balancer carries for each endpoint. Kept across reloads by
 /// identity (address and tag), so its health evidence survives them as the
@@ -24,6 +26,8 @@ pub struct Upstream {
     attempts: AtomicU64,
     spills: AtomicU64,
     failures: AtomicU64,
+    /// Its metrics series, resolved on the first count.
+    counters: OnceLock<EndpointCounters>,
 }
 
 /// What an upstream has served since it joined (kept across reloads, as its
@@ -83,6 +87,7 @@ impl Upstream {
             attempts: AtomicU64::new(0),
             spills: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            counters: OnceLock::new(),
         })
     }
 
@@ -94,6 +99,11 @@ impl Upstream {
     /// `host:port`, shared.
     pub fn shared_addr(&self) -> &Arc<str> {
         &self.addr
+    }
+
+    /// Its metrics series, made by `resolve` on the first call.
+    pub fn counters(&self, resolve: impl FnOnce() -> EndpointCounters) -> &EndpointCounters {
+        self.counters.get_or_init(resolve)
     }
 
     /// The endpoint's identity in the balancer.
