@@ -68,5 +68,5 @@ pub use backend::DemoBackend;
 pub use cluster::Cluster;
 pub use config::{ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig};
 pub use duration::parse_duration;
-pub use key::{KeySource, KeySpec, KeyStyle, RequestKey};
+pub use key::{KeyBytes, KeySource, KeySpec, KeyStyle, RequestKey};
 pub use server::{Gateway, Proxy, ProxyError};
