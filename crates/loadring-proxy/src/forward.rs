@@ -15,7 +15,6 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{BoxError, GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::health::report_failure;
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{ReadError, RequestBody};
@@ -162,19 +161,12 @@ pub struct Forwarder {
 
 impl Forwarder {
     /// An attempt that ends without a usable response: the policy hears a
-    /// failure (releasing the slot), the metrics count `code`, and passive
-    /// ejection counts it against the endpoint.
-    fn attempt_failed(
-        &self,
-        pick: Pick<Backend>,
-        started: Instant,
-        cluster: &Arc<Cluster>,
-        upstream: &Backend,
-        code: u16,
-    ) {
+    /// failure (releasing the slot; passive ejection is the policy's), the
+    /// metrics count `code`, and the endpoint's failures one more.
+    fn attempt_failed(&self, pick: Pick<Backend>, started: Instant, upstream: &Backend, code: u16) {
         pick.finish(Outcome::failure(started.elapsed()));
         self.metrics.request(&self.label, upstream, code);
-        report_failure(cluster, upstream);
+        upstream.count_failure();
     }
 
     /// The backend's load report in `headers`, removed from them and
@@ -409,7 +401,7 @@ impl Forwarder {
             let Some(result) = result else {
                 // The request was never written: as after a connect
                 // failure, another endpoint may take it.
-                self.attempt_failed(pick, started, cluster, &upstream, 502);
+                self.attempt_failed(pick, started, &upstream, 502);
                 if replayable && attempt < retries {
                     tried.push(upstream.addr().to_string());
                     attempt += 1;
@@ -427,7 +419,7 @@ impl Forwarder {
                     if let Some(why) = malformed_framing(response.headers()) {
                         close_connection(&response);
                         drop(response);
-                        self.attempt_failed(pick, started, cluster, &upstream, 502);
+                        self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
                             endpoint = upstream.addr(),
@@ -442,9 +434,7 @@ impl Forwarder {
                     self.metrics
                         .request(&self.label, &upstream, status.as_u16());
                     if status.is_server_error() {
-                        report_failure(cluster, &upstream);
-                    } else {
-                        upstream.request_succeeded();
+                        upstream.count_failure();
                     }
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
@@ -466,7 +456,7 @@ impl Forwarder {
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Err(error)) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 502);
+                    self.attempt_failed(pick, started, &upstream, 502);
                     let retryable = replayable
                         && match classify(&error) {
                             NoResponse::Connect => true,
@@ -493,7 +483,7 @@ impl Forwarder {
                     return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
                 }
                 Err(_) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 504);
+                    self.attempt_failed(pick, started, &upstream, 504);
                     tracing::warn!(
                         cluster = name,
                         endpoint = upstream.addr(),

@@ -271,7 +271,8 @@ impl Metrics {
                         .set(i64::try_from(load).unwrap_or(i64::MAX));
                 }
             }
-            for (endpoint, load) in balancer.loads() {
+            for state in balancer.states(loadring::clock::now()) {
+                let endpoint = &state.endpoint;
                 let mut rest = vec![("endpoint", endpoint.addr())];
                 if let Some(tag) = endpoint.tag() {
                     rest.push(("tag", tag));
@@ -279,8 +280,9 @@ impl Metrics {
                 let labels = self.labels(cluster.name(), &rest);
                 self.in_flight
                     .get_or_create(&labels)
-                    .set(i64::try_from(load).unwrap_or(i64::MAX));
-                let healthy = balancer.is_healthy(endpoint.id()).unwrap_or(false);
+                    .set(i64::try_from(state.in_flight).unwrap_or(i64::MAX));
+                // Marked healthy and not ejected: picks take it.
+                let healthy = state.healthy && state.lifecycle.ejected_for.is_none();
                 self.healthy.get_or_create(&labels).set(i64::from(healthy));
             }
         }
