@@ -536,12 +536,17 @@ impl Observer for LifecycleState {
         let Some(ejection) = &self.params.ejection else {
             return;
         };
-        let now = nanos(outcome.completed_at());
-        if self.ejected_at(now) {
+        if outcome.is_success() {
+            // No clock and no write for most successes: the count is 0
+            // already, also while ejected (reset by the ejection, failures
+            // not counted since).
+            if self.failures.load(Relaxed) != 0 {
+                self.failures.store(0, Relaxed);
+            }
             return;
         }
-        if outcome.is_success() {
-            self.failures.store(0, Relaxed);
+        let now = nanos(outcome.completed_at());
+        if self.ejected_at(now) {
             return;
         }
         let failures = self.failures.fetch_add(1, Relaxed) + 1;
