@@ -148,6 +148,20 @@ pub struct RouteConfig {
     pub cluster: String,
 }
 
+/// `spec` with lifecycle `keys` added: to the innermost policy of a
+/// locality chain, where lifecycle keys go.
+fn with_keys(spec: &PolicySpec, keys: &[(&str, String)]) -> Result<PolicySpec, String> {
+    if let Some(inner) = spec.inner() {
+        let inner = with_keys(inner, keys)?;
+        return spec.over(inner).map_err(|e| e.to_string());
+    }
+    keys.iter().try_fold(spec.clone(), |spec, (key, value)| {
+        spec.with(key, value).map_err(|e| {
+            format!("passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}")
+        })
+    })
+}
+
 /// The most failed requests in a row `eject_after` takes (the lifecycle's
 /// range).
 pub const MAX_EJECT_AFTER: u32 = 1_000;
@@ -159,7 +173,9 @@ impl ClusterConfig {
     /// passive ejection of `eject_after`/`eject_for` as its lifecycle's
     /// (`eject_after=N eject_for=DUR`, with `max_eject_for=` the same
     /// duration and `max_ejection_percent=100`: a fixed time and no budget,
-    /// as the proxy's ejection has always been). A policy that sets its own
+    /// as the proxy's ejection has always been); under a locality policy, on
+    /// the policy it wraps, whose instances judge each zone on its own (as
+    /// its lifecycle keys go there). A policy that sets its own
     /// `eject_after=` keeps its own ejection (Envoy's, in full) and the
     /// proxy's settings are not added; `eject_after = 0` adds nothing.
     ///
@@ -189,21 +205,13 @@ impl ClusterConfig {
             return Ok(self.policy.clone());
         }
         let eject_for = format!("{}ms", health.eject_for.as_millis());
-        let with = |spec: PolicySpec, key: &str, value: &str| {
-            spec.with(key, value).map_err(|e| {
-                format!(
-                    "passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}"
-                )
-            })
-        };
-        let spec = with(
-            self.policy.clone(),
-            "eject_after",
-            &health.eject_after.to_string(),
-        )?;
-        let spec = with(spec, "eject_for", &eject_for)?;
-        let spec = with(spec, "max_eject_for", &eject_for)?;
-        with(spec, "max_ejection_percent", "100")
+        let keys = [
+            ("eject_after", health.eject_after.to_string()),
+            ("eject_for", eject_for.clone()),
+            ("max_eject_for", eject_for),
+            ("max_ejection_percent", "100".to_string()),
+        ];
+        with_keys(&self.policy, &keys)
     }
 
     /// A cluster with the defaults, before its endpoints and key are set.
@@ -1047,6 +1055,15 @@ cluster = "users"
         attempt(&b, a, back, false);
         attempt(&b, a, back, false);
         assert_eq!(left(&b, a, back), Some(eject_for), "the same time again");
+
+        // Under a locality policy, on the policy it wraps.
+        let zoned = ClusterConfig::new("default", "zone_first over c_murmurhash".parse().unwrap());
+        let spec = zoned.balancer_policy().unwrap();
+        assert_eq!(
+            spec.as_str(),
+            "zone_first over c_murmurhash:eject_after=5 eject_for=30000ms max_eject_for=30000ms max_ejection_percent=100"
+        );
+        Balancer::new(spec, addrs.map(|a| Endpoint::new(a).unwrap())).unwrap();
 
         // A policy with its own eject_after= keeps Envoy's growth.
         let own = balancer("c_murmurhash:eject_after=1 eject_for=10s");
