@@ -111,41 +111,48 @@ impl KeySource {
     /// target; the client address is written inline): only several lines
     /// of a header and `method-uri` are put together in a new buffer.
     pub fn bytes(&self, parts: &Parts, peer: IpAddr) -> Option<KeyBytes> {
+        self.find(parts, peer).map(Found::into_key)
+    }
+
+    /// Where this source's value is: borrowed from the request when it can
+    /// be (hashed in place for Envoy's policies, held by [`KeyBytes`] for
+    /// the others).
+    fn find<'p>(&self, parts: &'p Parts, peer: IpAddr) -> Option<Found<'p>> {
         match self {
             KeySource::Header(name) => {
                 let mut all = parts.headers.get_all(name).iter();
                 let first = all.next()?;
                 let Some(second) = all.next() else {
-                    return Some(KeyBytes::header(first, 0..first.len()));
+                    return Some(Found::Header(first, 0..first.len()));
                 };
                 let mut values: Vec<&[u8]> = vec![first.as_bytes(), second.as_bytes()];
                 values.extend(all.map(|v| v.as_bytes()));
                 // Envoy sorts the values so that their order does not matter.
                 values.sort_unstable();
-                Some(KeyBytes::owned(values.concat()))
+                Some(Found::Held(KeyBytes::owned(values.concat())))
             }
             KeySource::Cookie(name) => {
-                cookie_value(parts, name).map(|(header, range)| KeyBytes::header(header, range))
+                cookie_value(parts, name).map(|(header, range)| Found::Header(header, range))
             }
             KeySource::Query(name) => {
                 let target = parts.uri.path_and_query()?;
                 let value = query_value(target.query()?, name)?;
-                Some(KeyBytes::target_slice(target, value))
+                Some(Found::target_slice(target, value))
             }
             KeySource::Path => Some(match parts.uri.path_and_query() {
-                Some(target) => KeyBytes::target_slice(target, target.path()),
+                Some(target) => Found::target_slice(target, target.path()),
                 // No target in an authority-form request: http's path is "".
-                None => KeyBytes::inline(parts.uri.path().as_bytes()),
+                None => Found::Held(KeyBytes::inline(parts.uri.path().as_bytes())),
             }),
             KeySource::Uri => Some(match parts.uri.path_and_query() {
-                Some(target) => KeyBytes::target(target, 0..target.as_str().len()),
-                None => KeyBytes::inline(b"/"),
+                Some(target) => Found::Target(target, 0..target.as_str().len()),
+                None => Found::Held(KeyBytes::inline(b"/")),
             }),
             KeySource::MethodUri => {
                 let mut key = parts.method.as_str().as_bytes().to_vec();
                 key.push(b'.');
                 key.extend_from_slice(request_target(&parts.uri).as_bytes());
-                Some(KeyBytes::owned(key))
+                Some(Found::Held(KeyBytes::owned(key)))
             }
             KeySource::SourceIp => {
                 use std::io::Write as _;
@@ -155,7 +162,7 @@ impl KeySource {
                 let mut cursor = std::io::Cursor::new(&mut text[..]);
                 let _ = write!(cursor, "{}", peer.to_canonical());
                 let len = cursor.position() as usize;
-                Some(KeyBytes::inline(&text[..len]))
+                Some(Found::Held(KeyBytes::inline(&text[..len])))
             }
         }
     }
@@ -167,6 +174,43 @@ fn within(whole: &str, part: &str) -> Option<std::ops::Range<usize>> {
     let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
     let end = start + part.len();
     (end <= whole.len()).then_some(start..end)
+}
+
+/// A source's value in the request.
+enum Found<'p> {
+    /// A slice of a header value.
+    Header(&'p http::HeaderValue, std::ops::Range<usize>),
+    /// A slice of the request-target.
+    Target(&'p http::uri::PathAndQuery, std::ops::Range<usize>),
+    /// Bytes not in the request as they are (inline or put together).
+    Held(KeyBytes),
+}
+
+impl Found<'_> {
+    /// `part` of the request-target, borrowed when it is a slice of it.
+    fn target_slice<'p>(target: &'p http::uri::PathAndQuery, part: &str) -> Found<'p> {
+        match within(target.as_str(), part) {
+            Some(range) => Found::Target(target, range),
+            None => Found::Held(KeyBytes::owned(part.as_bytes().to_vec())),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Found::Header(value, range) => &value.as_bytes()[range.clone()],
+            Found::Target(target, range) => &target.as_str().as_bytes()[range.clone()],
+            Found::Held(bytes) => bytes,
+        }
+    }
+
+    /// The value held past the request's borrow (a reference count, no copy).
+    fn into_key(self) -> KeyBytes {
+        match self {
+            Found::Header(value, range) => KeyBytes(Held::Header(value.clone(), range)),
+            Found::Target(target, range) => KeyBytes(Held::Target(target.clone(), range)),
+            Found::Held(bytes) => bytes,
+        }
+    }
 }
 
 /// Bytes held inline in a key (a client address).
@@ -191,22 +235,6 @@ enum Held {
 }
 
 impl KeyBytes {
-    fn header(value: &http::HeaderValue, range: std::ops::Range<usize>) -> Self {
-        KeyBytes(Held::Header(value.clone(), range))
-    }
-
-    fn target(target: &http::uri::PathAndQuery, range: std::ops::Range<usize>) -> Self {
-        KeyBytes(Held::Target(target.clone(), range))
-    }
-
-    /// `part` of the request-target, held by it when it is a slice of it.
-    fn target_slice(target: &http::uri::PathAndQuery, part: &str) -> Self {
-        match within(target.as_str(), part) {
-            Some(range) => KeyBytes::target(target, range),
-            None => KeyBytes::owned(part.as_bytes().to_vec()),
-        }
-    }
-
     fn inline(bytes: &[u8]) -> Self {
         let mut held = [0u8; INLINE];
         let len = bytes.len().min(INLINE);
@@ -339,7 +367,7 @@ impl KeySpec {
                 let hashes = self
                     .sources
                     .iter()
-                    .map(|s| s.bytes(parts, peer).map(|v| xxhash64(&v, 0)));
+                    .map(|s| s.find(parts, peer).map(|v| xxhash64(v.as_bytes(), 0)));
                 envoy_combine(hashes).map(RequestKey::Code)
             }
             KeyStyle::Value => {
