@@ -15,9 +15,8 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{BoxError, GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::health::report_failure;
 use crate::load_report::Reading;
-use crate::metrics::Metrics;
+use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{ReadError, RequestBody};
 use crate::reused::{
     close_connection, closed_before_a_response, lost_before_processing, unless_dropped_unsent,
@@ -156,24 +155,18 @@ pub struct Forwarder {
     /// For requests lost on a stale keep-alive connection.
     fresh: Client,
     metrics: Arc<Metrics>,
+    /// The cluster's counters without endpoint labels, resolved once.
+    counters: ClusterCounters,
 }
 
 impl Forwarder {
     /// An attempt that ends without a usable response: the policy hears a
-    /// failure (releasing the slot), the metrics count `code`, and passive
-    /// ejection counts it against the endpoint.
-    fn attempt_failed(
-        &self,
-        pick: Pick<Backend>,
-        started: Instant,
-        cluster: &Arc<Cluster>,
-        upstream: &Backend,
-        code: u16,
-    ) {
+    /// failure (releasing the slot; passive ejection is the policy's), the
+    /// metrics count `code`, and the endpoint's failures one more.
+    fn attempt_failed(&self, pick: Pick<Backend>, started: Instant, upstream: &Backend, code: u16) {
         pick.finish(Outcome::failure(started.elapsed()));
-        self.metrics
-            .request(&self.label, upstream.shared_addr(), code);
-        report_failure(cluster, upstream);
+        self.metrics.request(&self.label, upstream, code);
+        upstream.count_failure();
     }
 
     /// The backend's load report in `headers`, removed from them and
@@ -182,7 +175,7 @@ impl Forwarder {
         let spec = self.cluster.config().load_report.as_ref()?;
         let reading = spec.take(headers);
         self.metrics
-            .load_report(&self.label, upstream.shared_addr(), reading.label());
+            .load_report(&self.label, upstream, reading.label());
         match reading {
             Reading::InService(count) => Some(LoadReport::new(count)),
             Reading::Missing => None,
@@ -202,6 +195,7 @@ impl Forwarder {
     pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
+            counters: metrics.cluster(cluster.name()),
             fresh: fresh_client(cluster.config().connect_timeout),
             cluster,
             client,
@@ -321,10 +315,10 @@ impl Forwarder {
                 }
             };
             if selected.spilled {
-                self.metrics.spill(name);
+                self.counters.spill();
             }
             if attempt > 0 {
-                self.metrics.retry(name);
+                self.counters.retry();
             }
             let pick = selected.pick;
             let upstream = pick.value().clone();
@@ -382,7 +376,7 @@ impl Forwarder {
                         if !replayable {
                             break None;
                         }
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                         continue;
                     }
@@ -397,7 +391,7 @@ impl Forwarder {
                             "stale keep-alive connection, sending again on a new one: {}",
                             describe(error)
                         );
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                         continue;
                     }
@@ -407,7 +401,7 @@ impl Forwarder {
             let Some(result) = result else {
                 // The request was never written: as after a connect
                 // failure, another endpoint may take it.
-                self.attempt_failed(pick, started, cluster, &upstream, 502);
+                self.attempt_failed(pick, started, &upstream, 502);
                 if replayable && attempt < retries {
                     tried.push(upstream.addr().to_string());
                     attempt += 1;
@@ -425,7 +419,7 @@ impl Forwarder {
                     if let Some(why) = malformed_framing(response.headers()) {
                         close_connection(&response);
                         drop(response);
-                        self.attempt_failed(pick, started, cluster, &upstream, 502);
+                        self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
                             endpoint = upstream.addr(),
@@ -438,11 +432,9 @@ impl Forwarder {
                     }
                     let status = response.status();
                     self.metrics
-                        .request(&self.label, upstream.shared_addr(), status.as_u16());
+                        .request(&self.label, &upstream, status.as_u16());
                     if status.is_server_error() {
-                        report_failure(cluster, &upstream);
-                    } else {
-                        upstream.request_succeeded();
+                        upstream.count_failure();
                     }
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
@@ -464,7 +456,7 @@ impl Forwarder {
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Err(error)) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 502);
+                    self.attempt_failed(pick, started, &upstream, 502);
                     let retryable = replayable
                         && match classify(&error) {
                             NoResponse::Connect => true,
@@ -491,7 +483,7 @@ impl Forwarder {
                     return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
                 }
                 Err(_) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 504);
+                    self.attempt_failed(pick, started, &upstream, 504);
                     tracing::warn!(
                         cluster = name,
                         endpoint = upstream.addr(),
