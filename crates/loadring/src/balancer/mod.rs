@@ -199,7 +199,7 @@ impl<T> Snapshot<T> {
         &self,
         req: &Request<'_>,
     ) -> Result<(usize, bool), PickError> {
-        let engine = self.engine.as_ref().ok_or(PickError::NoEndpoints)?;
+        let engine = self.engine.as_ref().ok_or(PickError::no_endpoints())?;
         let (i, spilled) = engine.pick_spilling(req)?;
         Ok((within(i, self.backends.len())?, spilled))
     }
