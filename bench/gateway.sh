@@ -30,12 +30,21 @@
 #     proxy's CPU ticks (its process and children) read before and after.
 #  4. `loadring-gatebench report`: the table (stdout and OUT/report.md) and
 #     the plot (docs/gateway-bench.png).
+#  5. The `churn` workload (loadring only): a second backends process on
+#     1,024 ports (127.0.0.1:BASE+1001..BASE+2024, admin BASE+90), the proxy
+#     reading them from an endpoints file (`--endpoints`), with
+#     `maglev:table_size=131071` then `c_murmurhash_bl`; each policy runs
+#     steady, then while `loadring-gatebench churn` rewrites the file every
+#     200 ms (one endpoint removed, then added back, in turn). Per run: wrk's
+#     figures, the proxy's peak RSS (VmHWM) and, under churn, each change's
+#     time to the proxy's log line saying the new membership is in place
+#     (LOADRING_LOG=info). `loadring-gatebench churn-report`: OUT/churn.md.
 #
 # Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_CONNECTIONS
 # (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
 # GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
-# names, e.g. 'uniform-loadring'), GATEBENCH_LOADRING (another loadring
+# names, e.g. 'uniform-loadring' or 'churn'), GATEBENCH_CHURN_ENDPOINTS (1024), GATEBENCH_LOADRING (another loadring
 # binary to measure, e.g. an experimental build), GATEBENCH_PERF=1 (record `perf record -g`
 # of the proxy during each run into OUT/NAME.perf.data; needs linux-perf).
 #
@@ -104,11 +113,13 @@ echo "== output in $OUT"
 
 # --- processes, stopped by pid on exit ---
 BACKENDS_PID=
+CHURN_BACKENDS_PID=
+CHURN_PID=
 PROXY_PID=
 PERF_PID=
 BROWSER_PID=
 cleanup() {
-    for pid in $BROWSER_PID $PERF_PID $PROXY_PID $BACKENDS_PID; do
+    for pid in $BROWSER_PID $PERF_PID $CHURN_PID $PROXY_PID $CHURN_BACKENDS_PID $BACKENDS_PID; do
         kill "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     done
@@ -286,6 +297,77 @@ for workload in uniform hot; do
         "$LOADRING" "${args[@]}"
 done
 
+# --- churn: 1,024 endpoints, the endpoints file rewritten every 200 ms ---
+CHURN_COUNT=${GATEBENCH_CHURN_ENDPOINTS:-1024}
+CHURN_BASE=$((BASE + 1001))
+CHURN_ADMIN=$((BASE + 90))
+CHURN_RUNS=(churn-maglev-steady churn-maglev-churn churn-murmur-bl-steady churn-murmur-bl-churn)
+churn_wanted=false
+for name in "${CHURN_RUNS[@]}"; do
+    if [[ $name =~ $ONLY ]]; then churn_wanted=true; fi
+done
+: >"$OUT/churn.tsv"
+
+run_churn() { # NAME SPEC steady|churn
+    local name=$1 spec=$2 mode=$3
+    if ! [[ $name =~ $ONLY ]]; then return 0; fi
+    cp "$OUT/churn.endpoints" "$OUT/$name.endpoints"
+    echo "== $name: loadring proxy --policy $spec --endpoints ($CHURN_COUNT endpoints), $mode"
+    LOADRING_LOG=info "$LOADRING" proxy --listen "127.0.0.1:$PROXY_PORT" --policy "$spec" \
+        --key header:X-Key --endpoints "$OUT/$name.endpoints" >"$OUT/$name.proxy.log" 2>&1 &
+    PROXY_PID=$!
+    wait_http "http://127.0.0.1:$PROXY_PORT/"
+    export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "http://127.0.0.1:$PROXY_PORT/" >/dev/null
+    sleep 1
+    if [ "$mode" = churn ]; then
+        "$GATEBENCH" churn --file "$OUT/$name.endpoints" --log "$OUT/$name.changes" \
+            --interval-ms 200 --seconds "$DURATION" &
+        CHURN_PID=$!
+    fi
+    wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
+        "http://127.0.0.1:$PROXY_PORT/" >"$OUT/$name.wrk"
+    if [ -n "$CHURN_PID" ]; then
+        wait "$CHURN_PID"
+        CHURN_PID=
+    fi
+    awk '/^VmHWM:/ { print $2 }' "/proc/$PROXY_PID/status" >"$OUT/$name.rss"
+    kill "$PROXY_PID"
+    wait "$PROXY_PID" 2>/dev/null || true
+    PROXY_PID=
+    printf '%s\t%s\t%s\n' "$name" "$spec" "$mode" >>"$OUT/churn.tsv"
+    grep -E 'Requests/sec|Non-2xx|Socket errors' "$OUT/$name.wrk" | sed 's/^/    /'
+}
+
+if [ "$churn_wanted" = true ]; then
+    for port in $CHURN_ADMIN $(seq "$CHURN_BASE" $((CHURN_BASE + CHURN_COUNT - 1))); do
+        if (: </dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+            echo "127.0.0.1:$port is busy: set GATEBENCH_PORT to another base" >&2
+            exit 1
+        fi
+    done
+    "$GATEBENCH" backends --base-port "$CHURN_BASE" --count "$CHURN_COUNT" --admin-port "$CHURN_ADMIN" \
+        --mean-ms "$MEAN_MS" --seed 2 2>"$OUT/churn-backends.log" &
+    CHURN_BACKENDS_PID=$!
+    wait_http "http://127.0.0.1:$CHURN_ADMIN/stats"
+    : >"$OUT/churn.endpoints"
+    for i in $(seq 0 $((CHURN_COUNT - 1))); do echo "127.0.0.1:$((CHURN_BASE + i))" >>"$OUT/churn.endpoints"; done
+    run_churn churn-maglev-steady 'maglev:table_size=131071' steady
+    run_churn churn-maglev-churn 'maglev:table_size=131071' churn
+    run_churn churn-murmur-bl-steady c_murmurhash_bl steady
+    run_churn churn-murmur-bl-churn c_murmurhash_bl churn
+    kill "$CHURN_BACKENDS_PID" 2>/dev/null || true
+    wait "$CHURN_BACKENDS_PID" 2>/dev/null || true
+    CHURN_BACKENDS_PID=
+fi
+
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt"
 echo
-"$GATEBENCH" report "$OUT" --plot "$PLOT"
+if [ -s "$OUT/runs.tsv" ]; then
+    "$GATEBENCH" report "$OUT" --plot "$PLOT"
+fi
+if [ -s "$OUT/churn.tsv" ]; then
+    echo
+    echo "churn ($CHURN_COUNT endpoints, the endpoints file rewritten every 200 ms):"
+    "$GATEBENCH" churn-report "$OUT"
+fi

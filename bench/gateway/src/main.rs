@@ -8,10 +8,13 @@
 //!   admin listener hands out (and resets) the counts as JSON.
 //! - `cpu PID`: CPU ticks of a process and its descendants (nginx workers).
 //! - `report DIR`: the table and the plot from a run's files.
+//! - `churn`: rewrites an endpoints file every 200 ms (one endpoint out,
+//!   then back); `churn-report DIR`: the churn table.
 //!
 //! Everything listens on 127.0.0.1 only.
 
 mod backends;
+mod churn;
 mod keys;
 mod plot;
 mod report;
@@ -22,7 +25,9 @@ const USAGE: &str = "usage:
   loadring-gatebench keys --workload uniform|hot [--requests N] [--keys K] [--seed S] --out FILE
   loadring-gatebench backends --base-port P --count N --admin-port A [--mean-ms M] [--seed S]
   loadring-gatebench cpu PID
-  loadring-gatebench report DIR [--plot FILE.png]";
+  loadring-gatebench report DIR [--plot FILE.png]
+  loadring-gatebench churn --file ENDPOINTS --log FILE [--interval-ms 200] [--seconds S]
+  loadring-gatebench churn-report DIR";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,6 +36,8 @@ fn main() -> ExitCode {
         Some("backends") => backends::main(&Flags::parse(&args[1..])),
         Some("cpu") => cpu(&args[1..]),
         Some("report") => report::main(&Flags::parse(&args[1..])),
+        Some("churn") => churn::main(&Flags::parse(&args[1..])),
+        Some("churn-report") => churn::report(&Flags::parse(&args[1..])),
         _ => Err(USAGE.to_string()),
     };
     match result {

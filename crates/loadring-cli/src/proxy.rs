@@ -287,7 +287,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .iter()
         .any(|c| c.endpoints_file.is_some() || c.discover.is_some());
     init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // Thread per core: this thread's runtime serves clients beside the
+    // admin listener, health checks and membership; each other core gets a
+    // worker thread with its own runtime and listener (SO_REUSEPORT), so a
+    // request and its upstream connection stay on one thread.
+    let workers = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError(format!("runtime: {e}")))?;
@@ -298,7 +303,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // SIGHUP's default action ends the process: it must never do so.
         let hangups =
             hangup_notice(follows_a_source).map_err(|e| CliError(format!("signals: {e}")))?;
-        let proxy = Proxy::bind_as(config, naming).await?;
+        let proxy = Proxy::bind_workers(config, naming, workers).await?;
         tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
         let hangups = tokio::spawn(hangups);
         proxy.serve(stop).await?;

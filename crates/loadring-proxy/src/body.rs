@@ -42,9 +42,11 @@ pub enum OnClientGone {
 /// body ends with [`BodyStalled`] (hyper then closes the client's
 /// connection, the body truncated) and the slot is released with a failure.
 /// A client that leaves early leaves the rest to [`OnClientGone`].
+///
+/// `B` is the backend's body as the upstream layer hands it over.
 #[derive(Debug)]
-pub struct GuardedBody {
-    inner: Option<Incoming>,
+pub struct GuardedBody<B: BackendBody = Incoming> {
+    inner: Option<B>,
     pick: Option<Pick<Backend>>,
     started: Instant,
     /// The response status says the request succeeded.
@@ -73,12 +75,17 @@ fn outcome(succeeded: bool, latency: Duration, report: Option<LoadReport>) -> Ou
     }
 }
 
-impl GuardedBody {
+/// What a backend's response body must be to be guarded.
+pub trait BackendBody: Body<Data = Bytes, Error = hyper::Error> + Unpin + Send + 'static {}
+
+impl<B: Body<Data = Bytes, Error = hyper::Error> + Unpin + Send + 'static> BackendBody for B {}
+
+impl<B: BackendBody> GuardedBody<B> {
     /// Wraps `inner`, holding `pick` until the backend is done with it;
     /// `started` is when the attempt began, `succeeded` whether its status
     /// was a success, `idle` the longest pause allowed in the body.
     pub fn new(
-        inner: Incoming,
+        inner: B,
         pick: Pick<Backend>,
         started: Instant,
         succeeded: bool,
@@ -109,7 +116,7 @@ impl GuardedBody {
     }
 }
 
-impl Body for GuardedBody {
+impl<B: BackendBody> Body for GuardedBody<B> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -164,7 +171,7 @@ impl Body for GuardedBody {
     }
 }
 
-impl Drop for GuardedBody {
+impl<B: BackendBody> Drop for GuardedBody<B> {
     fn drop(&mut self) {
         let Some(pick) = self.pick.take() else { return };
         let latency = self.started.elapsed();
@@ -199,8 +206,8 @@ impl Drop for GuardedBody {
 
 /// Reads what is left of a response nobody will see, each pause bounded by
 /// `idle`, and releases the slot when the backend is done.
-async fn drain(
-    mut inner: Incoming,
+async fn drain<B: BackendBody>(
+    mut inner: B,
     pick: Pick<Backend>,
     started: Instant,
     succeeded: bool,

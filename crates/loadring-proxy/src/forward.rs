@@ -6,23 +6,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::capture_connection;
 use loadring::{LoadReport, Outcome, Pick};
 
-use crate::body::{BoxError, GuardedBody, OnClientGone};
+use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
+use crate::connect::{Failure, Held, Upstream};
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
-use crate::request_body::{ReadError, RequestBody};
-use crate::reused::{
-    close_connection, closed_before_a_response, lost_before_processing, unless_dropped_unsent,
-};
-// Public here before they moved below `health`, which uses them too.
-pub use crate::upstream_client::{client, empty_body, fresh_client, text_body, Client, ProxyBody};
+use crate::request_body::{Outgoing, ReadError, RequestBody};
+// Public here before they moved to their own file.
+pub use crate::proxy_body::{empty_body, text_body, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// removed both ways.
@@ -40,6 +37,10 @@ const HOP_BY_HOP: [&str; 8] = [
 /// Removes hop-by-hop headers, those the `Connection` header names included.
 /// `Transfer-Encoding` goes too: hyper frames each side's body itself.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Most messages have none: one pass over their few names, no lookup.
+    if !headers.keys().any(is_hop_by_hop) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -56,6 +57,14 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     headers.remove(header::TRANSFER_ENCODING);
 }
 
+/// Whether `name` is one [`strip_hop_by_hop`] may remove (`Connection`
+/// names others; any of these means the slow path).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    *name == header::CONNECTION
+        || *name == header::TRANSFER_ENCODING
+        || HOP_BY_HOP.contains(&name.as_str())
+}
+
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 /// Appends the client's address to `X-Forwarded-For`: one header, the
@@ -64,22 +73,31 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     use std::fmt::Write as _;
     let mut value = String::with_capacity(48);
-    for previous in headers.get_all(&X_FORWARDED_FOR) {
-        if let Ok(previous) = previous.to_str() {
-            value.push_str(previous);
-            value.push_str(", ");
+    // One lookup: the entry is read, then written.
+    let entry = headers.entry(X_FORWARDED_FOR);
+    if let Entry::Occupied(previous) = &entry {
+        for previous in previous.iter() {
+            if let Ok(previous) = previous.to_str() {
+                value.push_str(previous);
+                value.push_str(", ");
+            }
         }
     }
     // Writing into a String cannot fail.
     let _ = write!(value, "{}", peer.to_canonical());
     // The String's buffer becomes the value's: no copy.
-    match HeaderValue::from_maybe_shared(Bytes::from(value)) {
-        Ok(value) => {
-            headers.insert(X_FORWARDED_FOR, value);
+    let value = HeaderValue::from_maybe_shared(Bytes::from(value));
+    match (entry, value) {
+        (Entry::Occupied(mut e), Ok(value)) => {
+            e.insert(value);
         }
-        Err(_) => {
-            headers.remove(X_FORWARDED_FOR);
+        (Entry::Vacant(e), Ok(value)) => {
+            e.insert(value);
         }
+        (Entry::Occupied(e), Err(_)) => {
+            e.remove();
+        }
+        (Entry::Vacant(_), Err(_)) => {}
     }
 }
 
@@ -102,14 +120,69 @@ enum NoResponse {
     Other,
 }
 
-fn classify(error: &hyper_util::client::legacy::Error) -> NoResponse {
-    if error.is_connect() {
-        NoResponse::Connect
-    } else if closed_before_a_response(error) {
-        NoResponse::Closed
-    } else {
-        NoResponse::Other
+fn classify(failure: &Failure) -> NoResponse {
+    match failure {
+        Failure::Connect(_) => NoResponse::Connect,
+        _ if failure.closed_before_a_response() => NoResponse::Closed,
+        _ => NoResponse::Other,
     }
+}
+
+/// The request line's target: origin-form (`/path?query`), as a backend
+/// expects it from a gateway.
+fn origin_form(uri: Uri) -> Uri {
+    match uri.path_and_query() {
+        // Already origin-form (what clients send): kept, not rebuilt.
+        Some(_) if uri.scheme().is_none() && uri.authority().is_none() => uri,
+        Some(pq) => Uri::from(pq.clone()),
+        None => Uri::from_static("/"),
+    }
+}
+
+/// What each attempt sends besides the body. Moved into the request
+/// unless a resend of a written request is possible (then copied).
+#[derive(Debug)]
+struct Head {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+}
+
+impl Head {
+    fn request(self, body: Outgoing) -> Request<Outgoing> {
+        let mut request = Request::new(body);
+        *request.method_mut() = self.method;
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = Version::HTTP_11;
+        *request.headers_mut() = self.headers;
+        request
+    }
+
+    fn copy(&self) -> Head {
+        Head {
+            method: self.method.clone(),
+            uri: self.uri.clone(),
+            headers: self.headers.clone(),
+        }
+    }
+
+    fn from_request(request: Request<Outgoing>) -> (Head, Outgoing) {
+        let (parts, body) = request.into_parts();
+        let head = Head {
+            method: parts.method,
+            uri: parts.uri,
+            headers: parts.headers,
+        };
+        (head, body)
+    }
+}
+
+/// How one try on one endpoint ended.
+enum Tried {
+    Answer(Response<Incoming>, Held),
+    Failed(Failure),
+    /// The request was not in hand any more (a streamed body already sent).
+    Gone,
 }
 
 /// Why a response's framing cannot be trusted, if it cannot: both
@@ -151,9 +224,7 @@ pub struct Forwarder {
     cluster: Arc<Cluster>,
     /// The cluster's name as the metrics label it is on every request.
     label: Arc<str>,
-    client: Client,
-    /// For requests lost on a stale keep-alive connection.
-    fresh: Client,
+    upstream: Arc<Upstream>,
     metrics: Arc<Metrics>,
     /// The cluster's counters without endpoint labels, resolved once.
     counters: ClusterCounters,
@@ -191,14 +262,13 @@ impl Forwarder {
         }
     }
 
-    /// A forwarder for `cluster` over `client`.
-    pub fn new(cluster: Arc<Cluster>, client: Client, metrics: Arc<Metrics>) -> Self {
+    /// A forwarder for `cluster`, with its own upstream connections.
+    pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
             counters: metrics.cluster(cluster.name()),
-            fresh: fresh_client(cluster.config().connect_timeout),
+            upstream: Arc::new(Upstream::new(cluster.config().connect_timeout)),
             cluster,
-            client,
             metrics,
         }
     }
@@ -258,20 +328,19 @@ impl Forwarder {
         };
         strip_hop_by_hop(&mut parts.headers);
         append_forwarded_for(&mut parts.headers, peer.ip());
-        let path_and_query = parts
-            .uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        let retries = cluster.config().retries;
+        // Without one from the client, each attempt names its endpoint.
+        let had_host = parts.headers.contains_key(header::HOST);
+        let mut head = Some(Head {
+            method: parts.method,
+            uri: origin_form(parts.uri),
+            headers: parts.headers,
+        });
+        let config = cluster.config();
+        let retries = config.retries;
         // A body read whole can be sent again; with no retry allowed there
         // is no reason to hold it back.
-        let read_ahead = if retries == 0 {
-            0
-        } else {
-            cluster.config().retry_buffer
-        };
-        let mut body = match RequestBody::read(body, read_ahead, cluster.config().timeout).await {
+        let read_ahead = if retries == 0 { 0 } else { config.retry_buffer };
+        let mut body = match RequestBody::read(body, read_ahead, config.timeout).await {
             Ok(body) => body,
             Err(ReadError::Client(e)) => {
                 let why = describe(&e);
@@ -290,9 +359,11 @@ impl Forwarder {
             }
         };
         let replayable = body.is_replayable();
-        let idempotent = is_idempotent(&parts.method);
+        let idempotent = head.as_ref().is_some_and(|h| is_idempotent(&h.method));
+        // A request a connection gave back unsent: its body, as it was.
+        let mut returned_body: Option<Outgoing> = None;
         let mut tried: Vec<String> = Vec::new();
-        let timeout = cluster.config().timeout;
+        let timeout = config.timeout;
         let mut attempt = 0;
         loop {
             let selected = {
@@ -322,103 +393,95 @@ impl Forwarder {
             }
             let pick = selected.pick;
             let upstream = pick.value().clone();
-            let uri = Uri::builder()
-                .scheme("http")
-                .authority(upstream.authority().clone())
-                .path_and_query(path_and_query.clone())
-                .build();
-            let uri = match uri {
-                Ok(uri) => uri,
-                Err(e) => {
-                    return local_response(
-                        StatusCode::BAD_REQUEST,
-                        &format!("bad request target: {e}"),
-                    )
-                }
-            };
             let started = Instant::now();
             let mut fresh_connection = false;
             let result = loop {
-                let Some(outgoing_body) = body.next_attempt() else {
-                    // Unreachable: a body sent once is never sent again.
-                    return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
+                let trying = async {
+                    let connection = match self
+                        .upstream
+                        .checkout(upstream.shared_addr(), fresh_connection)
+                        .await
+                    {
+                        Ok(c) => c,
+                        Err(e) => return Tried::Failed(Failure::Connect(e)),
+                    };
+                    let Some(outgoing) = returned_body.take().or_else(|| body.next_attempt())
+                    else {
+                        return Tried::Gone;
+                    };
+                    // Copied only when the request may have to be sent again
+                    // after it was written: a stale reused connection, or a
+                    // closed one with a retry left for an idempotent request.
+                    let resend = replayable
+                        && ((connection.is_reused() && !fresh_connection)
+                            || (idempotent && attempt < retries));
+                    let this_head = match (resend, head.as_ref()) {
+                        (true, Some(h)) => h.copy(),
+                        _ => match head.take() {
+                            Some(h) => h,
+                            None => return Tried::Gone,
+                        },
+                    };
+                    let mut request = this_head.request(outgoing);
+                    if !had_host {
+                        if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
+                            request.headers_mut().insert(header::HOST, host);
+                        }
+                    }
+                    match connection.send(request).await {
+                        Ok((response, held)) => Tried::Answer(response, held),
+                        Err(failure) => Tried::Failed(failure),
+                    }
                 };
-                let mut outgoing =
-                    Request::new(outgoing_body.map_err(BoxError::from).boxed_unsync());
-                *outgoing.method_mut() = parts.method.clone();
-                *outgoing.version_mut() = Version::HTTP_11;
-                // A body that cannot be sent again leaves nothing to resend:
-                // the headers go with it.
-                *outgoing.headers_mut() = if replayable {
-                    parts.headers.clone()
-                } else {
-                    std::mem::take(&mut parts.headers)
+                let tried_once = match tokio::time::timeout(timeout, trying).await {
+                    Ok(t) => t,
+                    Err(elapsed) => break Err(elapsed),
                 };
-                *outgoing.uri_mut() = uri.clone();
-                let client = if fresh_connection {
-                    &self.fresh
-                } else {
-                    &self.client
-                };
-                let capture = capture_connection(&mut outgoing);
-                let sending = unless_dropped_unsent(capture, client.request(outgoing));
-                let result = match tokio::time::timeout(timeout, sending).await {
-                    Ok(Some(answer)) => Ok(answer),
-                    Ok(None) if !fresh_connection => {
-                        // Handed to a connection that went without
-                        // writing it: nothing reached the backend.
+                match tried_once {
+                    Tried::Failed(Failure::Unsent {
+                        request: Some(request),
+                        error,
+                    }) => {
+                        // Nothing of it reached the backend, and it is in
+                        // hand whatever its body.
+                        let (h, b) = Head::from_request(*request);
+                        head = Some(h);
+                        returned_body = Some(b);
+                        if fresh_connection {
+                            break Ok(Tried::Failed(Failure::Unsent {
+                                request: None,
+                                error,
+                            }));
+                        }
                         tracing::debug!(
                             cluster = name,
                             endpoint = upstream.addr(),
                             "stale keep-alive connection gone before the request was written, \
                              sending again on a new one"
                         );
-                        if !replayable {
-                            break None;
-                        }
                         self.counters.reused_connection_retry();
                         fresh_connection = true;
-                        continue;
                     }
-                    Ok(None) => break None,
-                    Err(elapsed) => Err(elapsed),
-                };
-                if let Ok(Err(error)) = &result {
-                    if replayable && !fresh_connection && lost_before_processing(error) {
+                    Tried::Failed(Failure::Sent { error, stale: true })
+                        if !fresh_connection && replayable && head.is_some() =>
+                    {
                         tracing::debug!(
                             cluster = name,
                             endpoint = upstream.addr(),
                             "stale keep-alive connection, sending again on a new one: {}",
-                            describe(error)
+                            describe(&error)
                         );
                         self.counters.reused_connection_retry();
                         fresh_connection = true;
-                        continue;
                     }
+                    other => break Ok(other),
                 }
-                break Some(result);
-            };
-            let Some(result) = result else {
-                // The request was never written: as after a connect
-                // failure, another endpoint may take it.
-                self.attempt_failed(pick, started, &upstream, 502);
-                if replayable && attempt < retries {
-                    tried.push(upstream.addr().to_string());
-                    attempt += 1;
-                    continue;
-                }
-                tracing::warn!(
-                    cluster = name,
-                    endpoint = upstream.addr(),
-                    "no response: the connection closed before the request was written"
-                );
-                return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
             };
             match result {
-                Ok(Ok(response)) => {
+                Ok(Tried::Answer(response, held)) => {
                     if let Some(why) = malformed_framing(response.headers()) {
-                        close_connection(&response);
-                        drop(response);
+                        // Its connection is closed with it: its state is unknown.
+                        drop((response, held));
                         self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
@@ -439,13 +502,13 @@ impl Forwarder {
                     let (mut head, incoming) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
                     let report = self.take_report(&mut head.headers, &upstream);
-                    let on_client_gone = if cluster.config().abort_on_close {
+                    let on_client_gone = if config.abort_on_close {
                         OnClientGone::Abort
                     } else {
                         OnClientGone::Drain
                     };
                     let guarded = GuardedBody::new(
-                        incoming,
+                        held.into_body(incoming),
                         pick,
                         started,
                         !status.is_server_error(),
@@ -455,12 +518,20 @@ impl Forwarder {
                     .with_report(report);
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
-                Ok(Err(error)) => {
+                Ok(Tried::Gone) => {
+                    // Unreachable: a request is never tried once it is gone.
                     self.attempt_failed(pick, started, &upstream, 502);
-                    let retryable = replayable
-                        && match classify(&error) {
+                    return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
+                }
+                Ok(Tried::Failed(failure)) => {
+                    self.attempt_failed(pick, started, &upstream, 502);
+                    let in_hand = head.is_some() && (replayable || returned_body.is_some());
+                    let retryable = in_hand
+                        && match classify(&failure) {
                             NoResponse::Connect => true,
-                            NoResponse::Closed => idempotent,
+                            NoResponse::Closed => {
+                                idempotent || matches!(failure, Failure::Unsent { .. })
+                            }
                             NoResponse::Other => false,
                         };
                     if retryable && attempt < retries {
@@ -468,7 +539,7 @@ impl Forwarder {
                             cluster = name,
                             endpoint = upstream.addr(),
                             "retrying: {}",
-                            describe(&error)
+                            describe(failure.error())
                         );
                         tried.push(upstream.addr().to_string());
                         attempt += 1;
@@ -478,7 +549,7 @@ impl Forwarder {
                         cluster = name,
                         endpoint = upstream.addr(),
                         "no response: {}",
-                        describe(&error)
+                        describe(failure.error())
                     );
                     return local_response(StatusCode::BAD_GATEWAY, "no response from the backend");
                 }

@@ -17,11 +17,13 @@ use http_body_util::BodyExt;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cluster::{Backend, Cluster};
-use crate::upstream_client::{empty_body, Client};
+use crate::connect::Upstream;
+use crate::request_body::Outgoing;
 
 /// Starts the cluster's active checks, if it has a `health_path`.
-pub fn spawn_active_checks(cluster: Arc<Cluster>, client: Client) -> Option<JoinHandle<()>> {
+pub fn spawn_active_checks(cluster: Arc<Cluster>) -> Option<JoinHandle<()>> {
     let path = cluster.config().health.path.clone()?;
+    let client = Arc::new(Upstream::new(cluster.config().connect_timeout));
     Some(tokio::spawn(async move {
         let health = cluster.config().health.clone();
         let deadline = health.interval.min(cluster.config().timeout);
@@ -49,15 +51,19 @@ pub fn spawn_active_checks(cluster: Arc<Cluster>, client: Client) -> Option<Join
 }
 
 /// One check: a GET answered 2xx or 3xx, body read, within `deadline`.
-async fn check(client: &Client, upstream: &Backend, path: &str, deadline: Duration) -> bool {
-    let uri = format!("http://{}{}", upstream.addr(), path);
-    let Ok(request) = http::Request::get(uri).body(empty_body()) else {
+async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Duration) -> bool {
+    let request = http::Request::get(path)
+        .header(http::header::HOST, upstream.authority().as_str())
+        .body(Outgoing::empty());
+    let Ok(request) = request else {
         return false;
     };
     let attempt = async {
-        let response = client.request(request).await.ok()?;
+        let connection = client.checkout(upstream.shared_addr(), false).await.ok()?;
+        let (response, held) = connection.send(request).await.ok()?;
         let ok = response.status().is_success() || response.status().is_redirection();
-        response.into_body().collect().await.ok()?;
+        let (_, body) = response.into_parts();
+        held.into_body(body).collect().await.ok()?;
         Some(ok)
     };
     matches!(

@@ -134,6 +134,11 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
+    /// No body (the active checks' requests).
+    pub(crate) fn empty() -> Self {
+        Outgoing::new(Buffered::default(), None)
+    }
+
     fn new(read: Buffered, rest: Option<Incoming>) -> Self {
         Outgoing { read, rest }
     }

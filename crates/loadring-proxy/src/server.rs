@@ -17,12 +17,13 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
-use crate::forward::{client, local_response, Forwarder, ProxyBody};
+use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
@@ -66,11 +67,7 @@ impl Gateway {
                 }
             })?);
             metrics.declare(cluster.name());
-            forwarders.push(Forwarder::new(
-                cluster.clone(),
-                client(c.connect_timeout),
-                metrics.clone(),
-            ));
+            forwarders.push(Forwarder::new(cluster.clone(), metrics.clone()));
             clusters.push(cluster);
         }
         Ok(Gateway {
@@ -163,6 +160,8 @@ impl From<ConfigError> for ProxyError {
 pub struct Proxy {
     gateway: Arc<Gateway>,
     listener: TcpListener,
+    /// Listeners on the same address for the other worker threads.
+    workers: Vec<std::net::TcpListener>,
     admin: Option<TcpListener>,
     drain_timeout: Duration,
     clients: ClientLimits,
@@ -174,6 +173,24 @@ async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
     TcpListener::bind(addr)
         .await
         .map_err(|e| ProxyError(format!("{flag} {addr}: {e}")))
+}
+
+/// `count` listeners on `addr` (`SO_REUSEPORT`): the first for this
+/// runtime, the others for the worker threads.
+async fn bind_workers(
+    flag: &str,
+    addr: &str,
+    count: usize,
+) -> Result<(TcpListener, Vec<std::net::TcpListener>), ProxyError> {
+    let failed = |e: std::io::Error| ProxyError(format!("{flag} {addr}: {e}"));
+    let resolved = tokio::net::lookup_host(addr)
+        .await
+        .map_err(failed)?
+        .next()
+        .ok_or_else(|| ProxyError(format!("{flag} {addr}: no address")))?;
+    let mut all = crate::workers::bind_reuseport(resolved, count).map_err(failed)?;
+    let first = TcpListener::from_std(all.remove(0)).map_err(failed)?;
+    Ok((first, all))
 }
 
 impl Proxy {
@@ -192,6 +209,23 @@ impl Proxy {
     /// # Errors
     /// A bad configuration, or an address that cannot be bound.
     pub async fn bind_as(config: ProxyConfig, naming: Naming) -> Result<Self, ProxyError> {
+        Proxy::bind_workers(config, naming, 1).await
+    }
+
+    /// [`Proxy::bind_as`] for `workers` threads serving clients: with more
+    /// than one, the listen address is bound once per worker with
+    /// `SO_REUSEPORT`, and [`Proxy::serve`] starts the other `workers - 1`
+    /// threads, each with its own current-thread runtime, so that a request
+    /// and its upstream connection stay on one thread. The task calling
+    /// `serve` is the first worker.
+    ///
+    /// # Errors
+    /// A bad configuration, or an address that cannot be bound.
+    pub async fn bind_workers(
+        config: ProxyConfig,
+        naming: Naming,
+        workers: usize,
+    ) -> Result<Self, ProxyError> {
         let gateway = Arc::new(Gateway::new_as(&config, naming)?);
         let mut discoveries = Vec::new();
         for (i, cluster) in gateway.clusters.iter().enumerate() {
@@ -205,7 +239,14 @@ impl Proxy {
                 discoveries.push((i, d));
             }
         }
-        let listener = bind(naming.name("listen"), &config.listen).await?;
+        let (listener, workers) = if workers > 1 {
+            bind_workers(naming.name("listen"), &config.listen, workers).await?
+        } else {
+            (
+                bind(naming.name("listen"), &config.listen).await?,
+                Vec::new(),
+            )
+        };
         let admin = match &config.admin {
             Some(addr) => Some(bind(naming.name("admin"), addr).await?),
             None => None,
@@ -213,6 +254,7 @@ impl Proxy {
         Ok(Proxy {
             gateway,
             listener,
+            workers,
             admin,
             drain_timeout: config.drain_timeout,
             clients: config.clients,
@@ -240,13 +282,17 @@ impl Proxy {
 
     /// Serves until `shutdown` completes; then stops accepting, lets the
     /// requests in flight finish (up to the drain timeout) and returns.
+    /// With workers ([`Proxy::bind_workers`]), each worker thread serves its
+    /// own listener and drains likewise; this returns once all are done.
     ///
     /// # Errors
-    /// None yet: accept errors are logged and retried.
+    /// A worker thread could not be started; accept errors are logged and
+    /// retried.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ProxyError> {
         let Proxy {
             gateway,
             listener,
+            workers,
             admin,
             drain_timeout,
             clients,
@@ -254,9 +300,7 @@ impl Proxy {
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
         for forwarder in &gateway.forwarders {
-            let cluster = forwarder.cluster().clone();
-            let checks = client(cluster.config().connect_timeout);
-            background.extend(spawn_active_checks(cluster, checks));
+            background.extend(spawn_active_checks(forwarder.cluster().clone()));
         }
         for (i, discovery) in discoveries {
             background.push(spawn_membership(gateway.clusters[i].clone(), discovery));
@@ -264,6 +308,88 @@ impl Proxy {
         if let Some(admin) = admin {
             background.push(tokio::spawn(serve_admin(admin, gateway.clone())));
         }
+        let connections = ConnectionCount::new(clients.max_connections());
+        let (stop, stopping) = watch::channel(false);
+        let mut finished = Vec::new();
+        for (i, listener) in workers.into_iter().enumerate() {
+            let serving = ServeClients {
+                gateway: gateway.clone(),
+                clients,
+                connections: connections.clone(),
+                drain_timeout,
+                stop: stopping.clone(),
+            };
+            let (done, done_rx) = oneshot::channel::<()>();
+            std::thread::Builder::new()
+                .name(format!("loadring-worker-{}", i + 1))
+                .spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build();
+                    match runtime {
+                        Ok(runtime) => runtime.block_on(async move {
+                            match TcpListener::from_std(listener) {
+                                Ok(listener) => serving.run(listener).await,
+                                Err(e) => tracing::error!("worker {}: listener: {e}", i + 1),
+                            }
+                        }),
+                        Err(e) => tracing::error!("worker {}: runtime: {e}", i + 1),
+                    }
+                    drop(done);
+                })
+                .map_err(|e| ProxyError(format!("worker thread: {e}")))?;
+            finished.push(done_rx);
+        }
+        let serving = ServeClients {
+            gateway,
+            clients,
+            connections,
+            drain_timeout,
+            stop: stopping,
+        };
+        let stopper = async move {
+            shutdown.await;
+            tracing::info!("stopping: draining requests in flight");
+            let _ = stop.send(true);
+        };
+        tokio::join!(serving.run(listener), stopper);
+        for done in finished {
+            // Dropped (not sent) when the worker is done.
+            let _ = done.await;
+        }
+        for task in background {
+            task.abort();
+        }
+        Ok(())
+    }
+}
+
+/// Until told to stop (or the sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// What one worker needs to serve its listener's clients.
+struct ServeClients {
+    gateway: Arc<Gateway>,
+    clients: ClientLimits,
+    /// Shared by every worker: the limit is the process's.
+    connections: ConnectionCount,
+    drain_timeout: Duration,
+    stop: watch::Receiver<bool>,
+}
+
+impl ServeClients {
+    /// Accepts and serves clients until told to stop; then lets the
+    /// requests in flight finish, up to the drain timeout.
+    async fn run(self, listener: TcpListener) {
+        let ServeClients {
+            gateway,
+            clients,
+            connections,
+            drain_timeout,
+            ..
+        } = &self;
         let graceful = GracefulShutdown::new();
         let mut http = hyper::server::conn::http1::Builder::new();
         // The limit on reading a request's headers (slow clients holding
@@ -271,9 +397,8 @@ impl Proxy {
         // a kept-alive connection waiting for its next request.
         http.timer(TokioTimer::new())
             .header_read_timeout(clients.header_timeout);
-        let connections = ConnectionCount::new(clients.max_connections());
         let mut accept_errors = AcceptErrors::new();
-        tokio::pin!(shutdown);
+        let mut stop = self.stop.clone();
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -307,11 +432,12 @@ impl Proxy {
                         }
                     });
                 }
-                () = &mut shutdown => break,
+                // A dropped sender (the serving task gone) stops too.
+                () = stopped(&mut stop) => break,
             }
         }
         drop(listener);
-        tracing::info!("stopping: draining requests in flight");
+        let drain_timeout = *drain_timeout;
         if tokio::time::timeout(drain_timeout, graceful.shutdown())
             .await
             .is_err()
@@ -320,10 +446,6 @@ impl Proxy {
                 "drain timeout ({drain_timeout:?}) reached: closing the connections left"
             );
         }
-        for task in background {
-            task.abort();
-        }
-        Ok(())
     }
 }
 

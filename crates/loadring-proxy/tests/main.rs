@@ -9,3 +9,4 @@ mod common;
 mod dashboard;
 mod faults;
 mod gateway;
+mod upstream;

@@ -277,7 +277,9 @@ impl Picker for Locality {
         match self.local(req, |share| self.flip(share)) {
             Some(zone) => match zone.picker.pick_spilling(req) {
                 Ok((i, spilled)) => Ok((zone.members[i], spilled)),
-                Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => self.all.pick_spilling(req),
+                Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => {
+                    self.all.pick_spilling(req)
+                }
                 Err(e) => Err(e),
             },
             None => self.all.pick_spilling(req),

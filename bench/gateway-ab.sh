@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# bench/gateway-ab.sh: A/B of gateway binaries, interleaved, each alone on the
+# machine's share in turn (BENCHMARKS.md, "Gateway", runtime layout).
+#
+#   bash bench/gateway-ab.sh haproxy /path/to/loadring-A /path/to/loadring-B
+#
+# Each argument is `haproxy` or a `loadring` binary; ROUNDS (2) rounds of
+# all of them in order, each: the proxy on 127.0.0.1:BASE+80 in front of 8
+# `loadring-gatebench backends` (BASE+1..BASE+8, mean 5 ms), placing `X-Key`
+# (loadring: nginx_hash:consistent=true; HAProxy: balance hdr(X-Key),
+# hash-type consistent, http-reuse always), a 1 s wrk warm-up, then
+# `wrk -t2 -c256 -dSECS` (4) with the uniform keys of bench/gateway.sh. One
+# line per run: req/s, p50/p99 ms, proxy CPU µs per request (utime + stime
+# of the process and its children), peak RSS (VmHWM, kB), errors.
+# Needs haproxy, wrk, curl; builds loadring-gatebench (release) with cargo.
+# Everything listens on 127.0.0.1; every process is stopped by pid on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE=${GATEBENCH_PORT:-19300}
+ROUNDS=${ROUNDS:-2}
+SECS=${SECS:-4}
+PATH=$PATH:/usr/sbin:/sbin
+for tool in haproxy wrk curl python3; do
+    command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y $tool" >&2; exit 1; }
+done
+cargo build --release -q -p loadring-gatebench
+GATEBENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/loadring-gatebench
+OUT=$(mktemp -d /tmp/gateway-ab.XXXXXX)
+BP= PP=
+trap 'for p in $PP $BP; do kill $p 2>/dev/null || true; wait $p 2>/dev/null || true; done' EXIT
+"$GATEBENCH" keys --workload uniform --requests 200000 --keys 10000 --seed 42 --out "$OUT/uniform.keys"
+"$GATEBENCH" backends --base-port $((BASE + 1)) --count 8 --admin-port "$BASE" --mean-ms 5 --seed 1 2>/dev/null &
+BP=$!
+args=() servers=
+for i in $(seq 8); do
+    args+=(-e "127.0.0.1:$((BASE + i))")
+    servers+="    server s$i 127.0.0.1:$((BASE + i)) id $i"$'\n'
+done
+printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s\n    default_backend pool\nbackend pool\n    balance hdr(X-Key)\n    hash-type consistent\n%s' \
+    $((BASE + 80)) "$servers" >"$OUT/haproxy.cfg"
+URL=http://127.0.0.1:$((BASE + 80))/
+export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=2
+for _ in $(seq "$ROUNDS"); do
+    for v in "$@"; do
+        if [ "$v" = haproxy ]; then
+            haproxy -db -f "$OUT/haproxy.cfg" >/dev/null 2>&1 &
+        else
+            "$v" proxy --listen "127.0.0.1:$((BASE + 80))" --policy nginx_hash:consistent=true \
+                --key header:X-Key "${args[@]}" 2>/dev/null &
+        fi
+        PP=$!
+        for _ in $(seq 50); do curl -s -o /dev/null "$URL" && break; sleep 0.1; done
+        wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$URL" >/dev/null
+        sleep 0.5
+        c0=$("$GATEBENCH" cpu "$PP")
+        wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$URL" >"$OUT/run.wrk"
+        c1=$("$GATEBENCH" cpu "$PP")
+        rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PP/status")
+        kill "$PP"; wait "$PP" 2>/dev/null || true; PP=
+        python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" <<'P'
+import json, re, sys
+v, c0, c1, rss, path = sys.argv[1:]
+g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
+rps = g['requests'] / (g['duration_us'] / 1e6)
+cpu = (int(c1) - int(c0)) * 10000 / g['requests']
+err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
+print(f"{v:>40} req/s {rps:8.0f} p50 {g['p50_us']/1000:6.2f} p99 {g['p99_us']/1000:6.2f} "
+      f"cpu_us/req {cpu:5.1f} peak_rss_kB {rss} errors {err}")
+P
+    done
+done

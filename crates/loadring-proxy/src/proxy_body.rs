@@ -1,0 +1,23 @@
+//! The body type that goes both ways through the gateway (responses to
+//! clients, the proxy's own answers).
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+
+use crate::body::BoxError;
+
+/// Bodies both ways.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// An empty body.
+pub fn empty_body() -> ProxyBody {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A short plain-text body.
+pub fn text_body(text: impl Into<Bytes>) -> ProxyBody {
+    Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
