@@ -479,3 +479,53 @@ fn racing_picks_and_reports_leave_the_view_exact() {
     assert!(b.loads().iter().all(|(_, l)| *l == 0));
     assert!(b.reported_loads().iter().all(|(_, l)| *l == Some(3)));
 }
+
+/// A removed member's report leaves the mean with it: the balancer keeps
+/// the sum of the reports' offsets as reports come, expire and leave.
+#[test]
+fn a_removed_members_report_leaves_the_mean() {
+    let b = balancer("c_murmurhash_bl", 3);
+    let req = Request::key("a").at(ms(0));
+    let owner = b.route(&req).unwrap().unwrap().addr().to_string();
+    let gone = endpoints(3)
+        .into_iter()
+        .find(|e| e.addr() != owner)
+        .unwrap();
+    b.report_load(gone.addr(), LoadReport::new(100).at(ms(0)))
+        .unwrap();
+    let rest: Vec<Endpoint> = endpoints(3).into_iter().filter(|e| *e != gone).collect();
+    b.update(rest).unwrap();
+    // Over the two left, 0 in flight: the cap, ceil(1.25 (T + 1) / 2), lets
+    // the owner hold 2, and the third pick spills (with the removed
+    // endpoint's 100 still counted it would allow 64).
+    let held: Vec<Pick> = (0..3).map(|_| b.pick(&req).unwrap()).collect();
+    let at_owner = held.iter().filter(|p| p.addr() == owner).count();
+    assert_eq!(
+        at_owner,
+        2,
+        "{:?}",
+        held.iter().map(Pick::addr).collect::<Vec<_>>()
+    );
+}
+
+/// An expired report leaves the mean at its expiry, exactly: the same
+/// picks before and after the age tell the two totals apart.
+#[test]
+fn an_expired_report_leaves_the_mean_at_its_age() {
+    for (at, home) in [(1000, 3), (1001, 2)] {
+        let b = balancer("c_murmurhash_bl", 3);
+        let req = Request::key("a").at(ms(at));
+        let owner = b.route(&req).unwrap().unwrap().addr().to_string();
+        let other = endpoints(3)
+            .into_iter()
+            .find(|e| e.addr() != owner)
+            .unwrap();
+        b.report_load(other.addr(), LoadReport::new(6).at(ms(0)))
+            .unwrap();
+        // Fresh: total 6 + picks, cap ceil(1.25 (T + 1) / 3) = 4 from the
+        // first pick; expired: the local counts, cap 1, 1, 2 for T = 0, 1, 2.
+        let held: Vec<Pick> = (0..3).map(|_| b.pick(&req).unwrap()).collect();
+        let at_owner = held.iter().filter(|p| p.addr() == owner).count();
+        assert_eq!(at_owner, home, "at {at} ms");
+    }
+}

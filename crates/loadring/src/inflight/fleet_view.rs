@@ -8,33 +8,96 @@ use std::time::Duration;
 use crate::inflight::fleet::{micros, with_offset};
 use crate::inflight::pool::Pool;
 
+/// Picks without a time of their own read the process clock once in this
+/// many (per thread) to see whether a report has expired: reading it on
+/// every pick would cost a bounded pick a quarter of its time.
+const CLOCK_EVERY: u32 = 64;
+
+thread_local! {
+    static UNTIL_CLOCK: Cell<u32> = const { Cell::new(0) };
+}
+
 /// The loads a bounded pick sees: the fleet view of every endpoint with a
-/// fresh report, the local count of the others (see the module's doc).
+/// fresh report, the local count of the others (see `fleet.rs`).
 pub(crate) struct FleetView<'a> {
     pool: &'a Pool,
     /// Whether any endpoint of the balancer has reported: if not, this is
     /// the pool itself.
     on: bool,
+    /// The pool is the balancer's whole membership: its running total and
+    /// the balancer's sum of offsets describe it, and a report is fresh
+    /// while it is counted in that sum (until the sweep after its expiry).
+    whole: bool,
     at: Option<Duration>,
-    /// `now` in µs, read at the first report met.
+    /// `now` in µs (a subset's picks), read at the first report met.
     now: Cell<Option<u64>>,
     max_age: u64,
 }
 
 impl<'a> FleetView<'a> {
     /// The view of `pool` at `at` (the request's time; `None`: the process
-    /// clock).
+    /// clock). First takes the expired reports out of the sum if one has
+    /// expired.
     #[inline]
     pub(crate) fn new(pool: &'a Pool, at: Option<Duration>) -> Self {
         let fleet = pool.fleet();
         let on = fleet.has_reports();
-        FleetView {
+        let view = FleetView {
             pool,
             on,
+            whole: pool.is_whole(),
             at,
             now: Cell::new(None),
             max_age: if on { fleet.max_age.load(Relaxed) } else { 0 },
+        };
+        if on && view.whole {
+            view.sweep_if_due();
         }
+        view
+    }
+
+    /// Sweeps if the earliest counted report has expired at the request's
+    /// time, or, for a request without one, at the process clock read once
+    /// in [`CLOCK_EVERY`] picks of this thread.
+    #[inline]
+    fn sweep_if_due(&self) {
+        let now = match self.at {
+            Some(at) => micros(at),
+            None => {
+                let left = UNTIL_CLOCK.with(|c| {
+                    let left = c.get();
+                    c.set(left.checked_sub(1).unwrap_or(CLOCK_EVERY - 1));
+                    left
+                });
+                if left != 0 {
+                    return;
+                }
+                micros(crate::clock::now())
+            }
+        };
+        if self.pool.fleet().sweep_due_at(now) {
+            self.sweep(now);
+        }
+    }
+
+    /// Takes every report older than the age out of the sum (`O(n)`, once
+    /// per expiry of the oldest report counted: with reports coming more
+    /// often than the age, about once per age).
+    #[cold]
+    fn sweep(&self, now: u64) {
+        let fleet = self.pool.fleet();
+        if !fleet.claim_sweep(now) {
+            return;
+        }
+        let next = (0..self.pool.len())
+            .filter_map(|i| {
+                self.pool
+                    .report(i)
+                    .expire(now, self.max_age, &fleet.offsets)
+            })
+            .min()
+            .unwrap_or(u64::MAX);
+        fleet.swept(next);
     }
 
     pub(crate) fn pool(&self) -> &'a Pool {
@@ -50,15 +113,20 @@ impl<'a> FleetView<'a> {
         now
     }
 
-    /// The offset of endpoint `i`'s fresh report, if it has one.
+    /// The offset of endpoint `i`'s fresh report, if it has one: counted in
+    /// the sum for the whole membership, dated within the age for a subset.
     #[inline]
     fn offset(&self, i: usize) -> Option<i64> {
         if !self.on {
             return None;
         }
-        self.pool
-            .report(i)
-            .fresh_offset(|| self.now(), self.max_age)
+        let report = self.pool.report(i).read()?;
+        let fresh = if self.whole {
+            report.counted
+        } else {
+            self.now().saturating_sub(report.at) <= self.max_age
+        };
+        fresh.then_some(report.offset)
     }
 
     /// Endpoint `i`'s load: the fleet view, else requests in flight here.
@@ -71,11 +139,18 @@ impl<'a> FleetView<'a> {
         }
     }
 
-    /// The loads summed over the pool (`O(n)` once a report exists).
+    /// The loads summed over the pool. For the whole membership, `O(1)`:
+    /// this balancer's running total plus the balancer's sum of the fresh
+    /// reports' offsets (an endpoint whose view would be below 0 counts
+    /// below 0 there; the sum is never below 0). A subset sums its members.
     #[inline]
     pub(crate) fn total_load(&self) -> u64 {
+        let local = self.pool.total_load();
         if !self.on {
-            return self.pool.total_load();
+            return local;
+        }
+        if self.whole {
+            return with_offset(local, self.pool.fleet().offsets.load(Relaxed));
         }
         (0..self.pool.len()).map(|i| self.load(i)).sum()
     }
