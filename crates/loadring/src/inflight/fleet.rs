@@ -25,9 +25,12 @@
 //! report on every response, a balancer hears a backend about once every K
 //! / the backend's completions per second, K balancers). Every balancer that
 //! sees room on an endpoint fills it with its own picks, so a fleet can put
-//! up to K times that room there before the next reports say so: reports
-//! keep keys at their owners, they do not make the peak lower (`loadring
-//! simulate --balancers K --load-report` measures both). A backend that never
+//! up to K times that room there before the next reports say so (a backend
+//! held at its cap dips when completions come before the next picks, and
+//! each dip is heard by the balancers one report at a time): reports keep
+//! keys at their owners and hold the busiest backend's load over time to
+//! one balancer's bound, they do not make the worst instant lower
+//! (`loadring simulate --balancers K --load-report` measures all three). A backend that never
 //! reports is counted as before, by this balancer alone: its load is
 //! understated next to the backends that report. A backend that counts
 //! differently (queued requests, or only some of its listeners) moves the
