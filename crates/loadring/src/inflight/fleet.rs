@@ -30,7 +30,19 @@
 //! each dip is heard by the balancers one report at a time): reports keep
 //! keys at their owners and hold the busiest backend's load over time to
 //! one balancer's bound, they do not make the worst instant lower
-//! (`loadring simulate --balancers K --load-report` measures all three). A backend that never
+//! (`loadring simulate --balancers K --load-report` measures all three).
+//!
+//! **`report_rule=share`.** A bounded policy may instead share the room a
+//! report shows: each balancer extrapolates the fleet's change on an
+//! endpoint since its report from its own, in proportion to its share of
+//! the fleet's load, so it reuses the slots its own completions freed and
+//! takes its share of the rest of the room (see `fleet_view.rs`). It damps
+//! the herd (the worst instant and the busiest backend fall) at the cost of
+//! locality: with one or two requests in flight per balancer and backend, a
+//! balancer cannot tell a burst of keys from the fleet filling the room, and
+//! spills the burst. It assumes the balancers alike (traffic spread evenly
+//! over them); one balancer (or one holding the whole view) keeps the
+//! view's rule exactly. A backend that never
 //! reports is counted as before, by this balancer alone: its load is
 //! understated next to the backends that report. A backend that counts
 //! differently (queued requests, or only some of its listeners) moves the
@@ -92,6 +104,35 @@ pub(crate) fn take_report_max_age(
     Ok(None)
 }
 
+/// `report_rule=view|share` of policy `name`, accepted by bounded policies
+/// only: whether the policy shares the room a report shows (see
+/// `fleet_view.rs`). `view` (the default) counts the issue's view alone.
+pub(crate) fn take_report_rule(
+    params: &mut Params<'_>,
+    name: &str,
+    bounded: bool,
+) -> Result<bool, ParseError> {
+    const KEY: &str = "report_rule";
+    if !bounded {
+        if params.has(KEY) {
+            return Err(ParseError::new(format!(
+                "{name}: {KEY} applies to bounded policies only (give load_factor, balance or \
+                 hash_balance_factor too)"
+            ))
+            .with_policy(name)
+            .with_key(KEY));
+        }
+        return Ok(false);
+    }
+    match params.take(KEY) {
+        None | Some("view") => Ok(false),
+        Some("share") => Ok(true),
+        Some(value) => Err(params.error(KEY, value, "view or share", |accepted| {
+            format!("{KEY}={value} is not a rule: accepted {accepted}")
+        })),
+    }
+}
+
 /// What the members and the pools of one balancer share about reports.
 #[derive(Debug)]
 pub(crate) struct FleetState {
@@ -100,6 +141,9 @@ pub(crate) struct FleetState {
     reported: AtomicBool,
     /// How long a report counts, in µs.
     pub(crate) max_age: AtomicU64,
+    /// `report_rule=share`: a pick takes its share of the room a report
+    /// shows (see `fleet_view.rs`).
+    pub(crate) share: AtomicBool,
     /// The offsets of the counted reports of the members, summed: the
     /// fleet view's total is this balancer's in flight plus this, `O(1)`.
     pub(crate) offsets: AtomicI64,
@@ -114,6 +158,7 @@ impl Default for FleetState {
         FleetState {
             reported: AtomicBool::new(false),
             max_age: AtomicU64::new(micros(DEFAULT_REPORT_MAX_AGE)),
+            share: AtomicBool::new(false),
             offsets: AtomicI64::new(0),
             next_sweep: AtomicU64::new(u64::MAX),
         }
@@ -274,16 +319,23 @@ pub(crate) struct Report {
     pub(crate) counted: bool,
     /// The report's time, µs.
     pub(crate) at: u64,
+    /// This balancer's in flight on the endpoint when the report arrived,
+    /// the requests completing with it included (`report_rule=share`).
+    pub(crate) base: u64,
+    /// A number in `[0, 1)` drawn once per report from its words, the same
+    /// for every pick that reads it (`report_rule=share` rounds with it).
+    pub(crate) draw: f64,
 }
 
-/// One endpoint's last report, as two atomic words that carry the same
+/// One endpoint's last report, as three atomic words that carry the same
 /// generation: the state (the offset, `reported - local` with `local` this
 /// balancer's in flight on the endpoint when the report arrived, and
-/// whether it is counted in the balancer's sum of offsets) and the
-/// report's time. Generation 0 means no report yet.
+/// whether it is counted in the balancer's sum of offsets), the report's
+/// time, and the base (`local` plus the requests completing with the
+/// report). Generation 0 means no report yet.
 ///
 /// Writers never wait: a report takes the next generation with a
-/// compare-and-swap of the state word, then writes the time
+/// compare-and-swap of the state word, then writes the time and the base
 /// unless a later report has taken over (the later one writes its own). A
 /// reader that finds the generations apart (a report half written) uses the
 /// local count for that pick: it never waits either. Every change of the
@@ -295,6 +347,7 @@ pub(crate) struct Report {
 pub(crate) struct ReportCell {
     state: AtomicU64,
     at: AtomicU64,
+    base: AtomicU64,
 }
 
 impl ReportCell {
@@ -302,7 +355,21 @@ impl ReportCell {
     /// this balancer has `local` requests in flight on the endpoint (those
     /// completing with it left out: the report leaves them out too), dated
     /// `at`. The offset is counted in `sum`.
+    #[cfg(test)]
     pub(crate) fn publish(&self, reported: u64, local: u64, at: Duration, sum: &AtomicI64) {
+        self.publish_base(reported, local, local, at, sum);
+    }
+
+    /// [`ReportCell::publish`] with the `base`: `local` plus the requests
+    /// completing with the report.
+    pub(crate) fn publish_base(
+        &self,
+        reported: u64,
+        local: u64,
+        base: u64,
+        at: Duration,
+        sum: &AtomicI64,
+    ) {
         let diff = i128::from(reported) - i128::from(local);
         let diff = diff.clamp(-i128::from(MAX_OFFSET), i128::from(MAX_OFFSET)) as i64;
         let mut cur = self.state.load(SeqCst);
@@ -320,12 +387,14 @@ impl ReportCell {
                 Err(now) => cur = now,
             }
         };
-        let new = pack(mine, micros(at));
-        let mut cur = self.at.load(Relaxed);
-        while generation(self.state.load(Relaxed)) == mine {
-            match self.at.compare_exchange_weak(cur, new, Relaxed, Relaxed) {
-                Ok(_) => break,
-                Err(now) => cur = now,
+        for (word, value) in [(&self.at, micros(at)), (&self.base, base.min(VALUE_MASK))] {
+            let new = pack(mine, value);
+            let mut cur = word.load(Relaxed);
+            while generation(self.state.load(Relaxed)) == mine {
+                match word.compare_exchange_weak(cur, new, Relaxed, Relaxed) {
+                    Ok(_) => break,
+                    Err(now) => cur = now,
+                }
             }
         }
     }
@@ -366,13 +435,16 @@ impl ReportCell {
             return None;
         }
         let at = self.at.load(Relaxed);
-        if generation(at) != gen {
+        let base = self.base.load(Relaxed);
+        if generation(at) != gen || generation(base) != gen {
             return None;
         }
         Some(Report {
             offset: offset(word),
             counted: counted(word),
             at: at & VALUE_MASK,
+            base: base & VALUE_MASK,
+            draw: draw(word ^ at.rotate_left(21) ^ base.rotate_left(42)),
         })
     }
 
@@ -415,6 +487,15 @@ impl ReportCell {
         let age = now().saturating_sub(report.at);
         (age <= max_age).then_some(report.offset)
     }
+}
+
+/// splitmix64's finaliser, as a number in `[0, 1)`.
+fn draw(word: u64) -> f64 {
+    let mut z = word.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// `local + offset`, never below 0.
@@ -484,6 +565,26 @@ mod tests {
         assert_eq!(sum.load(Relaxed), 5, "another generation: left alone");
         cell.uncount(None, &sum);
         assert_eq!(sum.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn each_report_keeps_its_base_and_draws_its_own_number_below_one() {
+        let (cell, sum) = (ReportCell::default(), AtomicI64::new(0));
+        cell.publish_base(9, 3, 4, ms(1), &sum);
+        let r = cell.read().unwrap();
+        assert_eq!((r.offset, r.base), (6, 4));
+        let mut draws = Vec::new();
+        for n in 0..1_000u64 {
+            cell.publish_base(n % 7, n % 5, n % 5 + 1, Duration::from_micros(n), &sum);
+            let d = cell.read().unwrap().draw;
+            assert!((0.0..1.0).contains(&d), "{d}");
+            assert_eq!(cell.read().unwrap().draw, d, "the same for every reader");
+            draws.push(d);
+        }
+        let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+        assert!((0.45..0.55).contains(&mean), "mean {mean}");
+        let low = draws.iter().filter(|&&d| d < 0.25).count();
+        assert!((200..300).contains(&low), "{low} below 0.25");
     }
 
     /// Generations wrap past 0, which stays "never reported".

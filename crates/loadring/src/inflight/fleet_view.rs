@@ -32,6 +32,8 @@ pub(crate) struct FleetView<'a> {
     /// `now` in µs (a subset's picks), read at the first report met.
     now: Cell<Option<u64>>,
     max_age: u64,
+    /// `report_rule=share` (see [`FleetView::share_cap`]).
+    share: bool,
 }
 
 impl<'a> FleetView<'a> {
@@ -49,6 +51,7 @@ impl<'a> FleetView<'a> {
             at,
             now: Cell::new(None),
             max_age: if on { fleet.max_age.load(Relaxed) } else { 0 },
+            share: on && fleet.share.load(Relaxed),
         };
         if on && view.whole {
             view.sweep_if_due();
@@ -155,10 +158,47 @@ impl<'a> FleetView<'a> {
         (0..self.pool.len()).map(|i| self.load(i)).sum()
     }
 
+    /// With `report_rule=share`, the local count endpoint `i` may reach
+    /// under `cap`; `None` where the rule is the view's (no fresh report,
+    /// or this balancer holds the view's whole load: one balancer).
+    ///
+    /// The rule: between two reports of a backend, a balancer sees only its
+    /// own picks, so it extrapolates the fleet's from them. With a share `s`
+    /// of the fleet's load (its in flight over the view's total), each of
+    /// its picks on the endpoint stands for `1/s` picks of the fleet and
+    /// each of its completions for `1/s` completions, counting the ones the
+    /// report came with: the load is `reported' + (local - base) / s`, with
+    /// `reported' = reported + completing` and `base` its in flight then,
+    /// those included. Below `cap` it admits about `completing + s (cap -
+    /// reported')` picks per report: the slots its own completions freed,
+    /// plus its share of the room (less its share of any excess). The
+    /// fraction is drawn once per report, so that over the fleet the
+    /// expected picks match the room. Assumes balancers alike (traffic
+    /// spread evenly over them, as an L4 balancer or DNS does).
+    #[inline]
+    fn share_cap(&self, i: usize, cap: u64) -> Option<u64> {
+        let report = self.pool.report(i).read()?;
+        let local = self.pool.total_load();
+        let total = self.total_load();
+        if local >= total {
+            return None;
+        }
+        let s = local.max(1) as f64 / total as f64;
+        let reported = report.base as f64 + report.offset as f64;
+        let limit = report.base as f64 + s * (cap as f64 - reported) - report.draw;
+        // local < ceil(limit) <=> reported' + (local - base + draw) / s < cap.
+        Some(if limit <= 0.0 {
+            0
+        } else {
+            limit.ceil().min(u64::MAX as f64) as u64
+        })
+    }
+
     /// Reserves a slot on endpoint `i` if its load in this view stays within
     /// `cap`: one compare-and-swap on the in-flight count, against the cap
     /// less the report's offset, so concurrent picks never take the view's
-    /// load past `cap`.
+    /// load past `cap` (with `report_rule=share`, against the local count
+    /// [`FleetView::share_cap`] allows).
     #[inline]
     pub(crate) fn try_reserve(&self, i: usize, cap: u64) -> bool {
         let Some(offset) = self.offset(i) else {
@@ -167,11 +207,81 @@ impl<'a> FleetView<'a> {
         if cap == 0 {
             return false;
         }
+        if self.share {
+            if let Some(allowed) = self.share_cap(i, cap) {
+                return allowed > 0 && self.pool.try_reserve(i, allowed);
+            }
+        }
         // max(0, local + offset) < cap  <=>  local < cap - offset, for cap >= 1.
         let local_cap = i128::from(cap) - i128::from(offset);
         local_cap > 0
             && self
                 .pool
                 .try_reserve(i, u64::try_from(local_cap).unwrap_or(u64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::Endpoint;
+    use crate::inflight::fleet::LoadReport;
+
+    /// Two endpoints; this balancer holds 4 on e1, reported at 36 (the
+    /// other balancers' load), and 2 on e0, one of them completing with a
+    /// report of 9: 5 of a view's 45 in flight, s = 1/9.
+    fn pool() -> Pool {
+        let pool = Pool::for_test(vec![
+            Endpoint::new("e0").unwrap(),
+            Endpoint::new("e1").unwrap(),
+        ]);
+        pool.fleet().share.store(true, Relaxed);
+        for _ in 0..4 {
+            pool.reserve(1);
+        }
+        pool.reserve(0);
+        pool.reserve(0);
+        let at = Duration::from_millis(1);
+        pool.member(1).apply_report(&LoadReport::new(36).at(at), 0);
+        pool.member(0).apply_report(&LoadReport::new(9).at(at), 1);
+        pool.release(0);
+        pool
+    }
+
+    /// The rule's words: the load is `reported' + (local - base + draw) / s`
+    /// with `reported' = 9 + 1`, `base` = 2; a pick is admitted while it is
+    /// below the cap, i.e. while `local < ceil(base + s (cap - reported') - draw)`.
+    #[test]
+    fn a_share_of_the_room_and_the_slot_its_completion_freed() {
+        let pool = pool();
+        let view = FleetView::new(&pool, Some(Duration::from_millis(1)));
+        assert_eq!(view.total_load(), 45);
+        let draw = pool.report(0).read().unwrap().draw;
+        for cap in [1u64, 10, 11, 12, 29, 100] {
+            let limit = 2.0 + (5.0 / 45.0) * (cap as f64 - 10.0) - draw;
+            let want = if limit <= 0.0 { 0 } else { limit.ceil() as u64 };
+            assert_eq!(view.share_cap(0, cap), Some(want), "cap {cap}, draw {draw}");
+        }
+        // At the cap of the report (room 0) it reuses at most its own slot.
+        assert!(view.share_cap(0, 10).unwrap() <= 2);
+        // e1: no completion came with its report; room 29 - 36 < 0.
+        let e1 = view.share_cap(1, 29).unwrap();
+        assert!(e1 <= 4, "over the cap: less than it holds ({e1})");
+    }
+
+    /// One balancer holding the whole view: the view's rule, exactly.
+    #[test]
+    fn the_whole_load_keeps_the_views_rule() {
+        let pool = Pool::for_test(vec![Endpoint::new("e0").unwrap()]);
+        pool.fleet().share.store(true, Relaxed);
+        pool.reserve(0);
+        pool.reserve(0);
+        pool.member(0)
+            .apply_report(&LoadReport::new(1).at(Duration::ZERO), 1);
+        pool.release(0);
+        let view = FleetView::new(&pool, Some(Duration::ZERO));
+        assert_eq!(view.share_cap(0, 5), None);
+        assert!(view.try_reserve(0, 2));
+        assert!(!view.try_reserve(0, 2), "1 + 1 = the cap of 2");
     }
 }

@@ -109,9 +109,11 @@ impl Member {
     /// released, but the report already leaves them out).
     pub(crate) fn apply_report(&self, report: &LoadReport, finishing: u64) {
         let offsets = &self.fleet.offsets;
-        let local = self.load().saturating_sub(finishing);
+        let base = self.load();
+        let local = base.saturating_sub(finishing);
         let at = report.reported_at();
-        self.report.publish(report.in_service(), local, at, offsets);
+        self.report
+            .publish_base(report.in_service(), local, base, at, offsets);
         // A removal that raced with this report may have missed it: the
         // balancer's sum counts members only (`retire` takes the flag first,
         // then the report; this reads the flag after counting the report).
