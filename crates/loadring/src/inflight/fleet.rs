@@ -426,6 +426,20 @@ impl ReportCell {
         generation(self.state.load(Relaxed)) != 0
     }
 
+    /// The last report's offset, whether it is counted, and its time (µs),
+    /// if there is one: what the view needs (two words; the base is read
+    /// by [`ReportCell::read`] only).
+    #[inline]
+    pub(crate) fn read_view(&self) -> Option<(i64, bool, u64)> {
+        let word = self.state.load(Relaxed);
+        let gen = generation(word);
+        if gen == 0 {
+            return None;
+        }
+        let at = self.at.load(Relaxed);
+        (generation(at) == gen).then(|| (offset(word), counted(word), at & VALUE_MASK))
+    }
+
     /// The last report, whole, if there is one.
     #[inline]
     pub(crate) fn read(&self) -> Option<Report> {
@@ -483,9 +497,9 @@ impl ReportCell {
     /// asked only when there is a report.
     #[inline]
     pub(crate) fn fresh_offset(&self, now: impl FnOnce() -> u64, max_age: u64) -> Option<i64> {
-        let report = self.read()?;
-        let age = now().saturating_sub(report.at);
-        (age <= max_age).then_some(report.offset)
+        let (offset, _, at) = self.read_view()?;
+        let age = now().saturating_sub(at);
+        (age <= max_age).then_some(offset)
     }
 }
 

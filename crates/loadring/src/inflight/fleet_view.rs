@@ -123,13 +123,13 @@ impl<'a> FleetView<'a> {
         if !self.on {
             return None;
         }
-        let report = self.pool.report(i).read()?;
+        let (offset, counted, at) = self.pool.report(i).read_view()?;
         let fresh = if self.whole {
-            report.counted
+            counted
         } else {
-            self.now().saturating_sub(report.at) <= self.max_age
+            self.now().saturating_sub(at) <= self.max_age
         };
-        fresh.then_some(report.offset)
+        fresh.then_some(offset)
     }
 
     /// Endpoint `i`'s load: the fleet view, else requests in flight here.
