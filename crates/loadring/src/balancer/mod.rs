@@ -275,6 +275,10 @@ impl<T> Balancer<T> {
         if let Some(max_age) = spec.report_max_age() {
             balancer.fleet.set_max_age(max_age);
         }
+        balancer
+            .fleet
+            .share
+            .store(spec.report_share(), std::sync::atomic::Ordering::Relaxed);
         balancer.spec = Some(spec);
         Ok(balancer)
     }
