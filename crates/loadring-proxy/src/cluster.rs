@@ -73,16 +73,13 @@ impl Cluster {
     pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
         let endpoints = config
             .read_endpoints()
-            .map_err(|e| ConfigError(format!("endpoints file {}", e.0)))?;
+            .map_err(|e| e.prefixed("endpoints file "))?;
         let spec = config.policy.clone();
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
-            balancer: Balancer::with_backends(
-                config.balancer_policy().map_err(ConfigError)?,
-                std::iter::empty(),
-            )
-            .map_err(|e| ConfigError(format!("--policy: {e}")))?,
+            balancer: Balancer::with_backends(config.balancer_policy()?, std::iter::empty())
+                .map_err(|e| ConfigError::new(format!("--policy: {e}")).with_setting("--policy"))?,
             config,
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
@@ -91,7 +88,7 @@ impl Cluster {
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
         if !(endpoints.is_empty() && cluster.config.discover.is_some()) {
-            cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+            cluster.set_endpoints(endpoints).map_err(ConfigError::new)?;
         }
         Ok(cluster)
     }
