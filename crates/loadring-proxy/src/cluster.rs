@@ -88,7 +88,7 @@ impl Cluster {
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
         if !(endpoints.is_empty() && cluster.config.discover.is_some()) {
-            cluster.set_endpoints(endpoints).map_err(ConfigError::new)?;
+            cluster.set_endpoints(endpoints)?;
         }
         Ok(cluster)
     }
@@ -136,9 +136,9 @@ impl Cluster {
     /// # Errors
     /// A bad address, or a membership the policy cannot be built over; the
     /// current one is then kept.
-    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, String> {
+    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, ConfigError> {
         if endpoints.is_empty() {
-            return Err("no endpoints".into());
+            return Err(ConfigError::new("no endpoints"));
         }
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::new();
@@ -162,7 +162,7 @@ impl Cluster {
         let changed = self
             .balancer
             .update_backends(backends)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ConfigError::new(e.to_string()))?;
         *upstreams = next;
         if changed {
             *self.layout.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -147,14 +147,18 @@ pub struct RouteConfig {
 
 /// `spec` with lifecycle `keys` added: to the innermost policy of a
 /// locality chain, where lifecycle keys go.
-fn with_keys(spec: &PolicySpec, keys: &[(&str, String)]) -> Result<PolicySpec, String> {
+fn with_keys(spec: &PolicySpec, keys: &[(&str, String)]) -> Result<PolicySpec, ConfigError> {
     if let Some(inner) = spec.inner() {
         let inner = with_keys(inner, keys)?;
-        return spec.over(inner).map_err(|e| e.to_string());
+        return spec
+            .over(inner)
+            .map_err(|e| ConfigError::new(e.to_string()));
     }
     keys.iter().try_fold(spec.clone(), |spec, (key, value)| {
         spec.with(key, value).map_err(|e| {
-            format!("passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}")
+            ConfigError::new(format!(
+                "passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}"
+            ))
         })
     })
 }
@@ -208,7 +212,7 @@ impl ClusterConfig {
             ("max_eject_for", eject_for),
             ("max_ejection_percent", "100".to_string()),
         ];
-        with_keys(&self.policy, &keys).map_err(ConfigError::new)
+        with_keys(&self.policy, &keys)
     }
 
     /// A cluster with the defaults, before its endpoints and key are set.

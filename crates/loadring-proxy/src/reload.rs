@@ -115,6 +115,6 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
             cluster.balancer().endpoints().len()
         ),
         Ok(false) => {}
-        Err(e) => kept(&e),
+        Err(e) => kept(&e.to_string()),
     }
 }
