@@ -17,9 +17,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::request::Parts;
 use loadring::Outcome;
-use loadring_proxy::cluster::Cluster;
-use loadring_proxy::metrics::Metrics;
-use loadring_proxy::{ClusterConfig, KeySpec, KeyStyle};
+use loadring_proxy::internals::{Cluster, KeyStyle, Metrics};
+use loadring_proxy::{ClusterConfig, KeySpec};
 
 const ENDPOINTS: usize = 16;
 const USERS: usize = 1024;

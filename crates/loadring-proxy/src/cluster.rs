@@ -73,16 +73,13 @@ impl Cluster {
     pub fn new(config: ClusterConfig) -> Result<Self, ConfigError> {
         let endpoints = config
             .read_endpoints()
-            .map_err(|e| ConfigError(format!("endpoints file {}", e.0)))?;
+            .map_err(|e| e.prefixed("endpoints file "))?;
         let spec = config.policy.clone();
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
-            balancer: Balancer::with_backends(
-                config.balancer_policy().map_err(ConfigError)?,
-                std::iter::empty(),
-            )
-            .map_err(|e| ConfigError(format!("--policy: {e}")))?,
+            balancer: Balancer::with_backends(config.balancer_policy()?, std::iter::empty())
+                .map_err(|e| ConfigError::new(format!("--policy: {e}")).with_setting("--policy"))?,
             config,
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
@@ -91,7 +88,7 @@ impl Cluster {
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
         if !(endpoints.is_empty() && cluster.config.discover.is_some()) {
-            cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+            cluster.set_endpoints(endpoints)?;
         }
         Ok(cluster)
     }
@@ -139,9 +136,9 @@ impl Cluster {
     /// # Errors
     /// A bad address, or a membership the policy cannot be built over; the
     /// current one is then kept.
-    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, String> {
+    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, ConfigError> {
         if endpoints.is_empty() {
-            return Err("no endpoints".into());
+            return Err(ConfigError::new("no endpoints"));
         }
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::new();
@@ -165,7 +162,7 @@ impl Cluster {
         let changed = self
             .balancer
             .update_backends(backends)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ConfigError::new(e.to_string()))?;
         *upstreams = next;
         if changed {
             *self.layout.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -19,7 +19,7 @@ use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
 // Public here before they moved to their own file.
-pub use crate::proxy_body::{empty_body, text_body, ProxyBody};
+pub use crate::proxy_body::{text_body, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// removed both ways.

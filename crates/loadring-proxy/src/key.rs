@@ -21,6 +21,8 @@ use http::header::{HeaderName, COOKIE};
 use http::request::Parts;
 use loadring::hash::xxhash64;
 
+use crate::error::ConfigError;
+
 /// The accepted sources, for error messages.
 pub const KEY_SOURCES: &str =
     "header:NAME, cookie:NAME, query:NAME, path, uri, method-uri, source-ip (comma-separated to combine)";
@@ -65,10 +67,14 @@ impl fmt::Display for KeySource {
 }
 
 impl FromStr for KeySource {
-    type Err = String;
+    type Err = ConfigError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("key source `{text}`: {why}; accepted: {KEY_SOURCES}");
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let bad = |why: &str| {
+            ConfigError::new(format!(
+                "key source `{text}`: {why}; accepted: {KEY_SOURCES}"
+            ))
+        };
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
             None => (text, None),
@@ -101,8 +107,10 @@ impl FromStr for KeySource {
 }
 
 impl KeySource {
-    /// This source's value in the request, or `None` when it is absent.
-    pub fn value(&self, parts: &Parts, peer: IpAddr) -> Option<Vec<u8>> {
+    /// This source's value in the request, or `None` when it is absent
+    /// (the tests' reading; the gateway borrows it with `bytes`).
+    #[cfg(test)]
+    pub(crate) fn value(&self, parts: &Parts, peer: IpAddr) -> Option<Vec<u8>> {
         self.bytes(parts, peer).map(|b| b.to_vec())
     }
 
@@ -110,7 +118,7 @@ impl KeySource {
     /// whole (one header line, a cookie, a query parameter, the path, the
     /// target; the client address is written inline): only several lines
     /// of a header and `method-uri` are put together in a new buffer.
-    pub fn bytes(&self, parts: &Parts, peer: IpAddr) -> Option<KeyBytes> {
+    pub(crate) fn bytes(&self, parts: &Parts, peer: IpAddr) -> Option<KeyBytes> {
         self.find(parts, peer).map(Found::into_key)
     }
 
@@ -339,7 +347,7 @@ impl KeySpec {
     ///
     /// # Errors
     /// The first unreadable source, named.
-    pub fn parse<S: AsRef<str>>(texts: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(texts: &[S]) -> Result<Self, ConfigError> {
         let mut sources = Vec::new();
         for text in texts {
             for part in text.as_ref().split(',') {
@@ -361,6 +369,7 @@ impl KeySpec {
 
     /// The request's key in the form `style` needs; `None` when every source
     /// is absent (the request is then served round robin).
+    #[doc(hidden)]
     pub fn evaluate(&self, parts: &Parts, peer: IpAddr, style: KeyStyle) -> Option<RequestKey> {
         match style {
             KeyStyle::Envoy => {
@@ -494,7 +503,7 @@ mod tests {
             "ip",
             "",
         ] {
-            let err = bad.parse::<KeySource>().unwrap_err();
+            let err = bad.parse::<KeySource>().unwrap_err().to_string();
             assert!(err.contains(&format!("`{bad}`")), "{err}");
             assert!(err.contains("accepted"), "{err}");
         }

@@ -3,17 +3,12 @@
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 
 use crate::body::BoxError;
 
 /// Bodies both ways.
 pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
-
-/// An empty body.
-pub fn empty_body() -> ProxyBody {
-    Empty::new().map_err(|never| match never {}).boxed_unsync()
-}
 
 /// A short plain-text body.
 pub fn text_body(text: impl Into<Bytes>) -> ProxyBody {

@@ -10,6 +10,7 @@ use http::uri::Authority;
 use loadring::{Endpoint, Id};
 
 use crate::endpoint_counters::EndpointCounters;
+use crate::error::ConfigError;
 
 /// The value the balancer carries for each endpoint. Kept across reloads by
 /// identity (address and tag), so its check verdict survives them as the
@@ -51,12 +52,11 @@ impl Upstream {
     ///
     /// # Errors
     /// The address is not `host:port`.
-    pub fn new(endpoint: &Endpoint) -> Result<Self, String> {
-        crate::config::check_backend_addr(endpoint.addr())?;
-        let authority = endpoint
-            .addr()
-            .parse()
-            .map_err(|_| format!("endpoint `{}`: not host:port", endpoint.addr()))?;
+    pub fn new(endpoint: &Endpoint) -> Result<Self, ConfigError> {
+        crate::config::check_backend_addr(endpoint.addr()).map_err(ConfigError::new)?;
+        let authority = endpoint.addr().parse().map_err(|_| {
+            ConfigError::new(format!("endpoint `{}`: not host:port", endpoint.addr()))
+        })?;
         Ok(Upstream {
             addr: endpoint.addr().into(),
             tag: endpoint.tag().map(str::to_string),

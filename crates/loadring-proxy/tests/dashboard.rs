@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::{eventually, get, metric};
 use loadring::Endpoint;
-use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::internals::Gateway;
+use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
