@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loadring_proxy::clients::ClientLimits;
 use loadring_proxy::{
-    parse_duration, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles,
+    parse_duration, ClientLimits, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles,
 };
 
 use crate::CliError;
@@ -221,7 +220,7 @@ impl Args {
             cluster.retry_buffer = text.parse::<u64>().map_err(|_| {
                 CliError(format!(
                     "--retry-buffer: `{text}` is not a number of bytes: accepted 0..={}",
-                    loadring_proxy::config::MAX_RETRY_BUFFER
+                    loadring_proxy::MAX_RETRY_BUFFER
                 ))
             })?;
         }
@@ -273,7 +272,7 @@ impl Args {
             (None, Some(_)) => return Err(CliError("--tls-key: needs --tls-cert FILE".into())),
         };
         let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
-            .unwrap_or(loadring_proxy::config::DEFAULT_DRAIN_TIMEOUT);
+            .unwrap_or(loadring_proxy::DEFAULT_DRAIN_TIMEOUT);
         let mut clients = ClientLimits::default();
         if let Some(d) = duration("--header-timeout", &self.header_timeout)? {
             clients.header_timeout = d;
@@ -282,7 +281,7 @@ impl Args {
             clients.max_connections = Some(text.parse::<usize>().map_err(|_| {
                 CliError(format!(
                     "--max-connections: `{text}` is not a count: accepted 1..={}",
-                    loadring_proxy::config::MAX_CONNECTIONS
+                    loadring_proxy::MAX_CONNECTIONS
                 ))
             })?);
         }
@@ -357,7 +356,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 }
 
 /// Takes SIGHUP from now on. Sources (endpoints files, discovery) re-read
-/// themselves on it (`loadring_proxy::reload`); with none, there is
+/// themselves on it (the proxy crate's reload module); with none, there is
 /// nothing to re-read: each SIGHUP logs one line and the proxy carries on.
 pub(crate) fn hangup_notice(
     follows_a_source: bool,

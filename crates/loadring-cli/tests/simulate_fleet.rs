@@ -177,6 +177,34 @@ fn one_balancers_reports_are_its_own_count() {
     }
 }
 
+/// The busiest backend's time-averaged load over its fair share: at least
+/// 1 by definition (the shares sum to the total), the factor for one
+/// balancer holding a hot key's owner at its cap, and lower with reports
+/// than without at K = 16, where each balancer's own cap is coarse.
+#[test]
+fn the_busiest_backend_is_measured_over_time() {
+    let doc = reports("0ms");
+    let rows = doc["fleet"].as_array().expect("fleet rows");
+    for r in rows {
+        for side in ["without_reports", "with_reports"] {
+            let busiest = f(&r[side], "busiest_over_mean");
+            assert!(busiest >= 1.0, "{r}");
+            assert!(busiest <= f(&r[side], "max_over_mean"), "{r}");
+        }
+    }
+    let one = f(&rows[0]["with_reports"], "busiest_over_mean");
+    assert!(
+        (1.2..=1.3).contains(&one),
+        "one balancer holds the owner near 1.25: {one}"
+    );
+    let sixteen = &rows[2];
+    assert!(
+        f(&sixteen["with_reports"], "busiest_over_mean")
+            < f(&sixteen["without_reports"], "busiest_over_mean"),
+        "{sixteen}"
+    );
+}
+
 /// The delay holds each response (and its report) on its way: the runs
 /// with a delay differ from those without, with and without reports.
 #[test]

@@ -1,5 +1,5 @@
 //! A demo backend for trying the proxy: answers every request with its own
-//! address (see `loadring_proxy::backend` for `?delay=MS`, `?status=CODE`
+//! address (see `loadring_proxy::DemoBackend` for `?delay=MS`, `?status=CODE`
 //! and `/health`). `--load-report` makes every answer carry its count of
 //! requests in service in ORCA's `endpoint-load-metrics` header, for
 //! `loadring proxy --load-report orca`.

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
@@ -120,7 +120,6 @@ fn describe(cluster: &Cluster) -> Value {
     } else {
         HashMap::new()
     };
-    let now = Instant::now();
     // One snapshot, one pass: no lookup per endpoint.
     let states = balancer.states(loadring::clock::now());
     let upstreams = cluster.upstreams_of(states.iter().map(|s| &s.endpoint));
@@ -132,12 +131,9 @@ fn describe(cluster: &Cluster) -> Value {
         .map(|(state, upstream)| {
             let e = &state.endpoint;
             let served = upstream.as_ref().map(|u| u.served()).unwrap_or_default();
-            let health = upstream.as_ref().map(|u| u.health_at(now));
-            // Passive ejection is the proxy's (--eject-after) or the
-            // policy's (eject_after=): whichever ends later keeps it out.
-            let ejected = health
-                .and_then(|h| h.ejected_for)
-                .max(state.lifecycle.ejected_for);
+            // Passive ejection, --eject-after's or the policy's own
+            // eject_after=, is the balancer's lifecycle.
+            let ejected = state.lifecycle.ejected_for;
             in_flight_total += state.in_flight;
             let share = shares.get(&(e.addr(), e.tag()));
             bounded |= state.cap.is_some();
@@ -146,8 +142,8 @@ fn describe(cluster: &Cluster) -> Value {
                 "tag": e.tag(),
                 "zone": e.zone(),
                 "weight": e.weight(),
-                "healthy": state.healthy,
-                "checked_up": health.is_none_or(|h| h.checked_up),
+                "healthy": state.healthy && ejected.is_none(),
+                "checked_up": upstream.as_ref().is_none_or(|u| u.checked_up()),
                 "ejected_ms": ejected.map(millis),
                 "slow_start": state.lifecycle.slow_start,
                 "in_flight": state.in_flight,

@@ -21,8 +21,9 @@ pub struct ClientLimits {
     /// How long a client may take to send a request's headers.
     pub header_timeout: Duration,
     /// Client connections open at once; beyond, new ones are refused at
-    /// once. `None`: derived from the file descriptor limit
-    /// ([`default_max_connections`]).
+    /// once. `None`: half of the soft file descriptor limit left after a
+    /// reserve of 64 (each client connection may need a connection to a
+    /// backend too), at least 1; 4096 where the limit cannot be read.
     pub max_connections: Option<usize>,
 }
 

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use loadring::{
     Balancer, Candidate, Endpoint, Layout, Pick, PickError, PickErrorKind, PolicySpec, Request,
@@ -56,11 +55,10 @@ pub struct Cluster {
     balancer: Balancer<Backend>,
     style: KeyStyle,
     hashing: bool,
-    bounded: bool,
     /// Round-robin position for keyless requests under a hashing policy.
     keyless_turn: AtomicU64,
-    /// Upstreams by identity, reused across reloads so their health
-    /// evidence survives (the balancer keeps in-flight counts by identity).
+    /// Upstreams by identity, reused across reloads so their check verdicts
+    /// survive (the balancer keeps in-flight counts by identity).
     upstreams: Mutex<HashMap<(String, Option<String>), Backend>>,
     /// How the hash space is shared out, computed once per membership (the
     /// admin page reads it; requests never do).
@@ -95,7 +93,7 @@ impl Cluster {
                     } else {
                         naming.name("backend_tls")
                     };
-                    ConfigError(format!("{flag}: {e}"))
+                    ConfigError::new(format!("{flag}: {e}")).with_setting(flag)
                 })?,
             )
         } else {
@@ -103,14 +101,13 @@ impl Cluster {
         };
         let endpoints = config
             .read_endpoints()
-            .map_err(|e| ConfigError(format!("endpoints file {}", e.0)))?;
+            .map_err(|e| e.prefixed("endpoints file "))?;
         let spec = config.policy.clone();
         let cluster = Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
-            bounded: spec.load_factor().is_some() || spec.hash_balance_factor().is_some(),
-            balancer: Balancer::with_backends(spec, std::iter::empty())
-                .map_err(|e| ConfigError(format!("--policy: {e}")))?,
+            balancer: Balancer::with_backends(config.balancer_policy()?, std::iter::empty())
+                .map_err(|e| ConfigError::new(format!("--policy: {e}")).with_setting("--policy"))?,
             config,
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
@@ -120,7 +117,7 @@ impl Cluster {
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
         if !(endpoints.is_empty() && cluster.config.discover.is_some()) {
-            cluster.set_endpoints(endpoints).map_err(ConfigError)?;
+            cluster.set_endpoints(endpoints)?;
         }
         Ok(cluster)
     }
@@ -166,15 +163,16 @@ impl Cluster {
     }
 
     /// Replaces the membership (the inline endpoints stay first). Endpoints
-    /// that stay keep their in-flight counts, health marks and evidence;
+    /// that stay keep their in-flight counts, health marks, check verdicts
+    /// and lifecycle (an ejection runs on);
     /// nothing is rebuilt when nothing changed. Returns whether it changed.
     ///
     /// # Errors
     /// A bad address, or a membership the policy cannot be built over; the
     /// current one is then kept.
-    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, String> {
+    pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, ConfigError> {
         if endpoints.is_empty() {
-            return Err("no endpoints".into());
+            return Err(ConfigError::new("no endpoints"));
         }
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::new();
@@ -193,12 +191,12 @@ impl Cluster {
         }
         let marks: Vec<(Backend, bool)> = backends
             .iter()
-            .map(|(_, u)| (u.clone(), u.healthy(Instant::now())))
+            .map(|(_, u)| (u.clone(), u.checked_up()))
             .collect();
         let changed = self
             .balancer
             .update_backends(backends)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ConfigError::new(e.to_string()))?;
         *upstreams = next;
         if changed {
             *self.layout.lock().unwrap_or_else(|e| e.into_inner()) =
@@ -206,17 +204,17 @@ impl Cluster {
         }
         drop(upstreams);
         // A new member starts healthy in the balancer; one that stayed keeps
-        // its mark. Either way the mark follows the evidence.
+        // its mark. Either way the mark follows the active checks' verdict.
         for (u, healthy) in marks {
             let _ = self.balancer.set_healthy(u.id(), healthy);
         }
         Ok(changed)
     }
 
-    /// Brings the balancer's mark for `upstream` in line with its evidence
-    /// (a health mark, never a rebuild).
+    /// Brings the balancer's mark for `upstream` in line with its active
+    /// checks' verdict (a health mark, never a rebuild).
     pub fn apply_health(&self, upstream: &Upstream) {
-        let healthy = upstream.healthy(Instant::now());
+        let healthy = upstream.checked_up();
         if self.balancer.is_healthy(upstream.id()) != Ok(healthy) {
             // Gone in a reload meanwhile: nothing to mark.
             let _ = self.balancer.set_healthy(upstream.id(), healthy);
@@ -277,15 +275,8 @@ impl Cluster {
         let request = key.request().excluding(tried);
         let pick = self.balancer.pick(&request)?;
         // Spills are counted on first attempts: a retry leaves the owner on
-        // purpose.
-        let spilled = self.bounded
-            && tried.is_empty()
-            && self
-                .balancer
-                .route(&key.request())
-                .ok()
-                .flatten()
-                .is_some_and(|owner| !owner.endpoint().same_backend(pick.endpoint()));
+        // purpose. The pick knows whether it spilled: no second walk.
+        let spilled = tried.is_empty() && pick.spilled();
         Ok(Selected { pick, spilled })
     }
 

@@ -17,10 +17,7 @@ use crate::endpoints::parse_endpoints;
 use crate::key::KeySpec;
 use crate::load_report::LoadReportSpec;
 
-/// A configuration problem, as one line naming the culprit.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+pub(crate) use crate::error::ConfigError;
 
 /// Retries by default: one more candidate after a connect failure.
 pub const DEFAULT_RETRIES: u32 = 1;
@@ -191,7 +188,76 @@ pub struct RouteConfig {
     pub cluster: String,
 }
 
+/// `spec` with lifecycle `keys` added: to the innermost policy of a
+/// locality chain, where lifecycle keys go.
+fn with_keys(spec: &PolicySpec, keys: &[(&str, String)]) -> Result<PolicySpec, ConfigError> {
+    if let Some(inner) = spec.inner() {
+        let inner = with_keys(inner, keys)?;
+        return spec
+            .over(inner)
+            .map_err(|e| ConfigError::new(e.to_string()));
+    }
+    keys.iter().try_fold(spec.clone(), |spec, (key, value)| {
+        spec.with(key, value).map_err(|e| {
+            ConfigError::new(format!(
+                "passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}"
+            ))
+        })
+    })
+}
+
+/// The most failed requests in a row `eject_after` takes (the lifecycle's
+/// range).
+pub const MAX_EJECT_AFTER: u32 = 1_000;
+/// The longest `eject_for` (the lifecycle's range).
+pub const MAX_EJECT_FOR: Duration = Duration::from_secs(3_600);
+
 impl ClusterConfig {
+    /// The policy the cluster's balancer runs: the configured one with the
+    /// passive ejection of `eject_after`/`eject_for` as its lifecycle's
+    /// (`eject_after=N eject_for=DUR`, with `max_eject_for=` the same
+    /// duration and `max_ejection_percent=100`: a fixed time and no budget,
+    /// as the proxy's ejection has always been); under a locality policy, on
+    /// the policy it wraps, whose instances judge each zone on its own (as
+    /// its lifecycle keys go there). A policy that sets its own
+    /// `eject_after=` keeps its own ejection (Envoy's, in full) and the
+    /// proxy's settings are not added; `eject_after = 0` adds nothing.
+    ///
+    /// ```
+    /// use loadring_proxy::ClusterConfig;
+    ///
+    /// let c = ClusterConfig::new("default", "c_murmurhash".parse()?);
+    /// assert_eq!(
+    ///     c.balancer_policy()?.as_str(),
+    ///     "c_murmurhash:eject_after=5 eject_for=30000ms max_eject_for=30000ms max_ejection_percent=100"
+    /// );
+    /// let own = ClusterConfig::new("default", "c_murmurhash:eject_after=3".parse()?);
+    /// assert_eq!(own.balancer_policy()?.as_str(), "c_murmurhash:eject_after=3");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The policy refuses the lifecycle's keys (the message names them).
+    pub fn balancer_policy(&self) -> Result<PolicySpec, ConfigError> {
+        let health = &self.health;
+        let own = self
+            .policy
+            .as_str()
+            .split([':', ' '])
+            .any(|param| param.starts_with("eject_after="));
+        if health.eject_after == 0 || own {
+            return Ok(self.policy.clone());
+        }
+        let eject_for = format!("{}ms", health.eject_for.as_millis());
+        let keys = [
+            ("eject_after", health.eject_after.to_string()),
+            ("eject_for", eject_for.clone()),
+            ("max_eject_for", eject_for),
+            ("max_ejection_percent", "100".to_string()),
+        ];
+        with_keys(&self.policy, &keys)
+    }
+
     /// A cluster with the defaults, before its endpoints and key are set.
     pub fn new(name: impl Into<String>, policy: PolicySpec) -> Self {
         ClusterConfig {
@@ -245,61 +311,69 @@ impl ClusterConfig {
         let name = |key| naming.name(key);
         let is_hashing = self.policy.is_hashing();
         if is_hashing && self.key.is_empty() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{}: policy `{}` hashes a key: give {} SOURCE ({})",
                 name("key"),
                 self.policy,
                 name("key"),
                 crate::key::KEY_SOURCES
-            )));
+            ))
+            .with_setting(name("key")));
         }
         if !is_hashing && !self.key.is_empty() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{}: policy `{}` does not hash keys: drop {} or pick a hashing policy",
                 name("key"),
                 self.policy,
                 name("key")
-            )));
+            ))
+            .with_setting(name("key")));
         }
         if let Some(report) = &self.load_report {
             // Only a bounded policy has a cap for reports to inform.
             if self.policy.report_max_age().is_none() {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "{} {report}: policy `{}` has no load bound to use reports with: \
                      pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
                     name("load_report"),
                     self.policy
-                )));
+                ))
+                .with_setting(name("load_report")));
             }
         }
         if self.discover.is_some() && self.endpoints_file.is_some() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{} and {}: give one ({} file:PATH follows a file)",
                 name("discover"),
                 name("endpoints_file"),
                 name("discover")
-            )));
+            ))
+            .with_setting(name("discover")));
         }
-        let endpoints = self
-            .read_endpoints()
-            .map_err(|e| ConfigError(format!("{} {}", name("endpoints_file"), e.0)))?;
+        let endpoints = self.read_endpoints().map_err(|e| {
+            e.prefixed(&format!("{} ", name("endpoints_file")))
+                .with_setting(name("endpoints_file"))
+        })?;
         if endpoints.is_empty() && self.discover.is_none() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "no endpoints: give {}, {} or {}",
                 name("endpoints"),
                 name("endpoints_file"),
                 name("discover")
-            )));
+            ))
+            .with_setting(name("endpoints")));
         }
         for e in &endpoints {
-            check_backend_addr(e.addr()).map_err(ConfigError)?;
+            check_backend_addr(e.addr())
+                .map_err(|e| ConfigError::new(e).with_setting(name("endpoints")))?;
         }
         if let Some(path) = &self.health.path {
             if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "{} `{path}`: expected a path starting with `/`",
                     name("health_path")
-                )));
+                ))
+                .with_setting(name("health_path")));
             }
         }
         for (key, value) in [
@@ -307,22 +381,45 @@ impl ClusterConfig {
             ("health_fall", self.health.fall),
         ] {
             if value == 0 {
-                return Err(ConfigError(format!("{}: must be at least 1", name(key))));
+                return Err(
+                    ConfigError::new(format!("{}: must be at least 1", name(key)))
+                        .with_setting(name(key)),
+                );
             }
         }
+        if self.health.eject_after > MAX_EJECT_AFTER {
+            return Err(ConfigError::new(format!(
+                "{}: {} failed requests: accepted 0 (never) or 1..={MAX_EJECT_AFTER}",
+                name("eject_after"),
+                self.health.eject_after
+            ))
+            .with_setting(name("eject_after")));
+        }
+        let eject_for = self.health.eject_for;
+        if self.health.eject_after > 0
+            && (eject_for < Duration::from_millis(1) || eject_for > MAX_EJECT_FOR)
+        {
+            return Err(ConfigError::new(format!(
+                "{}: {eject_for:?}: accepted 1ms..=1h",
+                name("eject_for")
+            ))
+            .with_setting(name("eject_for")));
+        }
         if self.retry_buffer > MAX_RETRY_BUFFER {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
                 name("retry_buffer"),
                 self.retry_buffer
-            )));
+            ))
+            .with_setting(name("retry_buffer")));
         }
         if self.backend_ca.is_some() && !self.backend_tls {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{}: only with {} (it verifies backends' certificates)",
                 name("backend_ca"),
                 name("backend_tls")
-            )));
+            ))
+            .with_setting(name("backend_ca")));
         }
         for (key, value) in [
             ("health_interval", self.health.interval),
@@ -330,7 +427,10 @@ impl ClusterConfig {
             ("connect_timeout", self.connect_timeout),
         ] {
             if value.is_zero() {
-                return Err(ConfigError(format!("{}: must be more than 0ms", name(key))));
+                return Err(
+                    ConfigError::new(format!("{}: must be more than 0ms", name(key)))
+                        .with_setting(name(key)),
+                );
             }
         }
         Ok(())
@@ -363,6 +463,8 @@ impl Naming {
                 "health_rise" => "--health-rise",
                 "health_fall" => "--health-fall",
                 "health_interval" => "--health-interval",
+                "eject_after" => "--eject-after",
+                "eject_for" => "--eject-for",
                 "timeout" => "--timeout",
                 "connect_timeout" => "--connect-timeout",
                 "retry_buffer" => "--retry-buffer",
@@ -401,8 +503,8 @@ pub fn check_backend_addr(addr: &str) -> Result<(), String> {
 /// which setting it came from).
 pub fn read_endpoints_file(path: &Path) -> Result<Vec<Endpoint>, ConfigError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("{}: {e}", path.display())))?;
-    parse_endpoints(&text).map_err(|e| ConfigError(format!("{}: {e}", path.display())))
+        .map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))?;
+    parse_endpoints(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))
 }
 
 impl ProxyConfig {
@@ -421,59 +523,56 @@ impl ProxyConfig {
     /// The first problem.
     pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
         if self.clusters.is_empty() {
-            return Err(ConfigError(
-                "no clusters: a config needs at least one [[cluster]]".into(),
+            return Err(ConfigError::new(
+                "no clusters: a config needs at least one [[cluster]]",
             ));
         }
         for (i, c) in self.clusters.iter().enumerate() {
             if self.clusters[..i].iter().any(|o| o.name == c.name) {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "cluster `{}` is defined twice",
                     c.name
                 )));
             }
         }
         if self.clients.header_timeout.is_zero() {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "{}: must be more than 0ms",
                 naming.name("header_timeout")
-            )));
+            ))
+            .with_setting(naming.name("header_timeout")));
         }
         if let Some(n) = self.clients.max_connections {
             if !(1..=MAX_CONNECTIONS).contains(&n) {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
                     naming.name("max_connections")
-                )));
+                ))
+                .with_setting(naming.name("max_connections")));
             }
         }
         let multi = self.clusters.len() > 1;
         for c in &self.clusters {
-            c.validate_as(naming).map_err(|e| {
-                if multi {
-                    ConfigError(format!("cluster `{}`: {}", c.name, e.0))
-                } else {
-                    e
-                }
-            })?;
+            c.validate_as(naming)
+                .map_err(|e| if multi { e.in_cluster(&c.name) } else { e })?;
         }
         for r in &self.routes {
             if !self.clusters.iter().any(|c| c.name == r.cluster) {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "route `{}`: no cluster named `{}`",
                     r.path_prefix, r.cluster
                 )));
             }
             if !r.path_prefix.starts_with('/') {
-                return Err(ConfigError(format!(
+                return Err(ConfigError::new(format!(
                     "route `{}`: path_prefix must start with `/`",
                     r.path_prefix
                 )));
             }
         }
         if multi && self.routes.is_empty() {
-            return Err(ConfigError(
-                "several clusters but no [[route]]: say which requests go where".into(),
+            return Err(ConfigError::new(
+                "several clusters but no [[route]]: say which requests go where",
             ));
         }
         Ok(())
@@ -484,11 +583,12 @@ impl ProxyConfig {
     /// # Errors
     /// An unreadable file, a TOML error or a bad value, naming the file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError(format!("--config {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError::new(format!("--config {}: {e}", path.display())).with_setting("--config")
+        })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::from_toml(&text, base)
-            .map_err(|e| ConfigError(format!("--config {}: {}", path.display(), e.0)))
+            .map_err(|e| e.prefixed(&format!("--config {}: ", path.display())))
     }
 
     /// Parses and validates TOML text; relative `endpoints_file` paths are
@@ -498,7 +598,7 @@ impl ProxyConfig {
     /// A TOML error or a bad value, on one line.
     pub fn from_toml(text: &str, base: &Path) -> Result<Self, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            ConfigError(
+            ConfigError::new(
                 e.message().replace('\n', " ").trim().to_string() + &span_hint(text, e.span()),
             )
         })?;
@@ -592,7 +692,9 @@ enum OneOrMany {
 fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
-        Some(v) => parse_duration(v).map_err(|e| ConfigError(format!("{key}: {e}"))),
+        Some(v) => {
+            parse_duration(v).map_err(|e| ConfigError::new(format!("{key}: {e}")).with_setting(key))
+        }
     }
 }
 
@@ -613,9 +715,10 @@ impl RawConfig {
                 .max_connections
                 .map(|n| {
                     usize::try_from(n).map_err(|_| {
-                        ConfigError(format!(
+                        ConfigError::new(format!(
                             "max_connections: `{n}` is not a count: accepted 1..={MAX_CONNECTIONS}"
                         ))
+                        .with_setting("max_connections")
                     })
                 })
                 .transpose()?,
@@ -633,7 +736,7 @@ impl RawConfig {
                     }
                 });
                 c.into_config(name.clone(), base)
-                    .map_err(|e| ConfigError(format!("cluster `{name}`: {}", e.0)))
+                    .map_err(|e| e.in_cluster(&name))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let routes = self
@@ -651,8 +754,12 @@ impl RawConfig {
                 key: base.join(key),
             }),
             (None, None) => None,
-            (Some(_), None) => return Err(ConfigError("tls_cert: needs tls_key".into())),
-            (None, Some(_)) => return Err(ConfigError("tls_key: needs tls_cert".into())),
+            (Some(_), None) => {
+                return Err(ConfigError::new("tls_cert: needs tls_key").with_setting("tls_cert"))
+            }
+            (None, Some(_)) => {
+                return Err(ConfigError::new("tls_key: needs tls_cert").with_setting("tls_key"))
+            }
         };
         Ok(ProxyConfig {
             listen: self.listen,
@@ -671,21 +778,21 @@ impl RawCluster {
         let policy: PolicySpec = self
             .policy
             .parse()
-            .map_err(|e| ConfigError(format!("policy: {e}")))?;
+            .map_err(|e| ConfigError::new(format!("policy: {e}")).with_setting("policy"))?;
         let mut c = ClusterConfig::new(name, policy);
         c.endpoints = self
             .endpoints
             .iter()
             .map(|t| t.parse::<Endpoint>())
             .collect::<Result<_, _>>()
-            .map_err(|e| ConfigError(format!("endpoints: {e}")))?;
+            .map_err(|e| ConfigError::new(format!("endpoints: {e}")).with_setting("endpoints"))?;
         c.endpoints_file = self.endpoints_file.map(|p| base.join(p));
         c.discover = self
             .discover
             .map(|d| {
-                let spec = d
-                    .parse::<SourceSpec>()
-                    .map_err(|e| ConfigError(format!("discover: {e}")))?;
+                let spec = d.parse::<SourceSpec>().map_err(|e| {
+                    ConfigError::new(format!("discover: {e}")).with_setting("discover")
+                })?;
                 Ok(match spec {
                     SourceSpec::File(p) => SourceSpec::File(base.join(p)),
                     other => other,
@@ -697,14 +804,15 @@ impl RawCluster {
             OneOrMany::One(k) => vec![k],
             OneOrMany::Many(k) => k,
         };
-        c.key = KeySpec::parse(&keys).map_err(|e| ConfigError(format!("key: {e}")))?;
+        c.key = KeySpec::parse(&keys)
+            .map_err(|e| ConfigError::new(format!("key: {e}")).with_setting("key"))?;
         c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
         c.retry_buffer = match self.retry_buffer {
             None => DEFAULT_RETRY_BUFFER,
             Some(bytes) => u64::try_from(bytes).map_err(|_| {
-                ConfigError(format!(
+                ConfigError::new(format!(
                     "retry_buffer: `{bytes}` is not a number of bytes: accepted 0..={MAX_RETRY_BUFFER}"
-                ))
+                )).with_setting("retry_buffer")
             })?,
         };
         c.connect_timeout = duration(
@@ -729,14 +837,15 @@ impl RawCluster {
         c.load_report = self
             .load_report
             .map(|r| {
-                r.parse()
-                    .map_err(|e| ConfigError(format!("load_report: {e}")))
+                r.parse().map_err(|e| {
+                    ConfigError::new(format!("load_report: {e}")).with_setting("load_report")
+                })
             })
             .transpose()?;
         c.backend_protocol = match self.backend_protocol {
-            Some(p) => p
-                .parse()
-                .map_err(|e| ConfigError(format!("backend_protocol: {e}")))?,
+            Some(p) => p.parse().map_err(|e| {
+                ConfigError::new(format!("backend_protocol: {e}")).with_setting("backend_protocol")
+            })?,
             None => BackendProtocol::Http1,
         };
         c.backend_tls = self.backend_tls.unwrap_or(false);
@@ -820,7 +929,9 @@ cluster = "users"
     }
 
     fn error_of(text: &str) -> String {
-        ProxyConfig::from_toml(text, Path::new(".")).unwrap_err().0
+        ProxyConfig::from_toml(text, Path::new("."))
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -857,6 +968,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("eject_after = 0", "eject_after = \"x\""),
                 "(line 17, key `eject_after`)",
+            ),
+            (
+                TWO_CLUSTERS.replace("eject_after = 0", "eject_after = 1001"),
+                "eject_after: 1001 failed requests: accepted 0 (never) or 1..=1000",
+            ),
+            (
+                TWO_CLUSTERS.replace("eject_after = 0", "eject_after = 2\neject_for = \"2h\""),
+                "eject_for: 7200s: accepted 1ms..=1h",
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
@@ -921,21 +1040,33 @@ cluster = "users"
         c.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
         c.health.rise = 0;
         assert_eq!(
-            c.validate().unwrap_err().0,
+            c.validate().unwrap_err().to_string(),
             "health_rise: must be at least 1"
         );
         assert_eq!(
-            c.validate_as(Naming::Flags).unwrap_err().0,
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
             "--health-rise: must be at least 1"
         );
         c.health.rise = 1;
+        c.health.eject_after = 1001;
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "--eject-after: 1001 failed requests: accepted 0 (never) or 1..=1000"
+        );
+        c.health.eject_after = 1;
+        c.health.eject_for = Duration::ZERO;
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "--eject-for: 0ns: accepted 1ms..=1h"
+        );
+        c.health.eject_for = DEFAULT_EJECT_FOR;
         c.endpoints.clear();
         assert_eq!(
-            c.validate().unwrap_err().0,
+            c.validate().unwrap_err().to_string(),
             "no endpoints: give endpoints, endpoints_file or discover"
         );
         assert_eq!(
-            c.validate_as(Naming::Flags).unwrap_err().0,
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
             "no endpoints: give -e ENDPOINT (repeatable), --endpoints or --discover"
         );
     }
@@ -968,15 +1099,94 @@ cluster = "users"
         );
         let err = ProxyConfig::from_toml(&text("zk://x"), Path::new(".")).unwrap_err();
         assert!(
-            err.0
+            err.to_string()
                 .starts_with("cluster `default`: discover: `zk://x`: unknown source"),
             "{err}"
         );
+        assert_eq!(err.setting(), Some("discover"));
+        assert_eq!(err.cluster(), Some("default"));
         let both = format!("{}endpoints_file = \"x\"\n", text("file:y"));
         let err = ProxyConfig::from_toml(&both, Path::new(".")).unwrap_err();
         assert!(
-            err.0.contains("discover and endpoints_file: give one"),
+            err.to_string()
+                .contains("discover and endpoints_file: give one"),
             "{err}"
+        );
+        assert_eq!(err.setting(), Some("discover"));
+    }
+
+    /// The proxy's passive ejection is the balancer's lifecycle with the
+    /// proxy's rules (docs/proxy.md): `eject_after` failures in a row, any
+    /// success resetting the count, eject for `eject_for`, every time the
+    /// same (no growth), and no budget (every endpoint may be out). The
+    /// health mark is untouched: ejection is the lifecycle's own state.
+    #[test]
+    fn the_proxys_ejection_is_the_lifecycles_with_a_fixed_time_and_no_budget() {
+        use loadring::{Balancer, Endpoint, Outcome, Request};
+        let addrs = ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"];
+        let eject_for = Duration::from_secs(10);
+        let balancer = |policy: &str| {
+            let mut c = ClusterConfig::new("default", policy.parse().unwrap());
+            c.health.eject_after = 2;
+            c.health.eject_for = eject_for;
+            let endpoints = addrs.map(|a| Endpoint::new(a).unwrap());
+            Balancer::new(c.balancer_policy().unwrap(), endpoints).unwrap()
+        };
+        // One attempt on `addr` at time `t` (the others excluded).
+        let attempt = |b: &Balancer, addr: &str, t: Duration, ok: bool| {
+            let others: Vec<&str> = addrs.iter().copied().filter(|a| *a != addr).collect();
+            let pick = b.pick(&Request::key("k").excluding(&others).at(t)).unwrap();
+            assert_eq!(pick.addr(), addr);
+            let latency = Duration::from_millis(1);
+            let outcome = if ok {
+                Outcome::success(latency)
+            } else {
+                Outcome::failure(latency)
+            };
+            pick.finish(outcome.at(t));
+        };
+        let left =
+            |b: &Balancer, addr: &str, t: Duration| b.lifecycle(addr, t).unwrap().ejected_for;
+        let t0 = Duration::from_secs(100);
+
+        let b = balancer("c_murmurhash");
+        let [a, bb, c] = addrs;
+        attempt(&b, a, t0, false);
+        attempt(&b, a, t0, true);
+        attempt(&b, a, t0, false);
+        assert_eq!(left(&b, a, t0), None, "a success resets the count");
+        attempt(&b, a, t0, false);
+        assert_eq!(left(&b, a, t0), Some(eject_for), "two in a row");
+        assert_eq!(b.is_healthy(a), Ok(true), "the health mark is untouched");
+        for addr in [bb, c] {
+            attempt(&b, addr, t0, false);
+            attempt(&b, addr, t0, false);
+            assert_eq!(left(&b, addr, t0), Some(eject_for), "{addr}: no budget");
+        }
+        let back = t0 + eject_for;
+        assert_eq!(left(&b, a, back), None, "back after eject_for");
+        attempt(&b, a, back, false);
+        attempt(&b, a, back, false);
+        assert_eq!(left(&b, a, back), Some(eject_for), "the same time again");
+
+        // Under a locality policy, on the policy it wraps.
+        let zoned = ClusterConfig::new("default", "zone_first over c_murmurhash".parse().unwrap());
+        let spec = zoned.balancer_policy().unwrap();
+        assert_eq!(
+            spec.as_str(),
+            "zone_first over c_murmurhash:eject_after=5 eject_for=30000ms max_eject_for=30000ms max_ejection_percent=100"
+        );
+        Balancer::new(spec, addrs.map(|a| Endpoint::new(a).unwrap())).unwrap();
+
+        // A policy with its own eject_after= keeps Envoy's growth.
+        let own = balancer("c_murmurhash:eject_after=1 eject_for=10s");
+        attempt(&own, a, t0, false);
+        assert_eq!(left(&own, a, t0), Some(eject_for));
+        attempt(&own, a, back, false);
+        assert_eq!(
+            left(&own, a, back),
+            Some(2 * eject_for),
+            "Envoy's multiplier"
         );
     }
 
@@ -1036,7 +1246,7 @@ cluster = "users"
             let error = ProxyConfig::from_toml(&text, Path::new("/"))
                 .and_then(|c| c.validate().map(|()| c))
                 .unwrap_err()
-                .0;
+                .to_string();
             assert!(error.contains(want), "{text}: {error}");
         }
     }

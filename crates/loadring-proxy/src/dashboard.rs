@@ -40,14 +40,6 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
      form-action 'none'; frame-ancestors 'none'";
 
 /// The embedded file served at `path`, if any.
-///
-/// ```
-/// use loadring_proxy::dashboard::asset;
-///
-/// assert!(asset("/").unwrap().body.contains("/dashboard.js"));
-/// assert_eq!(asset("/dashboard.js").unwrap().content_type, "text/javascript; charset=utf-8");
-/// assert!(asset("/status").is_none());
-/// ```
 pub fn asset(path: &str) -> Option<Asset> {
     match path {
         "/" | "/index.html" => Some(PAGE),
@@ -79,6 +71,16 @@ pub fn secure(headers: &mut HeaderMap) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn assets_are_served_by_path() {
+        assert!(asset("/").unwrap().body.contains("/dashboard.js"));
+        assert_eq!(
+            asset("/dashboard.js").unwrap().content_type,
+            "text/javascript; charset=utf-8"
+        );
+        assert!(asset("/status").is_none());
+    }
 
     #[test]
     fn the_page_loads_only_its_own_files_and_nothing_inline() {

@@ -26,8 +26,8 @@ const RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(24 
 ///
 /// # Errors
 /// A one-line message naming the text and the accepted form and range.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    loadring::parse_duration(text, RANGE).map_err(|e| e.to_string())
+pub fn parse_duration(text: &str) -> Result<Duration, loadring::ParseError> {
+    loadring::parse_duration(text, RANGE)
 }
 
 #[cfg(test)]
@@ -52,7 +52,7 @@ mod tests {
             ("25h", "is out of range"),
             ("1441m", "is out of range"),
         ] {
-            let err = parse_duration(bad).unwrap_err();
+            let err = parse_duration(bad).unwrap_err().to_string();
             assert!(
                 err.starts_with(&format!("`{bad}` {what}: {accepted}")),
                 "{err}"
@@ -74,7 +74,7 @@ mod tests {
             "10us",
             "99999999999999999999s",
         ] {
-            let err = parse_duration(bad).unwrap_err();
+            let err = parse_duration(bad).unwrap_err().to_string();
             assert!(err.contains(&format!("`{bad}`")), "{err}");
         }
         assert!(parse_duration("18446744073709551615h").is_err(), "overflow");

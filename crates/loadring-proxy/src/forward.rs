@@ -16,12 +16,11 @@ use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::config::BackendProtocol;
 use crate::connect::{Failure, Held, Upstream};
-use crate::health::report_failure;
 use crate::load_report::Reading;
-use crate::metrics::Metrics;
+use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
 // Public here before they moved to their own file.
-pub use crate::proxy_body::{empty_body, text_body, ProxyBody};
+pub use crate::proxy_body::{text_body, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// removed both ways.
@@ -228,24 +227,18 @@ pub struct Forwarder {
     label: Arc<str>,
     upstream: Arc<Upstream>,
     metrics: Arc<Metrics>,
+    /// The cluster's counters without endpoint labels, resolved once.
+    counters: ClusterCounters,
 }
 
 impl Forwarder {
     /// An attempt that ends without a usable response: the policy hears a
-    /// failure (releasing the slot), the metrics count `code`, and passive
-    /// ejection counts it against the endpoint.
-    fn attempt_failed(
-        &self,
-        pick: Pick<Backend>,
-        started: Instant,
-        cluster: &Arc<Cluster>,
-        upstream: &Backend,
-        code: u16,
-    ) {
+    /// failure (releasing the slot; passive ejection is the policy's), the
+    /// metrics count `code`, and the endpoint's failures one more.
+    fn attempt_failed(&self, pick: Pick<Backend>, started: Instant, upstream: &Backend, code: u16) {
         pick.finish(Outcome::failure(started.elapsed()));
-        self.metrics
-            .request(&self.label, upstream.shared_addr(), code);
-        report_failure(cluster, upstream);
+        self.metrics.request(&self.label, upstream, code);
+        upstream.count_failure();
     }
 
     /// The proxy's own answer: for a gRPC call a gRPC status (counted
@@ -276,7 +269,7 @@ impl Forwarder {
         let spec = self.cluster.config().load_report.as_ref()?;
         let reading = spec.take(headers);
         self.metrics
-            .load_report(&self.label, upstream.shared_addr(), reading.label());
+            .load_report(&self.label, upstream, reading.label());
         match reading {
             Reading::InService(count) => Some(LoadReport::new(count)),
             Reading::Missing => None,
@@ -296,6 +289,7 @@ impl Forwarder {
     pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>) -> Self {
         Forwarder {
             label: cluster.name().into(),
+            counters: metrics.cluster(cluster.name()),
             upstream: Arc::new(Upstream::for_cluster(&cluster)),
             cluster,
             metrics,
@@ -466,10 +460,10 @@ impl Forwarder {
                 }
             };
             if selected.spilled {
-                self.metrics.spill(name);
+                self.counters.spill();
             }
             if attempt > 0 {
-                self.metrics.retry(name);
+                self.counters.retry();
             }
             let pick = selected.pick;
             let upstream = pick.value().clone();
@@ -542,7 +536,7 @@ impl Forwarder {
                             "stale keep-alive connection gone before the request was written, \
                              sending again on a new one"
                         );
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                     }
                     Tried::Failed(Failure::Sent { error, stale: true })
@@ -554,7 +548,7 @@ impl Forwarder {
                             "stale keep-alive connection, sending again on a new one: {}",
                             describe(&error)
                         );
-                        self.metrics.reused_connection_retry(name);
+                        self.counters.reused_connection_retry();
                         fresh_connection = true;
                     }
                     other => break Ok(other),
@@ -565,7 +559,7 @@ impl Forwarder {
                     if let Some(why) = malformed_framing(response.headers()) {
                         // Its connection is closed with it: its state is unknown.
                         drop((response, held));
-                        self.attempt_failed(pick, started, cluster, &upstream, 502);
+                        self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
                             endpoint = upstream.addr(),
@@ -580,7 +574,7 @@ impl Forwarder {
                     }
                     let status = response.status();
                     self.metrics
-                        .request(&self.label, upstream.shared_addr(), status.as_u16());
+                        .request(&self.label, &upstream, status.as_u16());
                     // A trailers-only gRPC answer has its status here.
                     let grpc_failed = match crate::grpc::status(response.headers()) {
                         Some(code) if grpc => {
@@ -595,14 +589,13 @@ impl Forwarder {
                             .then(|| crate::grpc::Tally {
                                 metrics: self.metrics.clone(),
                                 label: self.label.clone(),
-                                cluster: cluster.clone(),
                                 upstream: upstream.clone(),
                             });
+                    // The outcome (the balancer's lifecycle: ejection, `la`,
+                    // peak EWMA) is given when the body ends.
                     let succeeded = !status.is_server_error() && !grpc_failed;
-                    if succeeded {
-                        upstream.request_succeeded();
-                    } else {
-                        report_failure(cluster, &upstream);
+                    if !succeeded {
+                        upstream.count_failure();
                     }
                     if let Some(tunnel) = tunnel {
                         if status == StatusCode::SWITCHING_PROTOCOLS {
@@ -631,7 +624,7 @@ impl Forwarder {
                 }
                 Ok(Tried::Gone) => {
                     // Unreachable: a request is never tried once it is gone.
-                    self.attempt_failed(pick, started, cluster, &upstream, 502);
+                    self.attempt_failed(pick, started, &upstream, 502);
                     return self.refuse(
                         grpc,
                         last.as_ref(),
@@ -640,7 +633,7 @@ impl Forwarder {
                     );
                 }
                 Ok(Tried::Failed(failure)) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 502);
+                    self.attempt_failed(pick, started, &upstream, 502);
                     let in_hand = head.is_some() && (replayable || returned_body.is_some());
                     let retryable = in_hand
                         && match classify(&failure) {
@@ -675,7 +668,7 @@ impl Forwarder {
                     );
                 }
                 Err(_) => {
-                    self.attempt_failed(pick, started, cluster, &upstream, 504);
+                    self.attempt_failed(pick, started, &upstream, 504);
                     tracing::warn!(
                         cluster = name,
                         endpoint = upstream.addr(),

@@ -87,24 +87,23 @@ fn percent_encode(text: &str) -> String {
     out
 }
 
-/// Where a call's status goes: `/metrics`, and the endpoint's passive
-/// ejection when it is a failure.
+/// Where a call's status from the trailers is counted: `/metrics`, and
+/// the endpoint's failure count when it is a failure (the balancer hears the
+/// outcome from the body, see `GuardedBody`).
 #[derive(Debug, Clone)]
 pub struct Tally {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) label: Arc<str>,
-    pub(crate) cluster: Arc<crate::cluster::Cluster>,
     pub(crate) upstream: crate::cluster::Backend,
 }
 
 impl Tally {
-    /// Counts `status` in `loadring_grpc_responses_total`; a failure
-    /// counts against the endpoint's ejection too.
+    /// Counts `status` in `loadring_grpc_responses_total`.
     pub fn count(&self, status: u32) {
         self.metrics
             .grpc_response(&self.label, self.upstream.shared_addr(), status);
         if is_failure(status) {
-            crate::health::report_failure(&self.cluster, &self.upstream);
+            self.upstream.count_failure();
         }
     }
 }

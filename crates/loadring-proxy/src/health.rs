@@ -1,12 +1,17 @@
 //! Health: active checks (a GET of `health_path` every `health_interval`,
-//! `health_rise`/`health_fall` in a row to flip) and passive ejection
-//! (`eject_after` consecutive failed requests take an endpoint out for
-//! `eject_for`). Both only move the balancer's health marks: unhealthy
-//! endpoints are walked past, nothing is rebuilt, and their keys come back
-//! to them when they recover.
+//! `health_rise`/`health_fall` in a row to flip). They only move the
+//! balancer's health marks: unhealthy endpoints are walked past, nothing is
+//! rebuilt, and their keys come back to them when they recover.
+//!
+//! Passive ejection (`eject_after` consecutive failed requests take an
+//! endpoint out for `eject_for`) is the balancer's lifecycle, fed by each
+//! request's outcome (see [`ClusterConfig::balancer_policy`]): one
+//! mechanism, atomics on the request path, no lock.
+//!
+//! [`ClusterConfig::balancer_policy`]: crate::config::ClusterConfig::balancer_policy
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
 use tokio::task::{JoinHandle, JoinSet};
@@ -14,30 +19,6 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::cluster::{Backend, Cluster};
 use crate::connect::Upstream;
 use crate::request_body::Outgoing;
-
-/// Records a failed request on `upstream`; when it ejects the endpoint,
-/// marks it unhealthy and schedules its return.
-pub fn report_failure(cluster: &Arc<Cluster>, upstream: &Backend) {
-    let health = &cluster.config().health;
-    if !upstream.request_failed(health.eject_after, health.eject_for) {
-        return;
-    }
-    tracing::warn!(
-        cluster = cluster.name(),
-        endpoint = upstream.addr(),
-        "ejected for {:?} after {} failed requests in a row",
-        health.eject_for,
-        health.eject_after
-    );
-    cluster.apply_health(upstream);
-    let (cluster, upstream, wait) = (cluster.clone(), upstream.clone(), health.eject_for);
-    tokio::spawn(async move {
-        tokio::time::sleep(wait).await;
-        if upstream.end_ejection(Instant::now()) {
-            cluster.apply_health(&upstream);
-        }
-    });
-}
 
 /// Starts the cluster's active checks, if it has a `health_path`.
 pub fn spawn_active_checks(cluster: Arc<Cluster>) -> Option<JoinHandle<()>> {

@@ -21,6 +21,8 @@ use http::header::{HeaderName, COOKIE};
 use http::request::Parts;
 use loadring::hash::xxhash64;
 
+use crate::error::ConfigError;
+
 /// The accepted sources, for error messages.
 pub const KEY_SOURCES: &str =
     "header:NAME, cookie:NAME, query:NAME, path, uri, method-uri, source-ip (comma-separated to combine)";
@@ -65,10 +67,14 @@ impl fmt::Display for KeySource {
 }
 
 impl FromStr for KeySource {
-    type Err = String;
+    type Err = ConfigError;
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("key source `{text}`: {why}; accepted: {KEY_SOURCES}");
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let bad = |why: &str| {
+            ConfigError::new(format!(
+                "key source `{text}`: {why}; accepted: {KEY_SOURCES}"
+            ))
+        };
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),
             None => (text, None),
@@ -101,36 +107,55 @@ impl FromStr for KeySource {
 }
 
 impl KeySource {
-    /// This source's value in the request, or `None` when it is absent.
-    pub fn value(&self, parts: &Parts, peer: IpAddr) -> Option<Vec<u8>> {
+    /// This source's value in the request, or `None` when it is absent
+    /// (the tests' reading; the gateway borrows it with `bytes`).
+    #[cfg(test)]
+    pub(crate) fn value(&self, parts: &Parts, peer: IpAddr) -> Option<Vec<u8>> {
+        self.bytes(parts, peer).map(|b| b.to_vec())
+    }
+
+    /// This source's value, held without a copy where the request holds it
+    /// whole (one header line, a cookie, a query parameter, the path, the
+    /// target; the client address is written inline): only several lines
+    /// of a header and `method-uri` are put together in a new buffer.
+    pub(crate) fn bytes(&self, parts: &Parts, peer: IpAddr) -> Option<KeyBytes> {
+        self.find(parts, peer).map(Found::into_key)
+    }
+
+    /// Where this source's value is: borrowed from the request when it can
+    /// be (hashed in place for Envoy's policies, held by [`KeyBytes`] for
+    /// the others).
+    fn find<'p>(&self, parts: &'p Parts, peer: IpAddr) -> Option<Found<'p>> {
         match self {
             KeySource::Header(name) => {
-                let mut values: Vec<&[u8]> = parts
-                    .headers
-                    .get_all(name)
-                    .iter()
-                    .map(|v| v.as_bytes())
-                    .collect();
-                if values.is_empty() {
-                    return None;
-                }
+                let mut all = parts.headers.get_all(name).iter();
+                let first = all.next()?;
+                let Some(second) = all.next() else {
+                    return Some(Found::Header(first, 0..first.len()));
+                };
+                let mut values: Vec<&[u8]> = vec![first.as_bytes(), second.as_bytes()];
+                values.extend(all.map(|v| v.as_bytes()));
                 // Envoy sorts the values so that their order does not matter.
                 values.sort_unstable();
-                Some(values.concat())
+                Some(Found::Held(KeyBytes::owned(values.concat())))
             }
-            KeySource::Cookie(name) => cookie_value(parts, name).map(|v| v.as_bytes().to_vec()),
+            KeySource::Cookie(name) => {
+                cookie_value(parts, name).map(|(header, range)| Found::Header(header, range))
+            }
             KeySource::Query(name) => {
-                query_value(parts.uri.query()?, name).map(|v| v.as_bytes().to_vec())
+                let target = parts.uri.path_and_query()?;
+                let value = query_value(target.query()?, name)?;
+                Some(Found::target_slice(target, value))
             }
-            KeySource::Path => Some(parts.uri.path().as_bytes().to_vec()),
-            KeySource::Uri => Some(
-                parts
-                    .uri
-                    .path_and_query()
-                    .map_or("/", |pq| pq.as_str())
-                    .as_bytes()
-                    .to_vec(),
-            ),
+            KeySource::Path => Some(match parts.uri.path_and_query() {
+                Some(target) => Found::target_slice(target, target.path()),
+                // No target in an authority-form request: http's path is "".
+                None => Found::Held(KeyBytes::inline(parts.uri.path().as_bytes())),
+            }),
+            KeySource::Uri => Some(match parts.uri.path_and_query() {
+                Some(target) => Found::Target(target, 0..target.as_str().len()),
+                None => Found::Held(KeyBytes::inline(b"/")),
+            }),
             KeySource::MethodUri => {
                 let mut key = parts.method.as_str().as_bytes().to_vec();
                 key.push(b'.');
@@ -146,10 +171,131 @@ impl KeySource {
                     request_target(&parts.uri)
                 };
                 key.extend_from_slice(target.as_bytes());
-                Some(key)
+                Some(Found::Held(KeyBytes::owned(key)))
             }
-            KeySource::SourceIp => Some(peer.to_canonical().to_string().into_bytes()),
+            KeySource::SourceIp => {
+                use std::io::Write as _;
+                // The longest address written is 45 bytes (IPv6 ending in an
+                // IPv4 address).
+                let mut text = [0u8; INLINE];
+                let mut cursor = std::io::Cursor::new(&mut text[..]);
+                let _ = write!(cursor, "{}", peer.to_canonical());
+                let len = cursor.position() as usize;
+                Some(Found::Held(KeyBytes::inline(&text[..len])))
+            }
         }
+    }
+}
+
+/// The byte range of `part` in `whole`, if it is a slice of it (`http`
+/// hands out a static `"/"` for an empty path, for one).
+fn within(whole: &str, part: &str) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start + part.len();
+    (end <= whole.len()).then_some(start..end)
+}
+
+/// A source's value in the request.
+enum Found<'p> {
+    /// A slice of a header value.
+    Header(&'p http::HeaderValue, std::ops::Range<usize>),
+    /// A slice of the request-target.
+    Target(&'p http::uri::PathAndQuery, std::ops::Range<usize>),
+    /// Bytes not in the request as they are (inline or put together).
+    Held(KeyBytes),
+}
+
+impl Found<'_> {
+    /// `part` of the request-target, borrowed when it is a slice of it.
+    fn target_slice<'p>(target: &'p http::uri::PathAndQuery, part: &str) -> Found<'p> {
+        match within(target.as_str(), part) {
+            Some(range) => Found::Target(target, range),
+            None => Found::Held(KeyBytes::owned(part.as_bytes().to_vec())),
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Found::Header(value, range) => &value.as_bytes()[range.clone()],
+            Found::Target(target, range) => &target.as_str().as_bytes()[range.clone()],
+            Found::Held(bytes) => bytes,
+        }
+    }
+
+    /// The value held past the request's borrow (a reference count, no copy).
+    fn into_key(self) -> KeyBytes {
+        match self {
+            Found::Header(value, range) => KeyBytes(Held::Header(value.clone(), range)),
+            Found::Target(target, range) => KeyBytes(Held::Target(target.clone(), range)),
+            Found::Held(bytes) => bytes,
+        }
+    }
+}
+
+/// Bytes held inline in a key (a client address).
+const INLINE: usize = 46;
+
+/// A key's bytes, held where the request holds them when it can: a header
+/// value or the request-target shares the request's buffer (a reference
+/// count, no copy), so a key from one source costs no allocation.
+#[derive(Clone)]
+pub struct KeyBytes(Held);
+
+#[derive(Clone)]
+enum Held {
+    /// A slice of a header value.
+    Header(http::HeaderValue, std::ops::Range<usize>),
+    /// A slice of the request-target (path and query).
+    Target(http::uri::PathAndQuery, std::ops::Range<usize>),
+    /// A few bytes, inline.
+    Inline([u8; INLINE], u8),
+    /// Bytes put together for the key.
+    Owned(Vec<u8>),
+}
+
+impl KeyBytes {
+    fn inline(bytes: &[u8]) -> Self {
+        let mut held = [0u8; INLINE];
+        let len = bytes.len().min(INLINE);
+        held[..len].copy_from_slice(&bytes[..len]);
+        KeyBytes(Held::Inline(held, len as u8))
+    }
+
+    fn owned(bytes: Vec<u8>) -> Self {
+        KeyBytes(Held::Owned(bytes))
+    }
+}
+
+impl std::ops::Deref for KeyBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            Held::Header(value, range) => &value.as_bytes()[range.clone()],
+            Held::Target(target, range) => &target.as_str().as_bytes()[range.clone()],
+            Held::Inline(bytes, len) => &bytes[..usize::from(*len)],
+            Held::Owned(bytes) => bytes,
+        }
+    }
+}
+
+impl PartialEq for KeyBytes {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for KeyBytes {}
+
+impl fmt::Debug for KeyBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
+impl From<Vec<u8>> for KeyBytes {
+    fn from(bytes: Vec<u8>) -> Self {
+        KeyBytes::owned(bytes)
     }
 }
 
@@ -164,9 +310,13 @@ fn request_target(uri: &http::Uri) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The first `name=value` pair of the `Cookie` headers, its value unquoted;
-/// an empty value is absent (as Envoy's `parseCookieValue` reads them).
-fn cookie_value<'p>(parts: &'p Parts, name: &str) -> Option<&'p str> {
+/// The first `name=value` pair of the `Cookie` headers, its value unquoted
+/// (the header and the value's range in it); an empty value is absent (as
+/// Envoy's `parseCookieValue` reads them).
+fn cookie_value<'p>(
+    parts: &'p Parts,
+    name: &str,
+) -> Option<(&'p http::HeaderValue, std::ops::Range<usize>)> {
     for header in parts.headers.get_all(COOKIE) {
         let Ok(text) = header.to_str() else { continue };
         for pair in text.split(';') {
@@ -179,7 +329,8 @@ fn cookie_value<'p>(parts: &'p Parts, name: &str) -> Option<&'p str> {
                     .strip_prefix('"')
                     .and_then(|v| v.strip_suffix('"'))
                     .unwrap_or(v);
-                return (!v.is_empty()).then_some(v);
+                // A slice of the header's text, hence of its bytes.
+                return (!v.is_empty()).then(|| (header, within(text, v).unwrap_or(0..0)));
             }
         }
     }
@@ -207,7 +358,7 @@ impl KeySpec {
     ///
     /// # Errors
     /// The first unreadable source, named.
-    pub fn parse<S: AsRef<str>>(texts: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(texts: &[S]) -> Result<Self, ConfigError> {
         let mut sources = Vec::new();
         for text in texts {
             for part in text.as_ref().split(',') {
@@ -229,27 +380,29 @@ impl KeySpec {
 
     /// The request's key in the form `style` needs; `None` when every source
     /// is absent (the request is then served round robin).
+    #[doc(hidden)]
     pub fn evaluate(&self, parts: &Parts, peer: IpAddr, style: KeyStyle) -> Option<RequestKey> {
         match style {
             KeyStyle::Envoy => {
                 let hashes = self
                     .sources
                     .iter()
-                    .map(|s| s.value(parts, peer).map(|v| xxhash64(&v, 0)));
+                    .map(|s| s.find(parts, peer).map(|v| xxhash64(v.as_bytes(), 0)));
                 envoy_combine(hashes).map(RequestKey::Code)
             }
             KeyStyle::Value => {
-                let mut key: Option<Vec<u8>> = None;
-                for value in self.sources.iter().filter_map(|s| s.value(parts, peer)) {
-                    match &mut key {
-                        None => key = Some(value),
-                        Some(key) => {
-                            key.push(b'\n');
-                            key.extend_from_slice(&value);
-                        }
-                    }
+                let mut present = self.sources.iter().filter_map(|s| s.bytes(parts, peer));
+                let first = present.next()?;
+                let Some(second) = present.next() else {
+                    // One value: the key is its bytes, not a copy.
+                    return Some(RequestKey::Bytes(first));
+                };
+                let mut key = first.to_vec();
+                for value in std::iter::once(second).chain(present) {
+                    key.push(b'\n');
+                    key.extend_from_slice(&value);
                 }
-                key.map(RequestKey::Bytes)
+                Some(RequestKey::Bytes(key.into()))
             }
         }
     }
@@ -297,7 +450,7 @@ pub enum RequestKey {
     /// A precomputed hash ([`loadring::Request::code`]).
     Code(u64),
     /// Bytes the policy hashes ([`loadring::Request::key`]).
-    Bytes(Vec<u8>),
+    Bytes(KeyBytes),
 }
 
 impl RequestKey {
@@ -305,7 +458,7 @@ impl RequestKey {
     pub fn request(&self) -> loadring::Request<'_> {
         match self {
             RequestKey::Code(code) => loadring::Request::code(*code),
-            RequestKey::Bytes(bytes) => loadring::Request::key(bytes),
+            RequestKey::Bytes(bytes) => loadring::Request::key(&**bytes),
         }
     }
 }
@@ -361,7 +514,7 @@ mod tests {
             "ip",
             "",
         ] {
-            let err = bad.parse::<KeySource>().unwrap_err();
+            let err = bad.parse::<KeySource>().unwrap_err().to_string();
             assert!(err.contains(&format!("`{bad}`")), "{err}");
             assert!(err.contains("accepted"), "{err}");
         }
@@ -471,7 +624,86 @@ mod tests {
         let key = KeySpec::parse(&["header:x-user,header:x-absent,cookie:sid"])
             .unwrap()
             .evaluate(&p, PEER, KeyStyle::Value);
-        assert_eq!(key, Some(RequestKey::Bytes(b"alice\ns-42".to_vec())));
+        assert_eq!(key, Some(RequestKey::Bytes(b"alice\ns-42".to_vec().into())));
+    }
+
+    /// Whether `key` lies inside `buffer` (it was not copied out of it).
+    fn held_in(key: &[u8], buffer: &[u8]) -> bool {
+        let (k, b) = (key.as_ptr() as usize, buffer.as_ptr() as usize);
+        k >= b && k + key.len() <= b + buffer.len()
+    }
+
+    /// A key from one source is the request's own bytes (held, not copied);
+    /// several sources, or several lines of a header, are put together.
+    #[test]
+    fn a_single_source_key_is_the_requests_own_bytes() {
+        let p = parts(
+            "/a/b?u=alice&v=2",
+            &[
+                ("x-user", "alice"),
+                ("cookie", "a=1; sid=\"s-42\""),
+                ("x-two", "b"),
+                ("x-two", "a"),
+            ],
+        );
+        let header = p.headers["x-user"].as_bytes();
+        let cookie = p.headers["cookie"].as_bytes();
+        let target = p.uri.path_and_query().unwrap().as_str().as_bytes();
+        for (spec, buffer, want) in [
+            ("header:x-user", header, &b"alice"[..]),
+            ("cookie:sid", cookie, b"s-42"),
+            ("query:u", target, b"alice"),
+            ("query:v", target, b"2"),
+            ("path", target, b"/a/b"),
+            ("uri", target, b"/a/b?u=alice&v=2"),
+        ] {
+            let key = KeySpec::parse(&[spec])
+                .unwrap()
+                .evaluate(&p, PEER, KeyStyle::Value);
+            let Some(RequestKey::Bytes(key)) = key else {
+                panic!("{spec}: {key:?}")
+            };
+            assert_eq!(&*key, want, "{spec}");
+            assert!(held_in(&key, buffer), "{spec}: copied");
+        }
+        let two = KeySource::Header("x-two".parse().unwrap()).bytes(&p, PEER);
+        assert_eq!(two.as_deref(), Some(&b"ab"[..]), "sorted and joined");
+        let joined = KeySpec::parse(&["header:x-user,query:v"])
+            .unwrap()
+            .evaluate(&p, PEER, KeyStyle::Value);
+        assert_eq!(joined, Some(RequestKey::Bytes(b"alice\n2".to_vec().into())));
+    }
+
+    /// Targets without a path of their own: the path as `http` gives it
+    /// (`/` for an absolute URI, nothing in authority form), never a slice
+    /// taken out of bounds.
+    #[test]
+    fn targets_without_a_path_keep_their_keys() {
+        for (method, uri, path, target) in [
+            ("GET", "http://example.com", "/", "/"),
+            ("CONNECT", "example.com:443", "", "/"),
+            ("OPTIONS", "*", "*", "*"),
+        ] {
+            let p = http::Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0;
+            assert_eq!(values("path", &p), Some(path.as_bytes().to_vec()), "{uri}");
+            assert_eq!(values("uri", &p), Some(target.as_bytes().to_vec()), "{uri}");
+        }
+        let v6 = IpAddr::V6(
+            "2001:db8:ffff:ffff:ffff:ffff:255.255.255.255"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            KeySource::SourceIp.value(&parts("/", &[]), v6),
+            Some(v6.to_string().into_bytes()),
+            "the longest address fits inline"
+        );
     }
 
     // Independent values (Python `xxhash` 4.1.0), see the test above.

@@ -41,39 +41,60 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod admin;
-pub mod backend;
-pub mod body;
-pub mod clients;
-pub mod cluster;
-pub mod config;
+// Every module is the crate's own: embedders use the items re-exported
+// below, so the internals can change without breaking them.
+mod admin;
+#[cfg(feature = "demo")]
+mod backend;
+mod body;
+mod clients;
+mod cluster;
+mod config;
 mod connect;
-pub mod dashboard;
+mod dashboard;
 mod duration;
-pub mod endpoints;
-pub mod forward;
-pub mod grpc;
-pub mod health;
-pub mod history;
-pub mod key;
-pub mod load_report;
-pub mod metrics;
+mod endpoint_counters;
+mod endpoints;
+mod error;
+mod forward;
+mod grpc;
+mod health;
+mod history;
+mod key;
+mod load_report;
+mod metrics;
 mod proxy_body;
-pub mod reload;
+mod reload;
 mod request_body;
-pub mod server;
-pub mod target;
-pub mod tls;
-pub mod upstream;
-pub mod websocket;
+mod server;
+mod target;
+mod tls;
+mod upstream;
+mod websocket;
 mod workers;
 
-pub use backend::DemoBackend;
-pub use cluster::Cluster;
+pub use clients::ClientLimits;
 pub use config::{
-    BackendProtocol, ClusterConfig, ConfigError, HealthConfig, Naming, ProxyConfig, RouteConfig,
-    TlsFiles,
+    BackendProtocol, ClusterConfig, HealthConfig, Naming, ProxyConfig, RouteConfig, TlsFiles,
+    DEFAULT_DRAIN_TIMEOUT, MAX_CONNECTIONS, MAX_RETRY_BUFFER,
 };
 pub use duration::parse_duration;
-pub use key::{KeySource, KeySpec, KeyStyle, RequestKey};
-pub use server::{Gateway, Proxy, ProxyError};
+pub use error::{ConfigError, ProxyError, ProxyErrorKind};
+pub use key::{KeySource, KeySpec};
+pub use load_report::LoadReportSpec;
+pub use server::Proxy;
+
+/// A demo HTTP backend that reports what it served (feature `demo`): for
+/// tests, examples and trying the gateway out.
+#[cfg(feature = "demo")]
+pub use backend::DemoBackend;
+
+/// The gateway's insides, for this crate's tests and benches only: not part
+/// of the API, they change without notice.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::cluster::Cluster;
+    pub use crate::key::KeyStyle;
+    pub use crate::metrics::Metrics;
+    pub use crate::server::Gateway;
+}

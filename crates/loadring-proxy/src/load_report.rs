@@ -16,6 +16,8 @@ use std::str::FromStr;
 use http::HeaderMap;
 use loadring::orca;
 
+use crate::error::ConfigError;
+
 /// The metric read when `--load-report orca` names none.
 pub const DEFAULT_METRIC: &str = "in_flight";
 
@@ -30,8 +32,8 @@ impl LoadReportSpec {
     ///
     /// # Errors
     /// A metric name ORCA's parser does not accept.
-    pub fn orca(metric: &str) -> Result<Self, String> {
-        orca::check_metric(metric).map_err(|e| e.to_string())?;
+    pub fn orca(metric: &str) -> Result<Self, ConfigError> {
+        orca::check_metric(metric).map_err(|e| ConfigError::new(e.to_string()))?;
         Ok(LoadReportSpec {
             metric: metric.to_string(),
         })
@@ -95,17 +97,17 @@ impl fmt::Display for LoadReportSpec {
 }
 
 impl FromStr for LoadReportSpec {
-    type Err = String;
+    type Err = ConfigError;
 
     /// `orca` or `orca:METRIC`.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
         match text.split_once(':') {
             None if text == "orca" => LoadReportSpec::orca(DEFAULT_METRIC),
             Some(("orca", metric)) => LoadReportSpec::orca(metric),
-            _ => Err(format!(
+            _ => Err(ConfigError::new(format!(
                 "`{}` is not a load report source: accepted orca or orca:METRIC",
                 text.escape_debug()
-            )),
+            ))),
         }
     }
 }
@@ -131,15 +133,18 @@ mod tests {
     #[test]
     fn bad_specs_name_the_culprit() {
         assert_eq!(
-            "ORCA".parse::<LoadReportSpec>().unwrap_err(),
+            "ORCA".parse::<LoadReportSpec>().unwrap_err().to_string(),
             "`ORCA` is not a load report source: accepted orca or orca:METRIC"
         );
         assert_eq!(
-            "prometheus:x".parse::<LoadReportSpec>().unwrap_err(),
+            "prometheus:x"
+                .parse::<LoadReportSpec>()
+                .unwrap_err()
+                .to_string(),
             "`prometheus:x` is not a load report source: accepted orca or orca:METRIC"
         );
         for bad in ["orca:", "orca:in flight", "orca:a,b"] {
-            let err = bad.parse::<LoadReportSpec>().unwrap_err();
+            let err = bad.parse::<LoadReportSpec>().unwrap_err().to_string();
             assert!(err.starts_with("metric `"), "{bad}: {err}");
             assert!(err.contains("accepted"), "{bad}: {err}");
         }

@@ -16,48 +16,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::cluster::Cluster;
+use crate::endpoint_counters::{EndpointCounters, ReportLabels, RequestLabels};
+use crate::upstream::Upstream;
 
 type Labels = Vec<(String, String)>;
-
-/// The labels of `loadring_requests_total`, counted on every attempt: made
-/// of shared strings, so finding the series allocates nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct RequestLabels {
-    /// Only when the series carry a `cluster` label.
-    cluster: Option<Arc<str>>,
-    endpoint: Arc<str>,
-    code: u16,
-}
-
-impl EncodeLabelSet for RequestLabels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(cluster) = &self.cluster {
-            ("cluster", &**cluster).encode(encoder.encode_label())?;
-        }
-        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
-        ("code", self.code).encode(encoder.encode_label())
-    }
-}
-
-/// The labels of `loadring_load_reports_total`, counted on every response
-/// of a cluster that reads load reports.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct ReportLabels {
-    cluster: Option<Arc<str>>,
-    endpoint: Arc<str>,
-    /// `ok`, `malformed` or `missing`.
-    result: &'static str,
-}
-
-impl EncodeLabelSet for ReportLabels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(cluster) = &self.cluster {
-            ("cluster", &**cluster).encode(encoder.encode_label())?;
-        }
-        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
-        ("result", self.result).encode(encoder.encode_label())
-    }
-}
 
 /// The labels of `loadring_grpc_responses_total`: a gRPC call's status,
 /// from its trailers (or the proxy's own UNAVAILABLE).
@@ -96,6 +58,31 @@ pub struct Metrics {
     spilled: PerCluster,
     started: std::time::Instant,
     history: crate::history::History,
+}
+
+/// One cluster's counters without endpoint labels (see [`Metrics::cluster`]).
+#[derive(Debug, Clone)]
+pub struct ClusterCounters {
+    retries: Counter,
+    reused_retries: Counter,
+    spilled: Counter,
+}
+
+impl ClusterCounters {
+    /// Counts a retry.
+    pub fn retry(&self) {
+        self.retries.inc();
+    }
+
+    /// Counts a request sent again after a stale keep-alive connection.
+    pub fn reused_connection_retry(&self) {
+        self.reused_retries.inc();
+    }
+
+    /// Counts a bounded pick that left the key's owner.
+    pub fn spill(&self) {
+        self.spilled.inc();
+    }
 }
 
 /// A counter per cluster: a family labelled `cluster` when there are
@@ -224,25 +211,39 @@ impl Metrics {
         labels
     }
 
-    /// Counts an attempt of `cluster` on `endpoint` that ended with `code`.
-    pub fn request(&self, cluster: &Arc<str>, endpoint: &Arc<str>, code: u16) {
-        let labels = RequestLabels {
-            cluster: self.labelled_by_cluster.then(|| cluster.clone()),
-            endpoint: endpoint.clone(),
-            code,
-        };
-        self.requests.get_or_create(&labels).inc();
+    /// The counters of `upstream` in `cluster`, resolved on its first
+    /// count and kept in it (an upstream belongs to one gateway).
+    fn of<'u>(&self, cluster: &Arc<str>, upstream: &'u Upstream) -> &'u EndpointCounters {
+        upstream.counters(|| {
+            EndpointCounters::new(
+                self.requests.clone(),
+                self.load_reports.clone(),
+                self.labelled_by_cluster.then(|| cluster.clone()),
+                upstream.shared_addr().clone(),
+            )
+        })
     }
 
-    /// Counts a response of `cluster` from `endpoint` whose load report was
+    /// Counts an attempt of `cluster` on `upstream` that ended with `code`.
+    #[inline]
+    pub fn request(&self, cluster: &Arc<str>, upstream: &Upstream, code: u16) {
+        self.of(cluster, upstream).request(code);
+    }
+
+    /// Counts a response of `cluster` from `upstream` whose load report was
     /// `result` (`ok`, `malformed` or `missing`).
-    pub fn load_report(&self, cluster: &Arc<str>, endpoint: &Arc<str>, result: &'static str) {
-        let labels = ReportLabels {
-            cluster: self.labelled_by_cluster.then(|| cluster.clone()),
-            endpoint: endpoint.clone(),
-            result,
-        };
-        self.load_reports.get_or_create(&labels).inc();
+    pub fn load_report(&self, cluster: &Arc<str>, upstream: &Upstream, result: &'static str) {
+        self.of(cluster, upstream).load_report(result);
+    }
+
+    /// The counters of `cluster` without endpoint labels, resolved once (a
+    /// forwarder holds them).
+    pub fn cluster(&self, cluster: &str) -> ClusterCounters {
+        ClusterCounters {
+            retries: self.retries.counter(cluster),
+            reused_retries: self.reused_retries.counter(cluster),
+            spilled: self.spilled.counter(cluster),
+        }
     }
 
     /// Counts a gRPC call of `cluster` on `endpoint` that ended with
@@ -309,7 +310,8 @@ impl Metrics {
                         .set(i64::try_from(load).unwrap_or(i64::MAX));
                 }
             }
-            for (endpoint, load) in balancer.loads() {
+            for state in balancer.states(loadring::clock::now()) {
+                let endpoint = &state.endpoint;
                 let mut rest = vec![("endpoint", endpoint.addr())];
                 if let Some(tag) = endpoint.tag() {
                     rest.push(("tag", tag));
@@ -317,8 +319,9 @@ impl Metrics {
                 let labels = self.labels(cluster.name(), &rest);
                 self.in_flight
                     .get_or_create(&labels)
-                    .set(i64::try_from(load).unwrap_or(i64::MAX));
-                let healthy = balancer.is_healthy(endpoint.id()).unwrap_or(false);
+                    .set(i64::try_from(state.in_flight).unwrap_or(i64::MAX));
+                // Marked healthy and not ejected: picks take it.
+                let healthy = state.healthy && state.lifecycle.ejected_for.is_none();
                 self.healthy.get_or_create(&labels).set(i64::from(healthy));
             }
         }

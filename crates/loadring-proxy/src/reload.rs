@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::cluster::Cluster;
 use crate::config::{check_backend_addr, Naming};
+use crate::error::{ProxyError, ProxyErrorKind};
 
 /// The source a cluster follows, if any: `--discover`, or `--endpoints
 /// FILE` (the same as `--discover file:FILE`).
@@ -33,7 +34,7 @@ pub fn source_of(cluster: &Cluster) -> Option<SourceSpec> {
 pub async fn start_discovery(
     cluster: &Cluster,
     naming: Naming,
-) -> Result<Option<Discovery>, String> {
+) -> Result<Option<Discovery>, ProxyError> {
     let Some(spec) = source_of(cluster) else {
         return Ok(None);
     };
@@ -41,11 +42,12 @@ pub async fn start_discovery(
     // address is named by the line it was read from.
     let check = Arc::new(|e: &Endpoint| check_backend_addr(e.addr()));
     let mut discovery = Discovery::start_checked(spec, check).await.map_err(|e| {
-        if cluster.config().discover.is_some() {
-            format!("{} {e}", naming.name("discover"))
+        let setting = if cluster.config().discover.is_some() {
+            naming.name("discover")
         } else {
-            format!("{} {e}", naming.name("endpoints_file"))
-        }
+            naming.name("endpoints_file")
+        };
+        ProxyError::new(ProxyErrorKind::Discovery, format!("{setting} {e}")).with_setting(setting)
     })?;
     let first = discovery.membership();
     if first.is_empty() && cluster.balancer().endpoints().is_empty() {
@@ -113,6 +115,6 @@ pub fn apply_membership(cluster: &Cluster, source: &str, discovered: Vec<Endpoin
             cluster.balancer().endpoints().len()
         ),
         Ok(false) => {}
-        Err(e) => kept(&e),
+        Err(e) => kept(&e.to_string()),
     }
 }

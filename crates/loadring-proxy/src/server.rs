@@ -24,6 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
+use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
@@ -63,7 +64,7 @@ impl Gateway {
         for c in &config.clusters {
             let cluster = Arc::new(Cluster::new_as(c.clone(), naming).map_err(|e| {
                 if multi {
-                    ConfigError(format!("cluster `{}`: {}", c.name, e.0))
+                    e.in_cluster(&c.name)
                 } else {
                     e
                 }
@@ -146,17 +147,6 @@ impl Gateway {
     }
 }
 
-/// A proxy error: one line naming the culprit.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ProxyError(pub String);
-
-impl From<ConfigError> for ProxyError {
-    fn from(e: ConfigError) -> Self {
-        ProxyError(e.0)
-    }
-}
-
 /// A configured proxy with its listeners bound, not serving yet.
 #[derive(Debug)]
 pub struct Proxy {
@@ -176,7 +166,7 @@ pub struct Proxy {
 async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|e| ProxyError(format!("{flag} {addr}: {e}")))
+        .map_err(|e| ProxyError::bind(flag, addr, e))
 }
 
 /// `count` listeners on `addr` (`SO_REUSEPORT`): the first for this
@@ -186,12 +176,12 @@ async fn bind_workers(
     addr: &str,
     count: usize,
 ) -> Result<(TcpListener, Vec<std::net::TcpListener>), ProxyError> {
-    let failed = |e: std::io::Error| ProxyError(format!("{flag} {addr}: {e}"));
+    let failed = |e: std::io::Error| ProxyError::bind(flag, addr, e);
     let resolved = tokio::net::lookup_host(addr)
         .await
         .map_err(failed)?
         .next()
-        .ok_or_else(|| ProxyError(format!("{flag} {addr}: no address")))?;
+        .ok_or_else(|| ProxyError::bind(flag, addr, "no address"))?;
     let mut all = crate::workers::bind_reuseport(resolved, count).map_err(failed)?;
     let first = TcpListener::from_std(all.remove(0)).map_err(failed)?;
     Ok((first, all))
@@ -232,18 +222,18 @@ impl Proxy {
     ) -> Result<Self, ProxyError> {
         let gateway = Arc::new(Gateway::new_as(&config, naming)?);
         let tls = match &config.tls {
-            Some(files) => Some(Arc::new(
-                ServerTls::load(files, naming).map_err(ProxyError)?,
-            )),
+            Some(files) => Some(Arc::new(ServerTls::load(files, naming).map_err(|e| {
+                ProxyError::new(ProxyErrorKind::Config, e).with_setting(naming.name("tls_cert"))
+            })?)),
             None => None,
         };
         let mut discoveries = Vec::new();
         for (i, cluster) in gateway.clusters.iter().enumerate() {
             if let Some(d) = start_discovery(cluster, naming).await.map_err(|e| {
                 if gateway.clusters.len() > 1 {
-                    ProxyError(format!("cluster `{}`: {e}", cluster.name()))
+                    e.in_cluster(cluster.name())
                 } else {
-                    ProxyError(e)
+                    e
                 }
             })? {
                 discoveries.push((i, d));
@@ -286,7 +276,9 @@ impl Proxy {
         self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// The gateway (clusters, metrics).
+    /// The gateway (clusters, metrics), for this crate's tests: hidden, as
+    /// its type is not part of the API.
+    #[doc(hidden)]
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
     }
@@ -359,7 +351,9 @@ impl Proxy {
                     }
                     drop(done);
                 })
-                .map_err(|e| ProxyError(format!("worker thread: {e}")))?;
+                .map_err(|e| {
+                    ProxyError::new(ProxyErrorKind::Worker, format!("worker thread: {e}"))
+                })?;
             finished.push(done_rx);
         }
         let serving = ServeClients {
@@ -517,8 +511,8 @@ impl ServeClients {
 /// cannot be read is logged and the one in use stays.
 fn spawn_tls_reload(tls: Arc<ServerTls>) -> Result<JoinHandle<()>, ProxyError> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups =
-        signal(SignalKind::hangup()).map_err(|e| ProxyError(format!("SIGHUP handler: {e}")))?;
+    let mut hangups = signal(SignalKind::hangup())
+        .map_err(|e| ProxyError::new(ProxyErrorKind::Worker, format!("SIGHUP handler: {e}")))?;
     Ok(tokio::spawn(async move {
         while hangups.recv().await.is_some() {
             match tls.reload() {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::{eventually, get, metric};
 use loadring::Endpoint;
-use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::internals::Gateway;
+use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -731,6 +732,12 @@ async fn an_ejected_endpoint_shows_its_time_left() {
             assert_eq!(left, None, "{e}");
         }
     }
+    // One mechanism: --eject-after's ejection is the balancer's lifecycle,
+    // not a health mark (which stays the active checks' verdict).
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    assert_eq!(balancer.is_healthy(ejected.as_str()), Ok(true));
+    let lifecycle = balancer.lifecycle(ejected.as_str(), loadring::clock::now());
+    assert!(lifecycle.unwrap().ejected_for.is_some());
     let dir = tempfile::tempdir().unwrap();
     let dom = dump_dom(dir.path(), format!("http://{}/", proxy.admin)).await;
     let rows = rows(&dom);

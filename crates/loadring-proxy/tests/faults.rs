@@ -19,9 +19,9 @@ use common::{eventually, get, metric_sum, request, STEP};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use loadring_proxy::clients::ClientLimits;
+use loadring_proxy::internals::Gateway;
 use loadring_proxy::{
-    ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig, RouteConfig,
+    ClientLimits, ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig, RouteConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{chunked, eventually, free_port, get, metric, metric_sum, request, request_raw, WAIT};
-use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::internals::Gateway;
+use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

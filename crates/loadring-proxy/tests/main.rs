@@ -7,6 +7,7 @@
 mod common;
 
 mod dashboard;
+mod errors;
 mod faults;
 mod gateway;
 mod grpc;

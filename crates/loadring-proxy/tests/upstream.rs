@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{eventually, free_port, get, metric_sum, request, request_raw, WAIT};
-use loadring_proxy::{ClusterConfig, DemoBackend, Gateway, KeySpec, Naming, Proxy, ProxyConfig};
+use loadring_proxy::internals::Gateway;
+use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Naming, Proxy, ProxyConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};

@@ -35,7 +35,7 @@ mod service;
 
 pub use completion::{Complete, Guard, GuardedBody, OnBodyEnd, OnResponse, Served};
 pub use discover::Driver;
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, ErrorKind};
 pub use layer::{LoadRingLayer, SetAuthority};
 pub use report::{orca_report, OrcaReport, ReadReport, WithReport};
 pub use retry::{Exclusions, RetryNext, Tried};

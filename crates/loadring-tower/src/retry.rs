@@ -43,7 +43,7 @@ impl Exclusions for () {}
 pub struct Tried(pub Vec<Endpoint>);
 
 /// A `tower::retry::Policy` that retries an HTTP request on the next
-/// candidate: after an endpoint error ([`Error::Endpoint`]) or a `5xx`
+/// candidate: after an endpoint error (an [`Error`] of kind [`Endpoint`](crate::ErrorKind::Endpoint)) or a `5xx`
 /// response marked [`Served`] (see
 /// [`LoadRing::hold_until_body_end`](crate::LoadRing::hold_until_body_end)),
 /// the endpoint that failed joins the request's [`Tried`] extension, and

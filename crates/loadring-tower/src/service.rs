@@ -30,7 +30,9 @@ pub enum Keyless {
     /// policies count them against the same caps.
     #[default]
     Spread,
-    /// Fail them with [`Error::MissingKey`] without contacting any endpoint.
+    /// Fail them with an [`Error`] of kind
+    /// [`MissingKey`](crate::ErrorKind::MissingKey) without contacting any
+    /// endpoint.
     Reject,
 }
 
@@ -94,7 +96,7 @@ impl<S> Shared<S> {
                 return Poll::Ready(Ok(()));
             }
             if !self.discovering.load(Ordering::Acquire) {
-                return Poll::Ready(Err(Error::Pick(PickError::no_endpoints())));
+                return Poll::Ready(Err(PickError::no_endpoints().into()));
             }
             if attempt == 0 {
                 let mut waiters = self.waiters.lock().unwrap_or_else(|e| e.into_inner());
@@ -137,7 +139,7 @@ impl<S> Shared<S> {
 ///   discovery and no endpoint yet it is pending (woken when one arrives);
 ///   with no endpoint and no discovery running (a fixed empty list, or the
 ///   discovery stream has ended) it fails with
-///   [`Error::Pick`] with a [`PickError`] of kind
+///   an [`Error`] of kind [`Pick`](crate::ErrorKind::Pick), its [`PickError`] of kind
 ///   [`NoEndpoints`](loadring::PickErrorKind::NoEndpoints).
 /// - `call` picks the endpoint and reserves its slot at once, synchronously;
 ///   the chosen endpoint's own `poll_ready` is awaited inside the response
@@ -313,7 +315,7 @@ impl<S, F, C> LoadRing<S, F, C> {
         let req = match key {
             Some(key) => Request::key(key),
             None => match self.keyless {
-                Keyless::Reject => return Err(Error::MissingKey),
+                Keyless::Reject => return Err(Error::missing_key()),
                 Keyless::Spread if self.shared.hashing => {
                     counter = self
                         .shared
@@ -430,10 +432,7 @@ where
                     Err(source) => {
                         let endpoint = guard.endpoint().clone();
                         guard.failure();
-                        Err(Error::Endpoint {
-                            endpoint,
-                            source: source.into(),
-                        })
+                        Err(Error::endpoint_failed(endpoint, source.into()))
                     }
                 })
             }

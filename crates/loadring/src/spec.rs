@@ -297,6 +297,8 @@ pub struct PolicySpec {
     policy: Arc<dyn Policy>,
     /// `report_max_age=`, if given (bounded policies only).
     report_max_age: Option<Duration>,
+    /// `report_rule=share` (bounded policies only).
+    report_share: bool,
 }
 
 /// Two specifications are equal when they are written alike.
@@ -455,6 +457,28 @@ impl PolicySpec {
         })
     }
 
+    /// Whether a bounded policy shares the room a load report shows among
+    /// the balancers (`report_rule=share`) instead of counting the report
+    /// plus its own change since (`report_rule=view`, the default); for a
+    /// locality policy, that of the policy it wraps. See the README's
+    /// "Many balancers, one cap".
+    ///
+    /// ```
+    /// use loadring::PolicySpec;
+    ///
+    /// assert!("c_murmurhash_bl:report_rule=share".parse::<PolicySpec>()?.report_share());
+    /// assert!(!"c_murmurhash_bl".parse::<PolicySpec>()?.report_share());
+    /// let err = "c_murmurhash_bl:report_rule=all".parse::<PolicySpec>().unwrap_err();
+    /// assert_eq!(err.to_string(), "c_murmurhash_bl: report_rule=all is not a rule: accepted view or share");
+    /// # Ok::<(), loadring::ParseError>(())
+    /// ```
+    pub fn report_share(&self) -> bool {
+        match &self.inner {
+            Some(inner) => inner.report_share(),
+            None => self.report_share,
+        }
+    }
+
     /// The policy a locality policy wraps (`rr` unless given with `over`);
     /// `None` for other policies.
     pub fn inner(&self) -> Option<&PolicySpec> {
@@ -603,6 +627,7 @@ impl PolicySpec {
         let bounded = policy.load_factor().is_some() || policy.hash_balance_factor().is_some();
         let report_max_age =
             crate::inflight::fleet::take_report_max_age(&mut params, &name, bounded)?;
+        let report_share = crate::inflight::fleet::take_report_rule(&mut params, &name, bounded)?;
         let policy = crate::policy::lifecycle::wrap(policy, &mut params)?;
         if let Bound::Unbounded = bound {
             for key in ["load_factor", "balance"] {
@@ -624,6 +649,7 @@ impl PolicySpec {
             inner: None,
             policy,
             report_max_age,
+            report_share,
         })
     }
 
@@ -638,7 +664,7 @@ impl PolicySpec {
         inner: Option<PolicySpec>,
     ) -> Result<Self> {
         let rule = parse_rule(&mut params)?;
-        for key in ["load_factor", "balance", "report_max_age"] {
+        for key in ["load_factor", "balance", "report_max_age", "report_rule"] {
             if params.has(key) {
                 return Err(ParseError::new(
  ParseErrorKind::Conflict, format!(
@@ -664,6 +690,7 @@ impl PolicySpec {
             }),
             inner: Some(Box::new(inner)),
             report_max_age: None,
+            report_share: false,
         })
     }
 }

@@ -477,3 +477,123 @@ fn racing_picks_and_reports_leave_the_view_exact() {
     assert!(b.loads().iter().all(|(_, l)| *l == 0));
     assert!(b.reported_loads().iter().all(|(_, l)| *l == Some(3)));
 }
+
+/// A removed member's report leaves the mean with it: the balancer keeps
+/// the sum of the reports' offsets as reports come, expire and leave.
+#[test]
+fn a_removed_members_report_leaves_the_mean() {
+    let b = balancer("c_murmurhash_bl", 3);
+    let req = Request::key("a").at(ms(0));
+    let owner = b.route(&req).unwrap().unwrap().addr().to_string();
+    let gone = endpoints(3)
+        .into_iter()
+        .find(|e| e.addr() != owner)
+        .unwrap();
+    b.report_load(gone.addr(), LoadReport::new(100).at(ms(0)))
+        .unwrap();
+    let rest: Vec<Endpoint> = endpoints(3).into_iter().filter(|e| *e != gone).collect();
+    b.update(rest).unwrap();
+    // Over the two left, 0 in flight: the cap, ceil(1.25 (T + 1) / 2), lets
+    // the owner hold 2, and the third pick spills (with the removed
+    // endpoint's 100 still counted it would allow 64).
+    let held: Vec<Pick> = (0..3).map(|_| b.pick(&req).unwrap()).collect();
+    let at_owner = held.iter().filter(|p| p.addr() == owner).count();
+    assert_eq!(
+        at_owner,
+        2,
+        "{:?}",
+        held.iter().map(|p| p.addr()).collect::<Vec<_>>()
+    );
+}
+
+/// An expired report leaves the mean at its expiry, exactly: the same
+/// picks before and after the age tell the two totals apart.
+#[test]
+fn an_expired_report_leaves_the_mean_at_its_age() {
+    for (at, home) in [(1000, 3), (1001, 2)] {
+        let b = balancer("c_murmurhash_bl", 3);
+        let req = Request::key("a").at(ms(at));
+        let owner = b.route(&req).unwrap().unwrap().addr().to_string();
+        let other = endpoints(3)
+            .into_iter()
+            .find(|e| e.addr() != owner)
+            .unwrap();
+        b.report_load(other.addr(), LoadReport::new(6).at(ms(0)))
+            .unwrap();
+        // Fresh: total 6 + picks, cap ceil(1.25 (T + 1) / 3) = 4 from the
+        // first pick; expired: the local counts, cap 1, 1, 2 for T = 0, 1, 2.
+        let held: Vec<Pick> = (0..3).map(|_| b.pick(&req).unwrap()).collect();
+        let at_owner = held.iter().filter(|p| p.addr() == owner).count();
+        assert_eq!(at_owner, home, "at {at} ms");
+    }
+}
+
+#[test]
+fn report_rule_is_parsed_and_checked() {
+    for (text, share) in [
+        ("c_murmurhash_bl", false),
+        ("c_murmurhash_bl:report_rule=view", false),
+        ("c_murmurhash_bl:report_rule=share", true),
+        ("maglev:hash_balance_factor=150 report_rule=share", true),
+        (
+            "zone_first over ring_hash:load_factor=1.5 report_rule=share",
+            true,
+        ),
+    ] {
+        let spec: PolicySpec = text.parse().unwrap();
+        assert_eq!(spec.report_share(), share, "{text}");
+    }
+    for (text, message) in [
+        (
+            "c_murmurhash_bl:report_rule=Share",
+            "c_murmurhash_bl: report_rule=Share is not a rule: accepted view or share",
+        ),
+        (
+            "c_murmurhash:report_rule=share",
+            "c_murmurhash: report_rule applies to bounded policies only (give load_factor, \
+             balance or hash_balance_factor too)",
+        ),
+        (
+            "local_first:report_rule=share over c_murmurhash_bl",
+            "local_first: report_rule belongs on the inner hashing policy, e.g. \
+             `local_first over c_murmurhash:report_rule=...`",
+        ),
+    ] {
+        let err = text.parse::<PolicySpec>().unwrap_err();
+        assert_eq!(err.to_string(), message, "{text}");
+        assert_eq!(err.key(), Some("report_rule"), "{text}");
+    }
+}
+
+/// With `report_rule=share`, a balancer that holds the whole load (its
+/// reports are its own count) places every request as the view does.
+#[test]
+fn the_share_rule_is_the_view_for_the_whole_load() {
+    let view = balancer("c_murmurhash_bl", 4);
+    let share = balancer("c_murmurhash_bl:report_rule=share", 4);
+    let mut held: Vec<(Pick, Pick)> = Vec::new();
+    for n in 0..200u32 {
+        let at = ms(u64::from(n));
+        let key = format!("k{}", n % 7);
+        let a = view.pick(&Request::key(&key).at(at)).unwrap();
+        let b = share.pick(&Request::key(&key).at(at)).unwrap();
+        assert_eq!(a.addr(), b.addr(), "pick {n}");
+        held.push((a, b));
+        if n % 3 == 0 {
+            let (a, b) = held.remove((n as usize * 7) % held.len());
+            // The backend's count is this balancer's own, less the one done.
+            let report = |bal: &Balancer, addr: &str| {
+                let own = bal
+                    .loads()
+                    .iter()
+                    .find(|(e, _)| e.addr() == addr)
+                    .unwrap()
+                    .1;
+                LoadReport::new(own - 1).at(at)
+            };
+            let (ra, rb) = (report(&view, a.addr()), report(&share, b.addr()));
+            a.finish(Outcome::success(ms(1)).with_report(ra));
+            b.finish(Outcome::success(ms(1)).with_report(rb));
+        }
+    }
+}

@@ -26,5 +26,6 @@ mod local;
 mod local_slots;
 mod policies;
 mod proptest_cases;
+mod spill;
 mod stress;
 mod vectors;

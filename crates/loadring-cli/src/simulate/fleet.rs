@@ -62,6 +62,93 @@ pub struct Row {
     pub mean_in_flight: f64,
     /// Share of requests served by their key's natural owner.
     pub locality: f64,
+    /// The busiest backend's time-averaged total in flight over its fair
+    /// share of the time-averaged total (see [`Busiest`]).
+    pub busiest: Option<f64>,
+}
+
+/// The busiest backend's time-averaged concurrency over its fair share,
+/// after the warm-up: what issue 29's live test measures (there, requests
+/// served at a fixed service time). Each backend's load is integrated over
+/// time as it changes; its fair share integrates the total in flight times
+/// its weight share, over each stretch of unchanged membership. The figure
+/// is the largest ratio of the two integrals: 1 when every backend carries
+/// its share on average, `c` for a hot key's owner held at the cap.
+struct Busiest {
+    from: Option<u64>,
+    since: Vec<u64>,
+    load: Vec<f64>,
+    fair: Vec<f64>,
+    /// The integral of the total at the start of the membership's stretch.
+    stretch_from: f64,
+}
+
+impl Busiest {
+    fn new(n: usize) -> Self {
+        Busiest {
+            from: None,
+            since: vec![0; n],
+            load: vec![0.0; n],
+            fair: vec![0.0; n],
+            stretch_from: 0.0,
+        }
+    }
+
+    /// The measure starts at `at` (the first pick after the warm-up).
+    fn start(&mut self, at: u64) {
+        if self.from.is_none() {
+            self.from = Some(at);
+            self.since.fill(at);
+        }
+    }
+
+    /// Backend `e`, holding `load` until `at`, is about to change.
+    fn change(&mut self, e: usize, load: u64, at: u64) {
+        if self.from.is_some() {
+            self.load[e] += load as f64 * at.saturating_sub(self.since[e]) as f64;
+            self.since[e] = at;
+        }
+    }
+
+    /// A stretch of membership with `weight` ends where the integral of
+    /// the total is `load_time`.
+    fn end_stretch(&mut self, weight: &[u64], weight_sum: u64, load_time: f64) {
+        let stretch = load_time - self.stretch_from;
+        if weight_sum > 0 {
+            for (fair, &w) in self.fair.iter_mut().zip(weight) {
+                *fair += stretch * w as f64 / weight_sum as f64;
+            }
+        }
+        self.stretch_from = load_time;
+    }
+
+    /// The figure at the end, `at`.
+    fn ratio(
+        mut self,
+        load: &[u64],
+        at: u64,
+        weight: &[u64],
+        weight_sum: u64,
+        load_time: f64,
+    ) -> Option<f64> {
+        self.from?;
+        for (e, &l) in load.iter().enumerate() {
+            self.change(e, l, at);
+        }
+        self.end_stretch(weight, weight_sum, load_time);
+        // The backends' integrals add up to the total's, integrated apart.
+        let sum: f64 = self.load.iter().sum();
+        debug_assert!(
+            (sum - load_time).abs() <= 1e-9 * load_time.max(1.0),
+            "backends {sum}, total {load_time}"
+        );
+        self.load
+            .iter()
+            .zip(&self.fair)
+            .filter(|(_, &fair)| fair > 0.0)
+            .map(|(load, fair)| load / fair)
+            .max_by(f64::total_cmp)
+    }
 }
 
 /// How responses reach the balancers.
@@ -189,6 +276,7 @@ pub fn simulate(
     let mut next_event = 0;
     let (mut over, mut measured, mut worst, mut peak) = (0u64, 0u64, 0f64, None::<f64>);
     let mut worst_fleet = 0f64;
+    let mut busiest = Busiest::new(setup.addrs.len());
     let c = factor.as_f64();
     let (mut load_time, mut last_at, mut measured_from) = (0f64, 0u64, None::<u64>);
     for (seq, arrival) in setup.trace.arrivals.iter().enumerate() {
@@ -210,6 +298,7 @@ pub fn simulate(
                         load_time += total as f64 * (d.at - last_at) as f64;
                     }
                     last_at = d.at;
+                    busiest.change(d.endpoint, load[d.endpoint], d.at);
                     load[d.endpoint] -= 1;
                     total -= 1;
                     let response = Response {
@@ -228,6 +317,11 @@ pub fn simulate(
                 Some((_, 1)) => responses.pop().expect("peeked").arrive(),
                 Some((_, _)) => {
                     let event = event.expect("an event is due");
+                    if measured_from.is_some() {
+                        load_time += total as f64 * (event.at - last_at) as f64;
+                    }
+                    last_at = event.at;
+                    busiest.end_stretch(&weight, weight_sum, load_time);
                     match &event.change {
                         Change::Remove(addr) => current.retain(|e| e.addr() != addr),
                         Change::Add(e) => current.push(e.clone()),
@@ -267,6 +361,10 @@ pub fn simulate(
             .get(pick.addr())
             .ok_or_else(|| fail(format!("picked {}, not an endpoint", pick.addr())))?;
         let cap = factor.cap(total, weight[e] as u32, weight_sum);
+        if arrival.at >= setup.warmup {
+            busiest.start(arrival.at);
+        }
+        busiest.change(e, load[e], arrival.at);
         load[e] += 1;
         total += 1;
         if arrival.at >= setup.warmup {
@@ -296,6 +394,7 @@ pub fn simulate(
         });
     }
     let span = measured_from.map_or(0, |from| last_at.saturating_sub(from));
+    let busiest = busiest.ratio(&load, last_at, &weight, weight_sum, load_time);
     let mean_total = if span > 0 {
         load_time / span as f64
     } else {
@@ -319,6 +418,7 @@ pub fn simulate(
         bound: (fair > 0.0).then(|| bound_total / fair),
         mean_in_flight: fair,
         locality: local as f64 / setup.trace.arrivals.len().max(1) as f64,
+        busiest,
     })
 }
 
@@ -394,40 +494,46 @@ pub fn render_reports(
     );
     let _ = writeln!(
         out,
-        "{:<26} {:>3} {:>10} | {:^30} | {:^30}",
+        "{:<26} {:>3} {:>10} | {:^40} | {:^40}",
         "", "", "", "without reports", "with reports"
     );
     let _ = writeln!(
         out,
-        "{:<26} {:>3} {:>10} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}",
+        "{:<26} {:>3} {:>10} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9} {:>9}",
         "policy",
         "K",
         "mean/bknd",
         "max/mean",
+        "busiest",
         "locality",
         "over cap",
         "max/mean",
+        "busiest",
         "locality",
         "over cap"
     );
     for (without, with) in rows {
         let _ = writeln!(
             out,
-            "{:<26} {:>3} {:>10.1} | {:>9} {:>9.3} {:>8.2}% | {:>9} {:>9.3} {:>8.2}%",
+            "{:<26} {:>3} {:>10.1} | {:>9} {:>9} {:>9.3} {:>8.2}% | {:>9} {:>9} {:>9.3} {:>8.2}%",
             without.policy,
             without.balancers,
             without.mean_in_flight,
             opt(without.max_over_mean, 2),
+            opt(without.busiest, 3),
             without.locality,
             without.over_cap * 100.0,
             opt(with.max_over_mean, 2),
+            opt(with.busiest, 3),
             with.locality,
             with.over_cap * 100.0,
         );
     }
     let _ = writeln!(
         out,
-        "\nlocality: requests served by their key's natural owner; spills: the rest (1 - locality)."
+        "\nmax/mean: the peak at any pick of a backend's total in flight over its fair share then;\n\
+         busiest: the busiest backend's time-averaged total in flight over its fair share of the time-averaged total;\n\
+         locality: requests served by their key's natural owner; spills: the rest (1 - locality)."
     );
     out
 }
@@ -446,6 +552,7 @@ pub fn json_reports(delay: u64, rows: &[(Row, Row)]) -> String {
     let side = |r: &Row| {
         serde_json::json!({
             "max_over_mean": r.max_over_mean,
+            "busiest_over_mean": r.busiest,
             "locality": r.locality,
             "spills": 1.0 - r.locality,
             "over_cap": r.over_cap,
@@ -545,6 +652,31 @@ pub fn json(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two backends: e0 holds 2 for 10 ns then 1 for 10 ns, e1 holds 0
+    /// then 1: integrals 30 and 10 over a total of 40, fair shares 20 each.
+    #[test]
+    fn the_busiest_backend_is_the_largest_ratio_of_integrals() {
+        let mut b = Busiest::new(2);
+        b.start(0);
+        b.change(0, 0, 0);
+        b.change(0, 1, 0);
+        b.change(0, 2, 10);
+        b.change(1, 0, 10);
+        let ratio = b.ratio(&[1, 1], 20, &[1, 1], 2, 40.0);
+        assert_eq!(ratio, Some(1.5));
+        // Weights 3:1 over the same loads: e1's fair share is 10.
+        let mut b = Busiest::new(2);
+        b.start(0);
+        b.change(0, 2, 10);
+        b.change(1, 0, 10);
+        assert_eq!(b.ratio(&[1, 1], 20, &[3, 1], 4, 40.0), Some(1.0));
+        assert_eq!(
+            Busiest::new(1).ratio(&[3], 5, &[1], 1, 0.0),
+            None,
+            "never started"
+        );
+    }
 
     #[test]
     fn report_sizes_quadruple_up_to_k() {

@@ -1,11 +1,19 @@
 //! Idle connections, per worker thread: a request takes one of its own
 //! worker's and gives it back there, so no lock is shared between workers
 //! and the connection's task runs where the request does.
+//!
+//! That holds on a current-thread runtime (the gateway's workers each run
+//! one). On a multi-thread runtime a task moves between threads, so a
+//! connection given back on one thread would be missed by the next request
+//! running on another, and every worker would open its own: there the
+//! pool is one, shared by the runtime's threads behind a lock.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::connection::Conn;
 
@@ -19,40 +27,25 @@ const SWEEP_EVERY: u32 = 4096;
 
 #[derive(Default)]
 struct Idle {
-    /// By pool id, then by backend address.
-    pools: Vec<HashMap<Arc<str>, Vec<Conn>>>,
+    /// By pool id, then by backend address. A map, not a vector by id: the
+    /// pools of forwarders replaced by reloads leave it at the next sweep.
+    pools: HashMap<usize, HashMap<Arc<str>, Vec<Conn>>>,
     given_back: u32,
 }
 
 impl Idle {
     fn sweep(&mut self) {
-        for pool in &mut self.pools {
+        self.pools.retain(|_, pool| {
             pool.retain(|_, list| {
                 list.retain(|c| !c.sender.is_closed() && !c.shared.is_closed());
                 !list.is_empty()
             });
-        }
+            !pool.is_empty()
+        });
     }
-}
 
-thread_local! {
-    static IDLE: RefCell<Idle> = RefCell::new(Idle::default());
-}
-
-/// A new pool's id: each [`super::Upstream`] has its own connections.
-pub(crate) fn new_id() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    NEXT.fetch_add(1, Relaxed)
-}
-
-/// An idle connection to `addr` of this worker, ready for a request: the
-/// most recently used first (its socket is the warmest, and the oldest ones
-/// age out). Closed ones met on the way are dropped; ones still finishing
-/// their last exchange are left for later.
-pub(crate) fn take(pool: usize, addr: &str) -> Option<Conn> {
-    IDLE.try_with(|idle| {
-        let mut idle = idle.borrow_mut();
-        let list = idle.pools.get_mut(pool)?.get_mut(addr)?;
+    fn take(&mut self, pool: usize, addr: &str) -> Option<Conn> {
+        let list = self.pools.get_mut(&pool)?.get_mut(addr)?;
         let mut i = list.len();
         while i > 0 {
             i -= 1;
@@ -66,9 +59,62 @@ pub(crate) fn take(pool: usize, addr: &str) -> Option<Conn> {
             }
         }
         None
-    })
-    .ok()
-    .flatten()
+    }
+
+    fn give_back(&mut self, pool: usize, addr: &Arc<str>, conn: Conn) {
+        self.given_back += 1;
+        if self.given_back >= SWEEP_EVERY {
+            self.given_back = 0;
+            self.sweep();
+        }
+        let pool = self.pools.entry(pool).or_default();
+        let list = match pool.get_mut(&**addr) {
+            Some(list) => list,
+            None => pool.entry(addr.clone()).or_default(),
+        };
+        if list.len() >= MAX_IDLE_PER_ADDRESS {
+            // Dropping the sender ends the connection.
+            return;
+        }
+        list.push(conn);
+    }
+}
+
+thread_local! {
+    static IDLE: RefCell<Idle> = RefCell::new(Idle::default());
+}
+
+/// The pool of multi-thread runtimes' threads.
+static SHARED: LazyLock<Mutex<Idle>> = LazyLock::new(Mutex::default);
+
+/// Runs `f` on this thread's pool, or on the shared one when the thread
+/// belongs to a multi-thread runtime (module docs).
+fn with_idle<R>(f: impl FnOnce(&mut Idle) -> R) -> Option<R> {
+    let shared = Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() != RuntimeFlavor::CurrentThread);
+    if shared {
+        // A panic while holding the lock leaves the pool as consistent as
+        // any other moment: keep using it.
+        let mut idle = SHARED
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        return Some(f(&mut idle));
+    }
+    IDLE.try_with(|idle| f(&mut idle.borrow_mut())).ok()
+}
+
+/// A new pool's id: each [`super::Upstream`] has its own connections.
+pub(crate) fn new_id() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Relaxed)
+}
+
+/// An idle connection to `addr` of this worker, ready for a request: the
+/// most recently used first (its socket is the warmest, and the oldest ones
+/// age out). Closed ones met on the way are dropped; ones still finishing
+/// their last exchange are left for later.
+pub(crate) fn take(pool: usize, addr: &str) -> Option<Conn> {
+    with_idle(|idle| idle.take(pool, addr)).flatten()
 }
 
 /// Gives `conn` (its exchange over) back to this worker's pool; closes it
@@ -79,27 +125,8 @@ pub(crate) fn give_back(pool: usize, addr: &Arc<str>, mut conn: Conn) {
     }
     conn.served = conn.served.saturating_add(1);
     conn.shared.set_idle();
-    let _ = IDLE.try_with(|idle| {
-        let idle = &mut *idle.borrow_mut();
-        idle.given_back += 1;
-        if idle.given_back >= SWEEP_EVERY {
-            idle.given_back = 0;
-            idle.sweep();
-        }
-        if idle.pools.len() <= pool {
-            idle.pools.resize_with(pool + 1, HashMap::new);
-        }
-        let pool = &mut idle.pools[pool];
-        let list = match pool.get_mut(&**addr) {
-            Some(list) => list,
-            None => pool.entry(addr.clone()).or_default(),
-        };
-        if list.len() >= MAX_IDLE_PER_ADDRESS {
-            // Dropping the sender ends the connection.
-            return;
-        }
-        list.push(conn);
-    });
+    // Without a pool (the thread is exiting) the connection closes.
+    let _ = with_idle(|idle| idle.give_back(pool, addr, conn));
 }
 
 #[cfg(test)]
@@ -153,6 +180,26 @@ mod tests {
         assert_eq!(Arc::as_ptr(&second.shared), a_id);
         assert!(take(pool, &addr).is_none(), "both in use");
         assert!(take(new_id(), &addr).is_none(), "another pool has none");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_multi_thread_runtime_the_threads_share_one_pool() {
+        let addr = backend(false).await;
+        let pool = new_id();
+        let conn = ready(&addr).await;
+        let id = Arc::as_ptr(&conn.shared);
+        let giver = addr.clone();
+        // Given back on another thread of the runtime (a blocking one: never
+        // the thread this test's task runs on).
+        let other = tokio::task::spawn_blocking(move || {
+            give_back(pool, &giver, conn);
+            std::thread::current().id()
+        })
+        .await
+        .unwrap();
+        assert_ne!(other, std::thread::current().id());
+        let taken = take(pool, &addr).expect("the connection given back elsewhere");
+        assert_eq!(Arc::as_ptr(&taken.shared), id);
     }
 
     #[tokio::test]

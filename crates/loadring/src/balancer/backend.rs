@@ -74,13 +74,6 @@ impl<T> Backend<T> {
         &self.value
     }
 
-    /// The caller's value for the endpoint.
-    #[deprecated(since = "0.1.0", note = "renamed `value`")]
-    #[doc(hidden)]
-    pub fn backend(&self) -> &T {
-        &self.value
-    }
-
     /// Requests in flight on the endpoint now (a guard's own included).
     #[inline]
     pub fn in_flight(&self) -> u64 {

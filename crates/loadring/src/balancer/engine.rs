@@ -94,6 +94,17 @@ impl Engine {
         }
     }
 
+    /// A pick, and whether it spilled (see [`Picker::pick_spilling`]).
+    #[inline]
+    pub(crate) fn pick_spilling(&self, req: &Request<'_>) -> Result<(usize, bool), PickError> {
+        match self {
+            Engine::Ring(ring) => ring.pick_spilling(req),
+            Engine::Ring64(ring) => ring.pick_spilling(req),
+            Engine::Maglev(maglev) => maglev.pick_spilling(req),
+            Engine::Other(picker) => picker.pick_spilling(req),
+        }
+    }
+
     /// A pick for a local handle holding counter `slot` (see
     /// [`Hashing::pick_local`]): the index and the slot its reservation is
     /// counted in; `None` for a policy not called by type.

@@ -192,10 +192,16 @@ impl<T> Snapshot<T> {
         }
     }
 
-    /// Picks and reserves: the index of the backend.
+    /// Picks and reserves: the index of the backend, and whether the pick
+    /// spilled.
     #[inline]
-    pub(crate) fn pick_index(&self, req: &Request<'_>) -> Result<usize, PickError> {
-        pick_index(self.engine.as_ref(), self.backends.len(), req)
+    pub(crate) fn pick_index_spilling(
+        &self,
+        req: &Request<'_>,
+    ) -> Result<(usize, bool), PickError> {
+        let engine = self.engine.as_ref().ok_or(PickError::no_endpoints())?;
+        let (i, spilled) = engine.pick_spilling(req)?;
+        Ok((within(i, self.backends.len())?, spilled))
     }
 
     /// The engine, `None` while there are no endpoints.
@@ -269,6 +275,10 @@ impl<T> Balancer<T> {
         if let Some(max_age) = spec.report_max_age() {
             balancer.fleet.set_max_age(max_age);
         }
+        balancer
+            .fleet
+            .share
+            .store(spec.report_share(), std::sync::atomic::Ordering::Relaxed);
         balancer.spec = Some(spec);
         Ok(balancer)
     }
@@ -592,8 +602,8 @@ impl<T> Balancer<T> {
     #[inline]
     pub fn pick(&self, req: &Request<'_>) -> Result<Pick<T>, PickError> {
         let snapshot = self.snapshot.load();
-        let i = snapshot.pick_index(req)?;
-        Ok(Pick::new(snapshot.backends[i].clone()))
+        let (i, spilled) = snapshot.pick_index_spilling(req)?;
+        Ok(Pick::new(snapshot.backends[i].clone()).spilled_if(spilled))
     }
 
     /// A handle for one thread whose picks cost the policy's lookup and the

@@ -33,13 +33,50 @@ use crate::inflight::outcome::Outcome;
 #[must_use = "the slot is released as soon as the guard is dropped"]
 pub struct Pick<T = ()> {
     backend: Arc<Backend<T>>,
+    spilled: bool,
 }
 
 impl<T> Pick<T> {
     /// Wraps a backend whose slot the caller has just reserved.
     #[inline]
     pub(crate) fn new(backend: Arc<Backend<T>>) -> Self {
-        Pick { backend }
+        Pick {
+            backend,
+            spilled: false,
+        }
+    }
+
+    /// Marks the pick as spilled when `spilled`.
+    #[inline]
+    pub(crate) fn spilled_if(mut self, spilled: bool) -> Self {
+        self.spilled = spilled;
+        self
+    }
+
+    /// Whether this bounded pick left the request's owner (the endpoint an
+    /// unbounded pick of the same request would take, past unhealthy and
+    /// excluded ones) because the owner was at its cap: loadring's
+    /// `load_factor=`, HAProxy's `balance=`, Envoy's `hash_balance_factor=`.
+    /// Always `false` for unbounded policies and for guards reserved from
+    /// [`Balancer::candidates`](crate::Balancer::candidates), which the
+    /// caller chose. Known from the pick itself: no second walk.
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint, Request};
+    ///
+    /// let endpoints = ["a:80", "b:80", "c:80"].map(|a| Endpoint::new(a).unwrap());
+    /// // A cap of 1 in flight per endpoint while 1 is in flight in all.
+    /// let b = Balancer::new("c_murmurhash:load_factor=1.01".parse()?, endpoints)?;
+    /// let first = b.pick(&Request::key("hot"))?;
+    /// assert!(!first.spilled(), "the owner had room");
+    /// let second = b.pick(&Request::key("hot"))?;
+    /// assert!(second.spilled(), "the owner was at its cap");
+    /// assert_ne!(second.addr(), first.addr());
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    #[inline]
+    pub fn spilled(&self) -> bool {
+        self.spilled
     }
 
     /// Reports how the request went, then releases the slot. Policies that

@@ -20,7 +20,7 @@
 //! [`SLOTS`] of them, claimed by the handles alive at a time (handles beyond
 //! that count in the shared counter).
 
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 
 use crate::endpoint::Endpoint;
@@ -108,9 +108,19 @@ impl Member {
     /// balancer's requests on it are completing with it (their slots not yet
     /// released, but the report already leaves them out).
     pub(crate) fn apply_report(&self, report: &LoadReport, finishing: u64) {
-        let local = self.load().saturating_sub(finishing);
+        let offsets = &self.fleet.offsets;
+        let base = self.load();
+        let local = base.saturating_sub(finishing);
+        let at = report.reported_at();
         self.report
-            .publish(report.in_service(), local, report.reported_at());
+            .publish_base(report.in_service(), local, base, at, offsets);
+        // A removal that raced with this report may have missed it: the
+        // balancer's sum counts members only (`retire` takes the flag first,
+        // then the report; this reads the flag after counting the report).
+        if self.word.load(SeqCst) & REMOVED != 0 {
+            self.report.uncount(None, offsets);
+        }
+        self.fleet.counted_report(at);
         self.fleet.set_reported();
     }
 
@@ -270,10 +280,12 @@ impl Member {
     /// Marks the backend as no longer a member: its load leaves the total now,
     /// and its outstanding guards will release without touching the total.
     pub(crate) fn retire(&self) {
-        let prev = self.word.fetch_or(REMOVED, Relaxed);
+        let prev = self.word.fetch_or(REMOVED, SeqCst);
         if prev & REMOVED != 0 {
             return;
         }
+        // Its report leaves the balancer's sum of offsets with it.
+        self.report.uncount(None, &self.fleet.offsets);
         if prev & UNHEALTHY != 0 {
             self.unhealthy.fetch_sub(1, Relaxed);
         }

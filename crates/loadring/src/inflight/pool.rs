@@ -162,6 +162,13 @@ impl Pool {
         }
     }
 
+    /// Whether this pool is the balancer's whole membership (its total is
+    /// the running one).
+    #[inline]
+    pub(crate) fn is_whole(&self) -> bool {
+        self.whole
+    }
+
     /// What the balancer's members share about load reports.
     #[inline]
     pub(crate) fn fleet(&self) -> &FleetState {

@@ -354,9 +354,11 @@ impl<T: Placement> Hashing<T> {
         code: u64,
         req: &Request<'_>,
         rule: HashBalance,
-    ) -> Result<usize, PickError> {
+    ) -> Result<(usize, bool), PickError> {
         let view = FleetView::new(&self.pool, req.at);
-        rule.pick(&view, self.envoy_owner(start, req), code, req)
+        let owner = self.envoy_owner(start, req);
+        let i = rule.pick(&view, owner, code, req)?;
+        Ok((i, owner.is_some_and(|owner| owner != i)))
     }
 
     /// The cap of endpoint `owner` with `total` in flight: the scheme's own
@@ -409,13 +411,29 @@ impl<T: Placement> Hashing<T> {
 
     /// The bounded walk: the first eligible entry whose endpoint is below its
     /// cap, reserved by compare-and-swap; else the least-loaded eligible one.
-    /// Out of line: the pick that ends at the key's owner stays small.
+    /// Also whether that left the key's owner (the walk's first eligible
+    /// endpoint). Out of line: the pick that ends at the key's owner stays
+    /// small.
     #[inline(never)]
     fn pick_bounded(
         &self,
         start: usize,
         req: &Request<'_>,
         factor: LoadFactor,
+    ) -> Result<(usize, bool), PickError> {
+        let mut owner_of_key = None;
+        let i = self.walk_bounded(start, req, factor, &mut owner_of_key)?;
+        Ok((i, owner_of_key.is_some_and(|owner| owner != i)))
+    }
+
+    /// [`Hashing::pick_bounded`]'s walk, noting the first eligible endpoint
+    /// met in `owner_of_key`.
+    fn walk_bounded(
+        &self,
+        start: usize,
+        req: &Request<'_>,
+        factor: LoadFactor,
+        owner_of_key: &mut Option<usize>,
     ) -> Result<usize, PickError> {
         let view = FleetView::new(&self.pool, req.at);
         let weight_sum = self.pool.weight_sum();
@@ -428,6 +446,7 @@ impl<T: Placement> Hashing<T> {
                 return Err(none_eligible(&self.pool));
             }
             if self.pool.eligible(owner, req) {
+                owner_of_key.get_or_insert(owner);
                 // Caps grow with the total, so an endpoint below its cap
                 // at total 0 is below its cap whatever the total: the
                 // shared total (a cache line every picking thread writes)
@@ -513,6 +532,13 @@ impl<T: Placement> Hashing<T> {
         req: &Request<'_>,
         slot: u32,
     ) -> Result<(usize, u32), PickError> {
+        self.pick_in(req, slot).map(|(i, slot, _)| (i, slot))
+    }
+
+    /// [`Hashing::pick_local`], and whether the pick spilled (see
+    /// [`Picker::pick_spilling`]).
+    #[inline(always)]
+    fn pick_in(&self, req: &Request<'_>, slot: u32) -> Result<(usize, u32, bool), PickError> {
         let (code, start) = self.code_and_start(req)?;
         let owner = self.placement.owner(start);
         let eligible = self.pool.eligible(owner, req);
@@ -522,9 +548,10 @@ impl<T: Placement> Hashing<T> {
                 if eligible
                     && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
                 {
-                    return Ok((owner, SHARED));
+                    return Ok((owner, SHARED, false));
                 }
-                Ok((self.pick_envoy(start, code, req, rule)?, SHARED))
+                let (i, spilled) = self.pick_envoy(start, code, req, rule)?;
+                Ok((i, SHARED, spilled))
             }
             None => {
                 let found = if eligible {
@@ -533,19 +560,20 @@ impl<T: Placement> Hashing<T> {
                     self.locate_past(start, req)?
                 };
                 if slot == SHARED {
-                    Ok((self.pool.take(found), SHARED))
+                    Ok((self.pool.take(found), SHARED, false))
                 } else {
                     self.pool.reserve_in_slot(found, slot as usize);
-                    Ok((found, slot))
+                    Ok((found, slot, false))
                 }
             }
             Some(Bound::Factor(factor)) => {
                 if eligible
                     && FleetView::new(&self.pool, req.at).try_reserve(owner, self.floors[owner])
                 {
-                    return Ok((owner, SHARED));
+                    return Ok((owner, SHARED, false));
                 }
-                Ok((self.pick_bounded(start, req, factor)?, SHARED))
+                let (i, spilled) = self.pick_bounded(start, req, factor)?;
+                Ok((i, SHARED, spilled))
             }
         }
     }
@@ -582,6 +610,12 @@ impl<T: Placement> Picker for Hashing<T> {
     #[inline]
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError> {
         self.pick_local(req, SHARED).map(|(i, _)| i)
+    }
+
+    #[inline]
+    fn pick_spilling(&self, req: &Request<'_>) -> Result<(usize, bool), PickError> {
+        self.pick_in(req, SHARED)
+            .map(|(i, _, spilled)| (i, spilled))
     }
 
     /// The clockwise walk from the request's entry, each endpoint at its

@@ -539,12 +539,17 @@ impl Observer for LifecycleState {
         let Some(ejection) = &self.params.ejection else {
             return;
         };
-        let now = nanos(outcome.completed_at());
-        if self.ejected_at(now) {
+        if outcome.is_success() {
+            // No clock and no write for most successes: the count is 0
+            // already, also while ejected (reset by the ejection, failures
+            // not counted since).
+            if self.failures.load(Relaxed) != 0 {
+                self.failures.store(0, Relaxed);
+            }
             return;
         }
-        if outcome.is_success() {
-            self.failures.store(0, Relaxed);
+        let now = nanos(outcome.completed_at());
+        if self.ejected_at(now) {
             return;
         }
         let failures = self.failures.fetch_add(1, Relaxed) + 1;
@@ -638,6 +643,18 @@ impl Picker for LifecyclePicker {
         match &self.params.slow_start {
             Some(slow_start) => self.slow_start_pick(req, i, slow_start),
             None => Ok(i),
+        }
+    }
+
+    fn pick_spilling(&self, req: &Request<'_>) -> std::result::Result<(usize, bool), PickError> {
+        self.check_panic(req);
+        let (i, spilled) = self.inner.pick_spilling(req)?;
+        match &self.params.slow_start {
+            // A redraw is slow start's choice, not a spill.
+            Some(slow_start) => self
+                .slow_start_pick(req, i, slow_start)
+                .map(|j| (j, spilled && j == i)),
+            None => Ok((i, spilled)),
         }
     }
 

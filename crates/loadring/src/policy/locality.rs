@@ -273,6 +273,19 @@ impl Picker for Locality {
         }
     }
 
+    fn pick_spilling(&self, req: &Request<'_>) -> Result<(usize, bool), PickError> {
+        match self.local(req, |share| self.flip(share)) {
+            Some(zone) => match zone.picker.pick_spilling(req) {
+                Ok((i, spilled)) => Ok((zone.members[i], spilled)),
+                Err(e) if e.kind() == PickErrorKind::NoEligibleEndpoint => {
+                    self.all.pick_spilling(req)
+                }
+                Err(e) => Err(e),
+            },
+            None => self.all.pick_spilling(req),
+        }
+    }
+
     /// The order of the instance that would serve the request, then the
     /// order of the instance over all endpoints.
     fn candidates(self: Arc<Self>, req: &Request<'_>) -> Result<Order, PickError> {

@@ -175,6 +175,17 @@ pub trait Picker: Send + Sync + fmt::Debug + Any {
     /// code out of its range.
     fn pick(&self, req: &Request<'_>) -> Result<usize, PickError>;
 
+    /// As [`Picker::pick`], and whether the pick spilled: a bounded pick
+    /// that passed over the request's owner (the first eligible endpoint of
+    /// its walk) because it was at its cap. The default never spills, as
+    /// an unbounded policy.
+    ///
+    /// # Errors
+    /// As [`Picker::pick`].
+    fn pick_spilling(&self, req: &Request<'_>) -> Result<(usize, bool), PickError> {
+        self.pick(req).map(|i| (i, false))
+    }
+
     /// The order of preference for `req`, lazily: what `pick` would choose
     /// first, then what it would fall back to. Nothing is reserved.
     ///

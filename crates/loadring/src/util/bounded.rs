@@ -288,6 +288,18 @@ mod tests {
     }
 
     #[test]
+    fn factors_are_equal_by_value_not_by_text() {
+        let f = |t: &str| LoadFactor::parse_decimal("load_factor", t).unwrap();
+        assert_eq!(f("1.5"), f("1.50"), "the same factor written two ways");
+        assert_eq!(
+            f("1.5"),
+            LoadFactor::parse_percent("balance", "150").unwrap()
+        );
+        assert_ne!(f("1.25"), f("1.5"));
+        assert_ne!(f("1.000001"), f("1.00001"), "one millionth apart");
+    }
+
+    #[test]
     fn the_float_view_and_the_text_of_a_factor() {
         let f = |t: &str| LoadFactor::parse_decimal("load_factor", t).unwrap();
         assert_eq!(f("1.25").as_f64(), 1.25);
