@@ -20,6 +20,7 @@ use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
 // Public here before they moved to their own file.
+use crate::proxy_body::empty_body;
 pub use crate::proxy_body::{text_body, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
@@ -260,7 +261,8 @@ impl Forwarder {
                 crate::grpc::status_for(status),
             );
         }
-        crate::grpc::local_response(status, why)
+        let (head, ()) = crate::grpc::local_answer(status, why).into_parts();
+        Response::from_parts(head, empty_body())
     }
 
     /// The backend's load report in `headers`, removed from them and
@@ -599,7 +601,10 @@ impl Forwarder {
                     }
                     if let Some(tunnel) = tunnel {
                         if status == StatusCode::SWITCHING_PROTOCOLS {
-                            return tunnel.open(response, held, pick, started);
+                            let mut response = response;
+                            let protocol = response.headers().get(header::UPGRADE).cloned();
+                            strip_hop_by_hop(response.headers_mut());
+                            return tunnel.open(response, protocol, held, pick, started);
                         }
                     }
                     let (mut head, incoming) = response.into_parts();

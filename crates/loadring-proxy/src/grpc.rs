@@ -9,7 +9,6 @@ use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
 use crate::metrics::Metrics;
-use crate::proxy_body::{empty_body, ProxyBody};
 
 /// `UNAVAILABLE`.
 pub const UNAVAILABLE: u32 = 14;
@@ -60,9 +59,10 @@ pub fn status_for(http: StatusCode) -> u32 {
 }
 
 /// The proxy's own answer to a gRPC call: a trailers-only response (HTTP
-/// 200, `grpc-status` and `grpc-message` in the headers).
-pub fn local_response(http: StatusCode, why: &str) -> Response<ProxyBody> {
-    let mut response = Response::new(empty_body());
+/// 200, `grpc-status` and `grpc-message` in the headers), its empty body to
+/// be given.
+pub fn local_answer(http: StatusCode, why: &str) -> Response<()> {
+    let mut response = Response::new(());
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
     headers.insert("grpc-status", HeaderValue::from(status_for(http)));

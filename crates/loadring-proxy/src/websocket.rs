@@ -16,7 +16,6 @@ use loadring::{Outcome, Pick};
 
 use crate::cluster::Backend;
 use crate::connect::Held;
-use crate::forward::strip_hop_by_hop;
 use crate::proxy_body::{empty_body, ProxyBody};
 
 /// A client's request to switch protocols, its side of the tunnel to come.
@@ -57,19 +56,20 @@ impl Tunnel {
         headers.insert(UPGRADE, self.protocol.clone());
     }
 
-    /// The backend switched: answers the client `101` and copies bytes
-    /// both ways until either side closes, `pick` held until then.
+    /// The backend switched to `protocol` (its `101` answer's `Upgrade`,
+    /// its hop-by-hop headers already removed): answers the client `101`
+    /// and copies bytes both ways until either side closes, `pick` held
+    /// until then.
     pub(crate) fn open(
         self,
         mut response: Response<Incoming>,
+        protocol: Option<HeaderValue>,
         held: Held,
         pick: Pick<Backend>,
         started: Instant,
     ) -> Response<ProxyBody> {
         let backend = hyper::upgrade::on(&mut response);
         let (mut head, _) = response.into_parts();
-        let protocol = head.headers.get(UPGRADE).cloned();
-        strip_hop_by_hop(&mut head.headers);
         head.headers
             .insert(CONNECTION, HeaderValue::from_static("upgrade"));
         if let Some(protocol) = protocol {
