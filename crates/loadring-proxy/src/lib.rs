@@ -1,6 +1,7 @@
 //! # loadring-proxy
 //!
-//! An HTTP/1.1 gateway on [`loadring`]: each request's key (a header, a
+//! An HTTP gateway on [`loadring`] (HTTP/1.1 and HTTP/2, cleartext or
+//! TLS, gRPC and WebSocket passed through): each request's key (a header, a
 //! cookie, a query parameter, the path, the client address, or several of
 //! them combined as Envoy combines hash policies) picks a backend with any
 //! loadring policy, bounded load included, and the balancer's guard is held
