@@ -400,8 +400,14 @@ impl Forwarder {
         let config = cluster.config();
         let retries = config.retries;
         // A body read whole can be sent again; with no retry allowed there
-        // is no reason to hold it back.
-        let read_ahead = if retries == 0 { 0 } else { config.retry_buffer };
+        // is no reason to hold it back. A gRPC call's body is a stream the
+        // client may feed only as answers come: it flows at once, and like
+        // any streamed body it is sent once (not retried).
+        let read_ahead = if retries == 0 || grpc {
+            0
+        } else {
+            config.retry_buffer
+        };
         let mut body = match RequestBody::read(body, read_ahead, config.timeout).await {
             Ok(body) => body,
             Err(ReadError::Client(e)) => {

@@ -509,3 +509,66 @@ async fn http1_in_h2c_out() {
         Some(running.addr.to_string().as_str())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bidirectional_stream_can_wait_for_each_answer_with_retries_on() {
+    let servers = [server().await];
+    let endpoints = vec![servers[0].addr.to_string()];
+    // The default retries: a request body is read ahead to be resent, except
+    // a call's stream, which must flow at once.
+    let running = proxy_with("c_murmurhash", &endpoints, |c| {
+        c.retries = ClusterConfig::new("x", "rr".parse().unwrap()).retries;
+        c.timeout = Duration::from_secs(20);
+    })
+    .await;
+    assert!(
+        ClusterConfig::new("x", "rr".parse().unwrap()).retries > 0,
+        "the default retries"
+    );
+    let mut client = tonic::client::Grpc::new(channel(running.addr).await);
+    client.ready().await.unwrap();
+    let (send, outgoing) = tokio::sync::mpsc::channel::<Msg>(1);
+    let outgoing = futures_util::stream::unfold(outgoing, |mut rx| async move {
+        rx.recv().await.map(|m| (m, rx))
+    });
+    let mut request = Request::new(outgoing);
+    request
+        .metadata_mut()
+        .insert("x-tenant", MetadataValue::from_static("ping"));
+    send.send(Msg {
+        text: "ping-0".into(),
+        backend: String::new(),
+    })
+    .await
+    .unwrap();
+    let response = tokio::time::timeout(
+        WAIT,
+        client.streaming(
+            request,
+            PathAndQuery::from_static("/test.Echo/Chat"),
+            ProstCodec::<Msg, Msg>::default(),
+        ),
+    )
+    .await
+    .expect("the stream opens before the client's stream ends")
+    .unwrap();
+    let mut incoming = response.into_inner();
+    for i in 0..10 {
+        let m = tokio::time::timeout(WAIT, incoming.message())
+            .await
+            .expect("each answer before the next message")
+            .unwrap()
+            .unwrap();
+        assert_eq!(m.text, format!("ping-{i}"));
+        if i < 9 {
+            send.send(Msg {
+                text: format!("ping-{}", i + 1),
+                backend: String::new(),
+            })
+            .await
+            .unwrap();
+        }
+    }
+    drop(send);
+    assert!(incoming.message().await.unwrap().is_none());
+}
