@@ -283,11 +283,6 @@ impl Proxy {
         &self.gateway
     }
 
-    /// The listener's TLS settings, when it serves TLS: [`ServerTls::reload`]
-    /// swaps the certificate ([`Proxy::serve`] does on SIGHUP).
-    pub fn tls(&self) -> Option<&Arc<ServerTls>> {
-        self.tls.as_ref()
-    }
 
     /// Serves until `shutdown` completes; then stops accepting, lets the
     /// requests in flight finish (up to the drain timeout) and returns.
