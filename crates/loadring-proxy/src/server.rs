@@ -283,7 +283,6 @@ impl Proxy {
         &self.gateway
     }
 
-
     /// Serves until `shutdown` completes; then stops accepting, lets the
     /// requests in flight finish (up to the drain timeout) and returns.
     /// With workers ([`Proxy::bind_workers`]), each worker thread serves its

@@ -465,3 +465,43 @@ async fn backend_tls_is_verified_and_refused_with_a_wrong_ca() {
     );
     assert_eq!(served.load(Relaxed), 1, "nothing reached the backend");
 }
+
+/// `openssl s_client` against `addr` with one protocol version flag: its
+/// exit status and output.
+fn s_client(addr: SocketAddr, version: &str) -> (bool, String) {
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &addr.to_string(), version])
+        .args(["-servername", "localhost"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("openssl: {e} (install it: apt-get install -y openssl)"));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_1_2_and_1_3_only() {
+    let pki = Pki::new();
+    let (files, _) = pki.leaf("proxy");
+    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let (addr, _stop) = serve(proxy_config(
+        cluster(&[backend.addr().to_string()]),
+        Some(files),
+    ))
+    .await;
+    for (version, accepted) in [
+        ("-tls1_3", true),
+        ("-tls1_2", true),
+        ("-tls1_1", false),
+        ("-tls1", false),
+    ] {
+        let (ok, text) = tokio::task::spawn_blocking(move || s_client(addr, version))
+            .await
+            .unwrap();
+        assert_eq!(ok, accepted, "{version}: {text}");
+        if accepted {
+            assert!(text.contains("Cipher is"), "{version}: {text}");
+        }
+    }
+}
