@@ -105,10 +105,9 @@ async fn backends(n: usize) -> Vec<DemoBackend> {
     all
 }
 
-// One thread: upstream connections are pooled per worker thread, and the
-// count of one pooled connection below holds for one thread (with two, a
-// request that lands on the other thread rightly opens its own).
-#[tokio::test(flavor = "current_thread")]
+// Two threads: on a multi-thread runtime the threads share one pool, so the
+// count of one pooled connection below holds wherever a request runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwards_method_target_headers_body_and_forwarded_for() {
     let b = backends(1).await;
     let proxy = start(cluster("rr", &[], &[&b[0]])).await;
