@@ -4,6 +4,7 @@
 //! requests. Every wait is bounded.
 
 use crate::common;
+use crate::running::{self, Running};
 
 use std::convert::Infallible;
 use std::future::Future as _;
@@ -19,34 +20,10 @@ use common::{eventually, get, metric_sum, request, STEP};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use loadring_proxy::internals::Gateway;
-use loadring_proxy::{
-    ClientLimits, ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig, RouteConfig,
-};
+use loadring_proxy::{ClientLimits, ClusterConfig, DemoBackend, KeySpec, RouteConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    gateway: Arc<Gateway>,
-    _stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl Running {
-    async fn metrics(&self) -> String {
-        get(self.admin, "/metrics", &[]).await.body
-    }
-}
 
 fn cluster(name: &str, policy: &str, key: &[&str], backends: &[SocketAddr]) -> ClusterConfig {
     let mut c = ClusterConfig::new(name, policy.parse().unwrap());
@@ -67,35 +44,7 @@ async fn start_limited(
     routes: Vec<RouteConfig>,
     clients: ClientLimits,
 ) -> Running {
-    let config = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: Some("127.0.0.1:0".into()),
-        drain_timeout: Duration::from_secs(5),
-        clients,
-        clusters,
-        routes,
-        tls: None,
-    };
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
-    let addr = proxy.local_addr().unwrap();
-    let admin = proxy.admin_addr().unwrap();
-    let gateway = proxy.gateway().clone();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        proxy
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Running {
-        addr,
-        admin,
-        gateway,
-        _stop: stop,
-        task,
-    }
+    running::serve(running::config(clusters, routes, clients), 1).await
 }
 
 async fn start(cluster: ClusterConfig) -> Running {

@@ -2,36 +2,14 @@
 //! backends (`DemoBackend`), a raw HTTP client, every wait bounded.
 
 use crate::common;
+use crate::running::{start, Running};
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::{chunked, eventually, free_port, get, metric, metric_sum, request, request_raw, WAIT};
-use loadring_proxy::internals::Gateway;
 use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Proxy, ProxyConfig};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
-
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    gateway: Arc<Gateway>,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 impl Running {
-    async fn metrics(&self) -> String {
-        get(self.admin, "/metrics", &[]).await.body
-    }
-
     async fn in_flight_total(&self) -> f64 {
         metric_sum(&self.metrics().await, "loadring_in_flight")
     }
@@ -45,38 +23,6 @@ fn cluster(policy: &str, key: &[&str], backends: &[&DemoBackend]) -> ClusterConf
         .collect();
     c.key = KeySpec::parse(key).unwrap();
     c
-}
-
-async fn start(cluster: ClusterConfig) -> Running {
-    let config = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: Some("127.0.0.1:0".into()),
-        drain_timeout: Duration::from_secs(5),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls: None,
-    };
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
-    let addr = proxy.local_addr().unwrap();
-    let admin = proxy.admin_addr().unwrap();
-    let gateway = proxy.gateway().clone();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        proxy
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Running {
-        addr,
-        admin,
-        gateway,
-        stop: Some(stop),
-        task,
-    }
 }
 
 /// A key (`x-user`) of each of `n` backends and the backend the proxy

@@ -4,6 +4,7 @@
 //! protoc.
 
 use crate::common;
+use crate::running::{self, Running};
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use common::{get, metric, WAIT};
 use futures_util::{Stream, StreamExt};
 use http::uri::PathAndQuery;
-use loadring_proxy::{BackendProtocol, ClusterConfig, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::{BackendProtocol, ClusterConfig, KeySpec};
 use tokio::sync::oneshot;
 use tonic::codegen::{BoxFuture, Service};
 use tonic::metadata::MetadataValue;
@@ -175,12 +176,6 @@ fn tokio_stream_of(
     })
 }
 
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    _stop: oneshot::Sender<()>,
-}
-
 async fn proxy(policy: &str, endpoints: &[String]) -> Running {
     proxy_with(policy, endpoints, |_| {}).await
 }
@@ -196,27 +191,11 @@ async fn proxy_with(
     cluster.backend_protocol = BackendProtocol::H2c;
     cluster.retries = 0;
     tune(&mut cluster);
-    let config = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: Some("127.0.0.1:0".into()),
-        drain_timeout: Duration::from_secs(5),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls: None,
-    };
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
-    let addr = proxy.local_addr().unwrap();
-    let admin = proxy.admin_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(proxy.serve(async {
-        let _ = stopped.await;
-    }));
-    Running {
-        addr,
-        admin,
-        _stop: stop,
-    }
+    running::serve(
+        running::config(vec![cluster], vec![], Default::default()),
+        1,
+    )
+    .await
 }
 
 async fn channel(addr: SocketAddr) -> Channel {

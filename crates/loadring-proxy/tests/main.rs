@@ -5,6 +5,7 @@
 //! crate's tests fails until it is.
 
 mod common;
+mod running;
 
 mod dashboard;
 mod errors;

@@ -6,33 +6,17 @@
 //! bounded.
 
 use crate::common;
+use crate::running::{self, Running};
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::{eventually, free_port, get, metric_sum, request, request_raw, WAIT};
-use loadring_proxy::internals::Gateway;
-use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec, Naming, Proxy, ProxyConfig};
+use loadring_proxy::{ClusterConfig, DemoBackend, KeySpec};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    gateway: Arc<Gateway>,
-    _stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
 
 impl Running {
     /// A metric, its series summed.
@@ -48,36 +32,11 @@ async fn start(cluster: ClusterConfig) -> Running {
 /// The proxy with `workers` threads serving clients (this runtime's task
 /// the first).
 async fn start_workers(cluster: ClusterConfig, workers: usize) -> Running {
-    let config = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: Some("127.0.0.1:0".into()),
-        drain_timeout: Duration::from_secs(5),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls: None,
-    };
-    let proxy = Proxy::bind_workers(config, Naming::Keys, workers)
-        .await
-        .expect("proxy binds");
-    let (addr, admin) = (proxy.local_addr().unwrap(), proxy.admin_addr().unwrap());
-    let gateway = proxy.gateway().clone();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        proxy
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Running {
-        addr,
-        admin,
-        gateway,
-        _stop: stop,
-        task,
-    }
+    running::serve(
+        running::config(vec![cluster], vec![], Default::default()),
+        workers,
+    )
+    .await
 }
 
 fn cluster(policy: &str, endpoints: &[String]) -> ClusterConfig {

@@ -2,17 +2,16 @@
 //! the proxy in between; every wait bounded, counted on both sides.
 
 use crate::common;
+use crate::running::{self, Running};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
 use common::{eventually, get, metric, metric_sum, WAIT};
 use futures_util::{SinkExt, StreamExt};
-use loadring_proxy::{ClusterConfig, KeySpec, Proxy, ProxyConfig};
+use loadring_proxy::{ClusterConfig, KeySpec};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -63,12 +62,6 @@ async fn ws_backend() -> WsBackend {
     WsBackend { addr, open }
 }
 
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
-    _stop: oneshot::Sender<()>,
-}
-
 async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
     let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
     cluster.endpoints = backends
@@ -76,27 +69,11 @@ async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
         .map(|b| b.addr.to_string().parse().unwrap())
         .collect();
     cluster.key = KeySpec::parse(&["header:x-room"]).unwrap();
-    let config = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: Some("127.0.0.1:0".into()),
-        drain_timeout: Duration::from_secs(5),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls: None,
-    };
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
-    let addr = proxy.local_addr().unwrap();
-    let admin = proxy.admin_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(proxy.serve(async {
-        let _ = stopped.await;
-    }));
-    Running {
-        addr,
-        admin,
-        _stop: stop,
-    }
+    running::serve(
+        running::config(vec![cluster], vec![], Default::default()),
+        1,
+    )
+    .await
 }
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
