@@ -93,18 +93,24 @@ pub(crate) fn take_report_max_age(
     if bounded {
         return take_duration(params, KEY, MAX_AGE_RANGE.0, MAX_AGE_RANGE.1);
     }
-    if params.has(KEY) {
-        return Err(ParseError::new(
-            ParseErrorKind::Conflict,
-            format!(
-                "{name}: {KEY} applies to bounded policies only (give load_factor, balance or \
-             hash_balance_factor too)"
-            ),
-        )
-        .with_policy(name)
-        .with_key(KEY));
-    }
+    refuse_unbounded(params, name, KEY)?;
     Ok(None)
+}
+
+/// The error for `key` given to policy `name`, which has no bound.
+fn refuse_unbounded(params: &Params<'_>, name: &str, key: &str) -> Result<(), ParseError> {
+    if !params.has(key) {
+        return Ok(());
+    }
+    Err(ParseError::new(
+        ParseErrorKind::Conflict,
+        format!(
+            "{name}: {key} applies to bounded policies only (give load_factor, balance or \
+             hash_balance_factor too)"
+        ),
+    )
+    .with_policy(name)
+    .with_key(key))
 }
 
 /// `report_rule=view|share` of policy `name`, accepted by bounded policies
@@ -117,17 +123,7 @@ pub(crate) fn take_report_rule(
 ) -> Result<bool, ParseError> {
     const KEY: &str = "report_rule";
     if !bounded {
-        if params.has(KEY) {
-            return Err(ParseError::new(
-                ParseErrorKind::Conflict,
-                format!(
-                    "{name}: {KEY} applies to bounded policies only (give load_factor, balance or \
-                 hash_balance_factor too)"
-                ),
-            )
-            .with_policy(name)
-            .with_key(KEY));
-        }
+        refuse_unbounded(params, name, KEY)?;
         return Ok(false);
     }
     match params.take(KEY) {
