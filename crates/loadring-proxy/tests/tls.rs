@@ -4,13 +4,13 @@
 //! Certificates are made per test with rcgen; everything on 127.0.0.1.
 
 use crate::common;
+use crate::running::{self, Running};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use common::{eventually, WAIT};
@@ -21,7 +21,6 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair}
 use rustls_pki_types::pem::PemObject;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -103,15 +102,9 @@ fn peer_cert(stream: &Tls) -> CertificateDer<'static> {
 }
 
 fn proxy_config(cluster: ClusterConfig, tls: Option<TlsFiles>) -> ProxyConfig {
-    ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: None,
-        drain_timeout: Duration::from_secs(5),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls,
-    }
+    let mut config = running::config(vec![cluster], vec![], Default::default());
+    config.tls = tls;
+    config
 }
 
 fn cluster(endpoints: &[String]) -> ClusterConfig {
@@ -121,15 +114,21 @@ fn cluster(endpoints: &[String]) -> ClusterConfig {
     c
 }
 
-/// The proxy serving until the sender is dropped.
-async fn serve(config: ProxyConfig) -> (SocketAddr, oneshot::Sender<()>) {
-    let proxy = Proxy::bind(config).await.expect("proxy binds");
-    let addr = proxy.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(proxy.serve(async {
-        let _ = stopped.await;
-    }));
-    (addr, stop)
+/// The proxy serving (until the second is dropped) on the first.
+async fn serve(config: ProxyConfig) -> (SocketAddr, Running) {
+    let proxy = running::serve(config, 1).await;
+    (proxy.addr, proxy)
+}
+
+/// A proxy serving TLS with `files` in front of one plain backend.
+async fn over_one_backend(files: TlsFiles) -> (SocketAddr, Running, DemoBackend) {
+    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let (addr, proxy) = serve(proxy_config(
+        cluster(&[backend.addr().to_string()]),
+        Some(files),
+    ))
+    .await;
+    (addr, proxy, backend)
 }
 
 fn placement(endpoints: &[String], keys: &[String]) -> HashMap<String, String> {
@@ -297,12 +296,7 @@ async fn status_over(stream: Tls) -> (u16, Tls) {
 async fn a_sighup_swaps_the_certificate_for_new_connections() {
     let pki = Pki::new();
     let (files, first) = pki.leaf("proxy");
-    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let (addr, _stop) = serve(proxy_config(
-        cluster(&[backend.addr().to_string()]),
-        Some(files.clone()),
-    ))
-    .await;
+    let (addr, _proxy, _backend) = over_one_backend(files.clone()).await;
     // Served once: the SIGHUP handler is installed by then.
     let open = tls_connect(&pki, addr, b"http/1.1").await;
     assert_eq!(peer_cert(&open), first);
@@ -331,12 +325,7 @@ async fn a_sighup_swaps_the_certificate_for_new_connections() {
 async fn garbage_on_the_tls_port_costs_that_connection_only() {
     let pki = Pki::new();
     let (files, _) = pki.leaf("proxy");
-    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let (addr, _stop) = serve(proxy_config(
-        cluster(&[backend.addr().to_string()]),
-        Some(files),
-    ))
-    .await;
+    let (addr, _proxy, backend) = over_one_backend(files).await;
     for garbage in [
         &b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"[..],
         &[0x16, 0x03, 0x01, 0xff, 0xff, 0, 0, 0, 0][..],
@@ -484,12 +473,7 @@ fn s_client(addr: SocketAddr, version: &str) -> (bool, String) {
 async fn tls_1_2_and_1_3_only() {
     let pki = Pki::new();
     let (files, _) = pki.leaf("proxy");
-    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let (addr, _stop) = serve(proxy_config(
-        cluster(&[backend.addr().to_string()]),
-        Some(files),
-    ))
-    .await;
+    let (addr, _proxy, _backend) = over_one_backend(files).await;
     for (version, accepted) in [
         ("-tls1_3", true),
         ("-tls1_2", true),
