@@ -13,8 +13,9 @@
 //! ```
 //!
 //! that is the last report, plus this balancer's picks on the endpoint since
-//! that report, minus this balancer's requests on it that completed since
-//! (never below 0). The mean of the cap is taken over those loads; an
+//! that report, minus this balancer's requests on it that completed since,
+//! and never below this balancer's own requests in flight on it. The mean of
+//! the cap is taken over those loads; an
 //! endpoint without a fresh report counts this balancer's requests in flight
 //! on it, as without reports. A report older than the policy's
 //! `report_max_age=` (default 1 s) is not fresh.
@@ -47,16 +48,25 @@
 //! understated next to the backends that report. A backend that counts
 //! differently (queued requests, or only some of its listeners) moves the
 //! mean and the caps by as much: the count must be requests in service, the
-//! same unit a balancer counts. Requests this balancer sent before a report
-//! and the backend had not yet seen are missing from both the report and the
-//! picks since it (a short underestimate).
+//! same unit a balancer counts.
+//!
+//! **A report below this balancer's own count.** A backend's count misses
+//! this balancer's requests still on their way to it and those whose
+//! responses are on their way back: when requests complete together (clients
+//! in step, a burst of short calls), a report can say 0 while this balancer
+//! still holds several there. Taken as is, the difference would stay in the
+//! view until the next report, a hole the balancer fills with its own picks
+//! past the cap. A report tells how many requests the other balancers have
+//! there, `reported - this balancer's in flight`, and that is never below
+//! 0: the view takes it as 0, so an endpoint's load is never below this
+//! balancer's own in flight on it, the count it would use without reports
+//! (one balancer's reports then never change a pick).
 //!
 //! **Cost.** No lock, and `O(1)` in the endpoints: a report is two atomic
 //! words per endpoint, written with compare-and-swap, and the balancer keeps
 //! the sum of the fresh reports' offsets as reports come, expire and leave
 //! with their member, so the mean is this balancer's running total plus
-//! that sum (an endpoint whose view would be below 0 counts below 0 in it;
-//! a locality policy's per-zone pickers still sum their zone, `O(zone)`,
+//! that sum (every offset is at least 0; a locality policy's per-zone pickers still sum their zone, `O(zone)`,
 //! and take a report's age from its time).
 //! A bounded pick reads the endpoint's words next to its in-flight count
 //! and reserves by one compare-and-swap against the cap, exact for the view
@@ -372,8 +382,10 @@ impl ReportCell {
         at: Duration,
         sum: &AtomicI64,
     ) {
+        // The other balancers' requests, never below 0 (the module's "a
+        // report below this balancer's own count").
         let diff = i128::from(reported) - i128::from(local);
-        let diff = diff.clamp(-i128::from(MAX_OFFSET), i128::from(MAX_OFFSET)) as i64;
+        let diff = diff.clamp(0, i128::from(MAX_OFFSET)) as i64;
         let mut cur = self.state.load(SeqCst);
         let mine = loop {
             // Generation 0 is "never reported": skip it on wrapping.
@@ -557,8 +569,10 @@ mod tests {
         assert_eq!(cell.fresh_offset(|| 6_001, 1_000), None, "past the age");
         assert_eq!(cell.fresh_offset(|| 0, 0), Some(7), "dated ahead: fresh");
         cell.publish(0, 3, ms(9), &sum);
-        assert_eq!(cell.read().unwrap().offset, -3);
-        assert_eq!(sum.load(Relaxed), -3, "the new offset replaces the old");
+        assert_eq!(cell.read().unwrap().offset, 0, "no other balancer's load");
+        assert_eq!(sum.load(Relaxed), 0, "the new offset replaces the old");
+        cell.publish(5, 3, ms(9), &sum);
+        assert_eq!(sum.load(Relaxed), 2);
         assert_eq!(with_offset(2, -3), 0, "never below 0");
         assert_eq!(with_offset(3, 4), 7);
     }

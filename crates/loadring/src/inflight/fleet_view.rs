@@ -144,8 +144,7 @@ impl<'a> FleetView<'a> {
 
     /// The loads summed over the pool. For the whole membership, `O(1)`:
     /// this balancer's running total plus the balancer's sum of the fresh
-    /// reports' offsets (an endpoint whose view would be below 0 counts
-    /// below 0 there; the sum is never below 0). A subset sums its members.
+    /// reports' offsets (each at least 0). A subset sums its members.
     #[inline]
     pub(crate) fn total_load(&self) -> u64 {
         let local = self.pool.total_load();
