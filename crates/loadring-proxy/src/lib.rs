@@ -80,7 +80,7 @@ pub use config::{
     DEFAULT_DRAIN_TIMEOUT, MAX_CONNECTIONS, MAX_RETRY_BUFFER,
 };
 pub use duration::parse_duration;
-pub use error::{ConfigError, ProxyError, ProxyErrorKind};
+pub use error::{ConfigError, ConfigErrorKind, ProxyError, ProxyErrorKind};
 pub use key::{KeySource, KeySpec};
 pub use load_report::LoadReportSpec;
 pub use server::Proxy;

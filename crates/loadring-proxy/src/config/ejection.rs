@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use loadring::PolicySpec;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::types::ClusterConfig;
 
@@ -16,13 +16,16 @@ fn with_keys(spec: &PolicySpec, keys: &[(&str, String)]) -> Result<PolicySpec, C
         let inner = with_keys(inner, keys)?;
         return spec
             .over(inner)
-            .map_err(|e| ConfigError::new(e.to_string()));
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Policy, e.to_string()));
     }
     keys.iter().try_fold(spec.clone(), |spec, (key, value)| {
         spec.with(key, value).map_err(|e| {
-            ConfigError::new(format!(
-                "passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}"
-            ))
+            ConfigError::new(
+                ConfigErrorKind::Policy,
+                format!(
+                    "passive ejection (eject_after/eject_for) as the policy's `{key}={value}`: {e}"
+                ),
+            )
         })
     })
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use loadring::Endpoint;
 
 use crate::endpoints::parse_endpoints;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::raw::RawConfig;
 use super::types::{ClusterConfig, ProxyConfig};
@@ -32,8 +32,9 @@ impl ClusterConfig {
 /// which setting it came from).
 fn read_endpoints_file(path: &Path) -> Result<Vec<Endpoint>, ConfigError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))?;
-    parse_endpoints(&text).map_err(|e| ConfigError::new(format!("{}: {e}", path.display())))
+        .map_err(|e| ConfigError::new(ConfigErrorKind::Read, format!("{}: {e}", path.display())))?;
+    parse_endpoints(&text)
+        .map_err(|e| ConfigError::new(ConfigErrorKind::Value, format!("{}: {e}", path.display())))
 }
 
 impl ProxyConfig {
@@ -43,7 +44,11 @@ impl ProxyConfig {
     /// An unreadable file, a TOML error or a bad value, naming the file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            ConfigError::new(format!("--config {}: {e}", path.display())).with_setting("--config")
+            ConfigError::new(
+                ConfigErrorKind::Read,
+                format!("--config {}: {e}", path.display()),
+            )
+            .with_setting("--config")
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::from_toml(&text, base)
@@ -56,14 +61,36 @@ impl ProxyConfig {
     /// # Errors
     /// A TOML error or a bad value, on one line.
     pub fn from_toml(text: &str, base: &Path) -> Result<Self, ConfigError> {
-        let raw: RawConfig = toml::from_str(text).map_err(|e| {
-            ConfigError::new(
-                e.message().replace('\n', " ").trim().to_string() + &span_hint(text, e.span()),
-            )
-        })?;
+        let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, &e))?;
         let config = raw.into_config(base)?;
         config.validate()?;
         Ok(config)
+    }
+}
+
+/// A TOML error on one line, with its place and its kind. serde words an
+/// unknown key and a missing one the same way whatever the format
+/// (`unknown field `x`, expected ...`, `missing field `x``), and toml
+/// passes its words on: they are the only place the kind is given.
+fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = e.message().replace('\n', " ").trim().to_string();
+    let field = |prefix: &str| {
+        message
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.split_once('`'))
+            .map(|(field, _)| field.to_string())
+    };
+    let (kind, setting) = if let Some(key) = field("unknown field `") {
+        (ConfigErrorKind::UnknownKey, Some(key))
+    } else if let Some(key) = field("missing field `") {
+        (ConfigErrorKind::Missing, Some(key))
+    } else {
+        (ConfigErrorKind::Syntax, None)
+    };
+    let error = ConfigError::new(kind, message + &span_hint(text, e.span()));
+    match setting {
+        Some(key) => error.with_setting(&key),
+        None => error,
     }
 }
 

@@ -11,8 +11,9 @@ use serde::Deserialize;
 
 use crate::clients::ClientLimits;
 use crate::duration::parse_duration;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::KeySpec;
+use crate::load_report::LoadReportSpec;
 
 use super::types::*;
 
@@ -82,9 +83,16 @@ enum OneOrMany {
 fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
     match value {
         None => Ok(default),
-        Some(v) => {
-            parse_duration(v).map_err(|e| ConfigError::new(format!("{key}: {e}")).with_setting(key))
-        }
+        Some(v) => parse_duration(v).map_err(|e| {
+            // The core says `Value` for both; a text that reads as a
+            // duration of any length is one outside the gateway's range.
+            let kind = if loadring::parse_duration(v, Duration::ZERO..=Duration::MAX).is_ok() {
+                ConfigErrorKind::Range
+            } else {
+                ConfigErrorKind::Value
+            };
+            ConfigError::new(kind, format!("{key}: {e}")).with_setting(key)
+        }),
     }
 }
 
@@ -105,9 +113,12 @@ impl RawConfig {
                 .max_connections
                 .map(|n| {
                     usize::try_from(n).map_err(|_| {
-                        ConfigError::new(format!(
+                        ConfigError::new(
+                            ConfigErrorKind::Range,
+                            format!(
                             "max_connections: `{n}` is not a count: accepted 1..={MAX_CONNECTIONS}"
-                        ))
+                        ),
+                        )
                         .with_setting("max_connections")
                     })
                 })
@@ -145,10 +156,16 @@ impl RawConfig {
             }),
             (None, None) => None,
             (Some(_), None) => {
-                return Err(ConfigError::new("tls_cert: needs tls_key").with_setting("tls_cert"))
+                return Err(
+                    ConfigError::new(ConfigErrorKind::Missing, "tls_cert: needs tls_key")
+                        .with_setting("tls_cert"),
+                )
             }
             (None, Some(_)) => {
-                return Err(ConfigError::new("tls_key: needs tls_cert").with_setting("tls_key"))
+                return Err(
+                    ConfigError::new(ConfigErrorKind::Missing, "tls_key: needs tls_cert")
+                        .with_setting("tls_key"),
+                )
             }
         };
         Ok(ProxyConfig {
@@ -165,23 +182,26 @@ impl RawConfig {
 
 impl RawCluster {
     fn into_config(self, name: String, base: &Path) -> Result<ClusterConfig, ConfigError> {
-        let policy: PolicySpec = self
-            .policy
-            .parse()
-            .map_err(|e| ConfigError::new(format!("policy: {e}")).with_setting("policy"))?;
+        let policy: PolicySpec = self.policy.parse().map_err(|e| {
+            ConfigError::new(ConfigErrorKind::Policy, format!("policy: {e}")).with_setting("policy")
+        })?;
         let mut c = ClusterConfig::new(name, policy);
         c.endpoints = self
             .endpoints
             .iter()
             .map(|t| t.parse::<Endpoint>())
             .collect::<Result<_, _>>()
-            .map_err(|e| ConfigError::new(format!("endpoints: {e}")).with_setting("endpoints"))?;
+            .map_err(|e| {
+                ConfigError::new(ConfigErrorKind::Value, format!("endpoints: {e}"))
+                    .with_setting("endpoints")
+            })?;
         c.endpoints_file = self.endpoints_file.map(|p| base.join(p));
         c.discover = self
             .discover
             .map(|d| {
                 let spec = d.parse::<SourceSpec>().map_err(|e| {
-                    ConfigError::new(format!("discover: {e}")).with_setting("discover")
+                    ConfigError::new(ConfigErrorKind::Value, format!("discover: {e}"))
+                        .with_setting("discover")
                 })?;
                 Ok(match spec {
                     SourceSpec::File(p) => SourceSpec::File(base.join(p)),
@@ -194,13 +214,12 @@ impl RawCluster {
             OneOrMany::One(k) => vec![k],
             OneOrMany::Many(k) => k,
         };
-        c.key = KeySpec::parse(&keys)
-            .map_err(|e| ConfigError::new(format!("key: {e}")).with_setting("key"))?;
+        c.key = KeySpec::parse(&keys).map_err(|e| e.prefixed("key: ").with_setting("key"))?;
         c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
         c.retry_buffer = match self.retry_buffer {
             None => DEFAULT_RETRY_BUFFER,
             Some(bytes) => u64::try_from(bytes).map_err(|_| {
-                ConfigError::new(format!(
+                ConfigError::new(ConfigErrorKind::Range, format!(
                     "retry_buffer: `{bytes}` is not a number of bytes: accepted 0..={MAX_RETRY_BUFFER}"
                 )).with_setting("retry_buffer")
             })?,
@@ -227,14 +246,14 @@ impl RawCluster {
         c.load_report = self
             .load_report
             .map(|r| {
-                r.parse().map_err(|e| {
-                    ConfigError::new(format!("load_report: {e}")).with_setting("load_report")
-                })
+                r.parse::<LoadReportSpec>()
+                    .map_err(|e| e.prefixed("load_report: ").with_setting("load_report"))
             })
             .transpose()?;
         c.backend_protocol = match self.backend_protocol {
-            Some(p) => p.parse().map_err(|e| {
-                ConfigError::new(format!("backend_protocol: {e}")).with_setting("backend_protocol")
+            Some(p) => p.parse().map_err(|e: ConfigError| {
+                e.prefixed("backend_protocol: ")
+                    .with_setting("backend_protocol")
             })?,
             None => BackendProtocol::Http1,
         };

@@ -8,6 +8,7 @@ use loadring::{Endpoint, PolicySpec};
 use loadring_discovery::SourceSpec;
 
 use crate::clients::ClientLimits;
+use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::KeySpec;
 use crate::load_report::LoadReportSpec;
 
@@ -80,13 +81,26 @@ pub enum BackendProtocol {
     H2c,
 }
 
+/// `http1` or `h2c`, as `backend_protocol` and `--backend-protocol` take it.
+///
+/// ```
+/// use loadring_proxy::{BackendProtocol, ConfigErrorKind};
+///
+/// assert_eq!("h2c".parse::<BackendProtocol>(), Ok(BackendProtocol::H2c));
+/// let err = "h3".parse::<BackendProtocol>().unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::Value);
+/// assert_eq!(err.to_string(), "`h3`: accepted http1, h2c");
+/// ```
 impl std::str::FromStr for BackendProtocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         match s {
             "http1" => Ok(BackendProtocol::Http1),
             "h2c" => Ok(BackendProtocol::H2c),
-            other => Err(format!("`{other}`: accepted http1, h2c")),
+            other => Err(ConfigError::new(
+                ConfigErrorKind::Value,
+                format!("`{other}`: accepted http1, h2c"),
+            )),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
 use super::naming::Naming;
@@ -30,43 +30,55 @@ impl ClusterConfig {
         let name = |key| naming.name(key);
         let is_hashing = self.policy.is_hashing();
         if is_hashing && self.key.is_empty() {
-            return Err(ConfigError::new(format!(
-                "{}: policy `{}` hashes a key: give {} SOURCE ({})",
-                name("key"),
-                self.policy,
-                name("key"),
-                crate::key::KEY_SOURCES
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
+                format!(
+                    "{}: policy `{}` hashes a key: give {} SOURCE ({})",
+                    name("key"),
+                    self.policy,
+                    name("key"),
+                    crate::key::KEY_SOURCES
+                ),
+            )
             .with_setting(name("key")));
         }
         if !is_hashing && !self.key.is_empty() {
-            return Err(ConfigError::new(format!(
-                "{}: policy `{}` does not hash keys: drop {} or pick a hashing policy",
-                name("key"),
-                self.policy,
-                name("key")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{}: policy `{}` does not hash keys: drop {} or pick a hashing policy",
+                    name("key"),
+                    self.policy,
+                    name("key")
+                ),
+            )
             .with_setting(name("key")));
         }
         if let Some(report) = &self.load_report {
             // Only a bounded policy has a cap for reports to inform.
             if self.policy.report_max_age().is_none() {
-                return Err(ConfigError::new(format!(
-                    "{} {report}: policy `{}` has no load bound to use reports with: \
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "{} {report}: policy `{}` has no load bound to use reports with: \
                      pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
-                    name("load_report"),
-                    self.policy
-                ))
+                        name("load_report"),
+                        self.policy
+                    ),
+                )
                 .with_setting(name("load_report")));
             }
         }
         if self.discover.is_some() && self.endpoints_file.is_some() {
-            return Err(ConfigError::new(format!(
-                "{} and {}: give one ({} file:PATH follows a file)",
-                name("discover"),
-                name("endpoints_file"),
-                name("discover")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{} and {}: give one ({} file:PATH follows a file)",
+                    name("discover"),
+                    name("endpoints_file"),
+                    name("discover")
+                ),
+            )
             .with_setting(name("discover")));
         }
         let endpoints = self.read_endpoints().map_err(|e| {
@@ -74,24 +86,31 @@ impl ClusterConfig {
                 .with_setting(name("endpoints_file"))
         })?;
         if endpoints.is_empty() && self.discover.is_none() {
-            return Err(ConfigError::new(format!(
-                "no endpoints: give {}, {} or {}",
-                name("endpoints"),
-                name("endpoints_file"),
-                name("discover")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
+                format!(
+                    "no endpoints: give {}, {} or {}",
+                    name("endpoints"),
+                    name("endpoints_file"),
+                    name("discover")
+                ),
+            )
             .with_setting(name("endpoints")));
         }
         for e in &endpoints {
-            check_backend_addr(e.addr())
-                .map_err(|e| ConfigError::new(e).with_setting(name("endpoints")))?;
+            check_backend_addr(e.addr()).map_err(|e| {
+                ConfigError::new(ConfigErrorKind::Value, e).with_setting(name("endpoints"))
+            })?;
         }
         if let Some(path) = &self.health.path {
             if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
-                return Err(ConfigError::new(format!(
-                    "{} `{path}`: expected a path starting with `/`",
-                    name("health_path")
-                ))
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!(
+                        "{} `{path}`: expected a path starting with `/`",
+                        name("health_path")
+                    ),
+                )
                 .with_setting(name("health_path")));
             }
         }
@@ -100,44 +119,54 @@ impl ClusterConfig {
             ("health_fall", self.health.fall),
         ] {
             if value == 0 {
-                return Err(
-                    ConfigError::new(format!("{}: must be at least 1", name(key)))
-                        .with_setting(name(key)),
-                );
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{}: must be at least 1", name(key)),
+                )
+                .with_setting(name(key)));
             }
         }
         if self.health.eject_after > MAX_EJECT_AFTER {
-            return Err(ConfigError::new(format!(
-                "{}: {} failed requests: accepted 0 (never) or 1..={MAX_EJECT_AFTER}",
-                name("eject_after"),
-                self.health.eject_after
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!(
+                    "{}: {} failed requests: accepted 0 (never) or 1..={MAX_EJECT_AFTER}",
+                    name("eject_after"),
+                    self.health.eject_after
+                ),
+            )
             .with_setting(name("eject_after")));
         }
         let eject_for = self.health.eject_for;
         if self.health.eject_after > 0
             && (eject_for < Duration::from_millis(1) || eject_for > MAX_EJECT_FOR)
         {
-            return Err(ConfigError::new(format!(
-                "{}: {eject_for:?}: accepted 1ms..=1h",
-                name("eject_for")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!("{}: {eject_for:?}: accepted 1ms..=1h", name("eject_for")),
+            )
             .with_setting(name("eject_for")));
         }
         if self.retry_buffer > MAX_RETRY_BUFFER {
-            return Err(ConfigError::new(format!(
-                "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
-                name("retry_buffer"),
-                self.retry_buffer
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!(
+                    "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
+                    name("retry_buffer"),
+                    self.retry_buffer
+                ),
+            )
             .with_setting(name("retry_buffer")));
         }
         if self.backend_ca.is_some() && !self.backend_tls {
-            return Err(ConfigError::new(format!(
-                "{}: only with {} (it verifies backends' certificates)",
-                name("backend_ca"),
-                name("backend_tls")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{}: only with {} (it verifies backends' certificates)",
+                    name("backend_ca"),
+                    name("backend_tls")
+                ),
+            )
             .with_setting(name("backend_ca")));
         }
         for (key, value) in [
@@ -146,10 +175,11 @@ impl ClusterConfig {
             ("connect_timeout", self.connect_timeout),
         ] {
             if value.is_zero() {
-                return Err(
-                    ConfigError::new(format!("{}: must be more than 0ms", name(key)))
-                        .with_setting(name(key)),
-                );
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{}: must be more than 0ms", name(key)),
+                )
+                .with_setting(name(key)));
             }
         }
         Ok(())
@@ -186,30 +216,34 @@ impl ProxyConfig {
     pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
         if self.clusters.is_empty() {
             return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
                 "no clusters: a config needs at least one [[cluster]]",
             ));
         }
         for (i, c) in self.clusters.iter().enumerate() {
             if self.clusters[..i].iter().any(|o| o.name == c.name) {
-                return Err(ConfigError::new(format!(
-                    "cluster `{}` is defined twice",
-                    c.name
-                )));
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!("cluster `{}` is defined twice", c.name),
+                ));
             }
         }
         if self.clients.header_timeout.is_zero() {
-            return Err(ConfigError::new(format!(
-                "{}: must be more than 0ms",
-                naming.name("header_timeout")
-            ))
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!("{}: must be more than 0ms", naming.name("header_timeout")),
+            )
             .with_setting(naming.name("header_timeout")));
         }
         if let Some(n) = self.clients.max_connections {
             if !(1..=MAX_CONNECTIONS).contains(&n) {
-                return Err(ConfigError::new(format!(
-                    "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
-                    naming.name("max_connections")
-                ))
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!(
+                        "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
+                        naming.name("max_connections")
+                    ),
+                )
                 .with_setting(naming.name("max_connections")));
             }
         }
@@ -220,20 +254,24 @@ impl ProxyConfig {
         }
         for r in &self.routes {
             if !self.clusters.iter().any(|c| c.name == r.cluster) {
-                return Err(ConfigError::new(format!(
-                    "route `{}`: no cluster named `{}`",
-                    r.path_prefix, r.cluster
-                )));
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "route `{}`: no cluster named `{}`",
+                        r.path_prefix, r.cluster
+                    ),
+                ));
             }
             if !r.path_prefix.starts_with('/') {
-                return Err(ConfigError::new(format!(
-                    "route `{}`: path_prefix must start with `/`",
-                    r.path_prefix
-                )));
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!("route `{}`: path_prefix must start with `/`", r.path_prefix),
+                ));
             }
         }
         if multi && self.routes.is_empty() {
             return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
                 "several clusters but no [[route]]: say which requests go where",
             ));
         }
