@@ -53,8 +53,8 @@ impl Upstream {
     /// # Errors
     /// The address is not `host:port`.
     pub fn new(endpoint: &Endpoint) -> Result<Self, ConfigError> {
-        crate::config::check_backend_addr(endpoint.addr())
-            .map_err(|e| ConfigError::new(ConfigErrorKind::Value, e))?;
+        crate::config::check_backend_addr(endpoint)
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Value, e.to_string()))?;
         let authority = endpoint.addr().parse().map_err(|_| {
             ConfigError::new(
                 ConfigErrorKind::Value,

@@ -6,7 +6,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Naming {
     /// `health_rise`, `endpoints_file`: a TOML config (and code that fills
-    /// [`ClusterConfig`] itself, whose fields have those names).
+    /// [`ClusterConfig`](crate::ClusterConfig) itself, whose fields have those names).
     Keys,
     /// `--health-rise`, `--endpoints`: `loadring proxy`'s flags.
     Flags,

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use loadring::Endpoint;
+use loadring_discovery::EndpointRejected;
+
 use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
@@ -98,8 +101,9 @@ impl ClusterConfig {
             .with_setting(name("endpoints")));
         }
         for e in &endpoints {
-            check_backend_addr(e.addr()).map_err(|e| {
-                ConfigError::new(ConfigErrorKind::Value, e).with_setting(name("endpoints"))
+            check_backend_addr(e).map_err(|e| {
+                ConfigError::new(ConfigErrorKind::Value, e.to_string())
+                    .with_setting(name("endpoints"))
             })?;
         }
         if let Some(path) = &self.health.path {
@@ -186,15 +190,18 @@ impl ClusterConfig {
     }
 }
 
-/// An endpoint address the proxy can connect to: `host:port`.
+/// An endpoint address the proxy can connect to: `host:port`. Also the
+/// check every discovered endpoint passes.
 ///
 /// # Errors
-/// Why not.
-pub(crate) fn check_backend_addr(addr: &str) -> Result<(), String> {
+/// Why not, naming the endpoint.
+pub(crate) fn check_backend_addr(endpoint: &Endpoint) -> Result<(), EndpointRejected> {
+    let addr = endpoint.addr();
     match addr.parse::<http::uri::Authority>() {
         Ok(a) if a.port_u16().is_some() && !a.host().is_empty() && !addr.contains('@') => Ok(()),
-        _ => Err(format!(
-            "endpoint `{addr}`: the address must be host:port of an HTTP/1.1 backend"
+        _ => Err(EndpointRejected::new(
+            endpoint,
+            "the address must be host:port of an HTTP/1.1 backend",
         )),
     }
 }
