@@ -21,8 +21,8 @@ pub enum ConfigErrorKind {
     /// A file cannot be read: the config file (`--config`) or an endpoints
     /// file (`endpoints_file`, `--endpoints`).
     Read,
-    /// The TOML does not parse, or a value has the wrong type (text where a
-    /// number goes, a negative count).
+    /// The TOML does not parse, or a value has the wrong type for its key
+    /// (text where a number goes, `retries = -2`).
     Syntax,
     /// The config file has a key it does not know (a typo, say):
     /// [`ConfigError::setting`] is that key.
@@ -37,7 +37,8 @@ pub enum ConfigErrorKind {
     Value,
     /// A well-formed number or duration outside its accepted range (the
     /// message gives the range): `retry_buffer`, `max_connections`,
-    /// `eject_after`, `eject_for`, `health_rise` of 0, a timeout of 0ms.
+    /// `eject_after`, `eject_for`, `health_rise` of 0, a timeout of 0ms, a
+    /// duration over 24h, a negative `retry_buffer` or `max_connections`.
     Range,
     /// Settings each acceptable alone that do not go together: a key for a
     /// policy that does not hash, a load report for a policy without a load
