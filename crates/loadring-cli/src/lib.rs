@@ -62,8 +62,13 @@ enum Command {
 }
 
 /// An error the command reports as one `error: ...` line and exit code 2.
+///
+/// Opaque: only the commands make one. It is a carrier, not a
+/// `std::error::Error` (the conversion from every `Display` type, which lets
+/// `?` turn the libraries' errors into it, rules out its own `Display`); the
+/// libraries' typed errors are the ones to match on.
 #[derive(Debug)]
-pub struct CliError(pub String);
+pub struct CliError(pub(crate) String);
 
 impl<E: std::fmt::Display> From<E> for CliError {
     fn from(e: E) -> Self {

@@ -1,7 +1,18 @@
-//! The crate's one error: what went wrong as a kind a program can match,
-//! the source at fault as an accessor, and one line for people.
+//! The crate's errors, in the core's style (regex-automata's): opaque
+//! structs, no public fields, `kind()` where several things can go wrong
+//! and an accessor for each part the one-line message names.
+//!
+//! * [`DiscoveryError`]: a bad source spec, a source that cannot start or
+//!   a read that keeps the current membership, a registration that cannot
+//!   begin;
+//! * [`EndpointLineError`]: a line of an endpoints text that is not an
+//!   endpoint, or whose endpoint the consumer's check refuses;
+//! * [`EndpointRejected`]: what an [`EndpointCheck`](crate::EndpointCheck)
+//!   says of an endpoint it refuses.
 
 use std::fmt;
+
+use loadring::{Endpoint, ParseError};
 
 /// What kind of [`DiscoveryError`] it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +28,10 @@ pub enum DiscoveryErrorKind {
     /// [`etcd::register`](crate::etcd::register) cannot register: a lease
     /// under 1 s, or etcd unreachable at the start.
     Register,
+    /// A read after the start found a problem (an unreadable file, a bad
+    /// line, a failed lookup, etcd down, an endpoint failing the check):
+    /// the current membership stays ([`ReadOutcome::Kept`](crate::ReadOutcome::Kept)).
+    Read,
 }
 
 /// A bad source spec, a source that cannot start, or a registration that
@@ -69,3 +84,150 @@ impl fmt::Display for DiscoveryError {
 }
 
 impl std::error::Error for DiscoveryError {}
+
+/// What an [`EndpointCheck`](crate::EndpointCheck) says of an endpoint it
+/// refuses: the endpoint and why, shown as "endpoint `ADDR`: why".
+///
+/// ```
+/// use loadring::Endpoint;
+/// use loadring_discovery::EndpointRejected;
+///
+/// let endpoint: Endpoint = "10.0.0.2:0".parse()?;
+/// let err = EndpointRejected::new(&endpoint, "port 0");
+/// assert_eq!(err.endpoint().addr(), "10.0.0.2:0");
+/// assert_eq!(err.reason(), "port 0");
+/// assert_eq!(err.to_string(), "endpoint `10.0.0.2:0`: port 0");
+/// # Ok::<(), loadring::ParseError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointRejected {
+    /// Boxed: a `Result` carrying one stays one word wide.
+    repr: Box<(Endpoint, String)>,
+}
+
+impl EndpointRejected {
+    /// `endpoint` refused for `reason` (one line, without the endpoint:
+    /// the message names it).
+    pub fn new(endpoint: &Endpoint, reason: impl Into<String>) -> Self {
+        EndpointRejected {
+            repr: Box::new((endpoint.clone(), reason.into())),
+        }
+    }
+
+    /// The endpoint refused.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.repr.0
+    }
+
+    /// Why, as the check said it.
+    pub fn reason(&self) -> &str {
+        &self.repr.1
+    }
+}
+
+impl fmt::Display for EndpointRejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "endpoint `{}`: {}", self.repr.0.addr(), self.repr.1)
+    }
+}
+
+impl std::error::Error for EndpointRejected {}
+
+/// What kind of [`EndpointLineError`] it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndpointLineErrorKind {
+    /// The line is not an endpoint ([`EndpointLineError::parse_error`]
+    /// says why).
+    Syntax,
+    /// The line is an endpoint the check refuses
+    /// ([`EndpointLineError::rejected`]).
+    Rejected,
+}
+
+/// A line of an endpoints text ([`parse_endpoints`](crate::parse_endpoints))
+/// that is not acceptable, shown as "line N: why".
+///
+/// ```
+/// use loadring_discovery::{parse_endpoints, EndpointLineErrorKind};
+///
+/// let err = parse_endpoints("# pool\n10.0.0.1:80\n10.0.0.2:80 weight=x\n").unwrap_err();
+/// assert_eq!(err.kind(), EndpointLineErrorKind::Syntax);
+/// assert_eq!(err.line(), 3);
+/// assert!(err.to_string().starts_with("line 3: "));
+/// assert_eq!(err.parse_error().map(|e| e.key()), Some(Some("weight")));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointLineError {
+    line: usize,
+    repr: Box<LineRepr>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LineRepr {
+    Syntax(ParseError),
+    Rejected(EndpointRejected),
+}
+
+impl EndpointLineError {
+    pub(crate) fn not_an_endpoint(line: usize, e: ParseError) -> Self {
+        EndpointLineError {
+            line,
+            repr: Box::new(LineRepr::Syntax(e)),
+        }
+    }
+
+    pub(crate) fn refused(line: usize, e: EndpointRejected) -> Self {
+        EndpointLineError {
+            line,
+            repr: Box::new(LineRepr::Rejected(e)),
+        }
+    }
+
+    /// What kind of error it is.
+    pub fn kind(&self) -> EndpointLineErrorKind {
+        match *self.repr {
+            LineRepr::Syntax(_) => EndpointLineErrorKind::Syntax,
+            LineRepr::Rejected(_) => EndpointLineErrorKind::Rejected,
+        }
+    }
+
+    /// The line at fault, counted from 1.
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// Why the line is not an endpoint, for [`EndpointLineErrorKind::Syntax`].
+    pub fn parse_error(&self) -> Option<&ParseError> {
+        match &*self.repr {
+            LineRepr::Syntax(e) => Some(e),
+            LineRepr::Rejected(_) => None,
+        }
+    }
+
+    /// The check's refusal, for [`EndpointLineErrorKind::Rejected`].
+    pub fn rejected(&self) -> Option<&EndpointRejected> {
+        match &*self.repr {
+            LineRepr::Rejected(e) => Some(e),
+            LineRepr::Syntax(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for EndpointLineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.repr {
+            LineRepr::Syntax(e) => write!(f, "line {}: {e}", self.line),
+            LineRepr::Rejected(e) => write!(f, "line {}: {e}", self.line),
+        }
+    }
+}
+
+impl std::error::Error for EndpointLineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &*self.repr {
+            LineRepr::Syntax(e) => Some(e),
+            LineRepr::Rejected(e) => Some(e),
+        }
+    }
+}

@@ -34,7 +34,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// membership and its text.
 pub(crate) fn read(path: &Path, check: &EndpointCheck) -> Result<(Membership, String), String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let membership = parse_endpoints_checked(&text, check.as_ref())?;
+    let membership = parse_endpoints_checked(&text, check.as_ref()).map_err(|e| e.to_string())?;
     Ok((membership, text))
 }
 
@@ -73,7 +73,7 @@ pub(crate) async fn follow(path: PathBuf, mut last_text: Option<String>, publish
             Ok(membership) => {
                 publisher.publish(membership);
             }
-            Err(e) => publisher.keep(&e),
+            Err(e) => publisher.keep(&e.to_string()),
         }
     }
 }

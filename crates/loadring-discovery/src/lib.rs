@@ -27,6 +27,12 @@
 //! holds an endpoint's key under a lease kept alive, so an endpoint whose
 //! process dies leaves the pool when its lease expires.
 //!
+//! Errors are opaque, with a kind and accessors: [`DiscoveryError`] (a bad
+//! spec, a source that cannot start, a read that kept the membership, a
+//! registration that cannot begin), [`EndpointLineError`] (a bad line of an
+//! endpoints text) and [`EndpointRejected`] (an endpoint an
+//! [`EndpointCheck`] refuses).
+//!
 //! ```no_run
 //! use loadring::Balancer;
 //! use loadring_discovery::{apply, Discovery};
@@ -66,19 +72,21 @@ pub type Membership = Vec<Endpoint>;
 
 mod error;
 
-pub use error::{DiscoveryError, DiscoveryErrorKind};
+pub use error::{
+    DiscoveryError, DiscoveryErrorKind, EndpointLineError, EndpointLineErrorKind, EndpointRejected,
+};
 
 /// A check every endpoint of a membership must pass before the membership
-/// is published (an address the consumer can connect to, say); its error
-/// names the endpoint. See [`Discovery::start_checked`].
-pub type EndpointCheck = Arc<dyn Fn(&Endpoint) -> Result<(), String> + Send + Sync>;
+/// is published (an address the consumer can connect to, say); it refuses
+/// one with an [`EndpointRejected`]. See [`Discovery::start_checked`].
+pub type EndpointCheck = Arc<dyn Fn(&Endpoint) -> Result<(), EndpointRejected> + Send + Sync>;
 
 /// Parses endpoint lines: one endpoint per line, blank lines and `#`
 /// comments ignored (the endpoints file's format).
 ///
 /// # Errors
-/// The first bad line, as `line N: why`.
-pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
+/// The first bad line ([`EndpointLineError::line`]), shown as `line N: why`.
+pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, EndpointLineError> {
     parse_endpoints_checked(text, &|_| Ok(()))
 }
 
@@ -87,24 +95,25 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, String> {
 /// parse.
 ///
 /// ```
-/// use loadring_discovery::parse_endpoints_checked;
+/// use loadring_discovery::{parse_endpoints_checked, EndpointLineErrorKind, EndpointRejected};
 ///
 /// let no_port_zero = |e: &loadring::Endpoint| {
-///     if e.addr().ends_with(":0") { Err(format!("`{}`: port 0", e.addr())) } else { Ok(()) }
+///     if e.addr().ends_with(":0") { Err(EndpointRejected::new(e, "port 0")) } else { Ok(()) }
 /// };
 /// let text = "# pool\n10.0.0.1:80\n\n10.0.0.2:0\n";
-/// assert_eq!(
-///     parse_endpoints_checked(text, &no_port_zero).unwrap_err(),
-///     "line 4: `10.0.0.2:0`: port 0"
-/// );
+/// let err = parse_endpoints_checked(text, &no_port_zero).unwrap_err();
+/// assert_eq!(err.kind(), EndpointLineErrorKind::Rejected);
+/// assert_eq!(err.line(), 4);
+/// assert_eq!(err.rejected().map(|r| r.reason()), Some("port 0"));
+/// assert_eq!(err.to_string(), "line 4: endpoint `10.0.0.2:0`: port 0");
 /// ```
 ///
 /// # Errors
-/// The first bad line, as `line N: why`.
+/// The first bad line ([`EndpointLineError::line`]), shown as `line N: why`.
 pub fn parse_endpoints_checked(
     text: &str,
-    check: &dyn Fn(&Endpoint) -> Result<(), String>,
-) -> Result<Vec<Endpoint>, String> {
+    check: &dyn Fn(&Endpoint) -> Result<(), EndpointRejected>,
+) -> Result<Vec<Endpoint>, EndpointLineError> {
     let mut endpoints = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -113,16 +122,15 @@ pub fn parse_endpoints_checked(
         }
         let endpoint = line
             .parse::<Endpoint>()
-            .map_err(|e| e.to_string())
-            .and_then(|e| check(&e).map(|()| e))
-            .map_err(|why| format!("line {}: {why}", n + 1))?;
+            .map_err(|e| EndpointLineError::not_an_endpoint(n + 1, e))?;
+        check(&endpoint).map_err(|e| EndpointLineError::refused(n + 1, e))?;
         endpoints.push(endpoint);
     }
     Ok(endpoints)
 }
 
 /// The first endpoint of `membership` that fails `check`, as its reason.
-fn check_all(membership: &[Endpoint], check: &EndpointCheck) -> Result<(), String> {
+fn check_all(membership: &[Endpoint], check: &EndpointCheck) -> Result<(), EndpointRejected> {
     membership.iter().try_for_each(|e| check(e))
 }
 
@@ -140,8 +148,9 @@ pub enum ReadOutcome {
     /// The membership read is the current one: nothing published.
     Unchanged,
     /// A problem (an unreadable file, a bad line, a failed lookup, etcd
-    /// down): the current membership stays. The text is the logged reason.
-    Kept(String),
+    /// down, an endpoint failing the check): the current membership stays.
+    /// The error ([`DiscoveryErrorKind::Read`]) shows the logged reason.
+    Kept(DiscoveryError),
 }
 
 /// A running source: the latest membership, and a wait for the next.
@@ -182,7 +191,7 @@ impl Publisher {
         // The file source has checked each line already (to name it); the
         // other sources are checked here, so every source holds the check.
         if let Err(why) = check_all(&membership, &self.check) {
-            self.keep(&why);
+            self.keep(&why.to_string());
             return false;
         }
         let changed = self.tx.send_if_modified(|current| {
@@ -233,7 +242,11 @@ impl Publisher {
             self.what,
             self.current_len()
         );
-        self.record(ReadOutcome::Kept(why.to_string()));
+        self.record(ReadOutcome::Kept(DiscoveryError::new(
+            DiscoveryErrorKind::Read,
+            Some(&self.what),
+            why,
+        )));
     }
 
     /// Completes when someone asked for a re-read.
@@ -302,7 +315,7 @@ impl Discovery {
                     )
                 }
             };
-        check_all(&first, &check).map_err(fail)?;
+        check_all(&first, &check).map_err(|e| fail(e.to_string()))?;
         let (tx, current) = watch::channel(first);
         let (reads_tx, reads) = watch::channel((0, None));
         let task = source(Publisher {
@@ -435,7 +448,32 @@ mod tests {
     #[test]
     fn a_bad_line_is_named() {
         let err = parse_endpoints("127.0.0.1:1\n127.0.0.1:2 weight=x\n").unwrap_err();
-        assert!(err.starts_with("line 2: "), "{err}");
+        assert!(err.to_string().starts_with("line 2: "), "{err}");
+        assert_eq!(err.line(), 2);
+        assert_eq!(err.kind(), EndpointLineErrorKind::Syntax);
+        assert!(err.rejected().is_none());
+        let why = err.parse_error().expect("the endpoint's parse error");
+        assert_eq!(err.to_string(), format!("line 2: {why}"));
+    }
+
+    #[test]
+    fn a_line_the_check_refuses_is_named_with_the_refusal() {
+        let no_b = |e: &Endpoint| {
+            if e.addr().starts_with("b:") {
+                Err(EndpointRejected::new(e, "not b"))
+            } else {
+                Ok(())
+            }
+        };
+        let err = parse_endpoints_checked("a:1\n\n# c\nb:2 weight=3\n", &no_b).unwrap_err();
+        assert_eq!(err.kind(), EndpointLineErrorKind::Rejected);
+        assert_eq!(err.line(), 4);
+        assert!(err.parse_error().is_none());
+        let rejected = err.rejected().expect("the check's refusal");
+        assert_eq!(rejected.endpoint().addr(), "b:2");
+        assert_eq!(rejected.endpoint().weight(), 3);
+        assert_eq!(rejected.reason(), "not b");
+        assert_eq!(err.to_string(), "line 4: endpoint `b:2`: not b");
     }
 
     #[test]

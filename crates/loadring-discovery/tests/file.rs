@@ -53,7 +53,7 @@ async fn read_until(d: &mut Discovery, wanted: impl Fn(&ReadOutcome) -> bool) ->
 
 /// Whether a read kept the membership for a reason containing `why`.
 fn kept_for(why: &'static str) -> impl Fn(&ReadOutcome) -> bool {
-    move |o| matches!(o, ReadOutcome::Kept(reason) if reason.contains(why))
+    move |o| matches!(o, ReadOutcome::Kept(reason) if reason.to_string().contains(why))
 }
 
 fn replace(path: &Path, text: &str) {
@@ -173,7 +173,7 @@ async fn a_refresh_reads_an_unchanged_file_and_publishes_nothing() {
 async fn an_endpoint_failing_the_check_is_named_by_its_line() {
     let check: loadring_discovery::EndpointCheck = std::sync::Arc::new(|e| {
         if e.addr().ends_with(":0") {
-            Err(format!("endpoint `{}`: port 0", e.addr()))
+            Err(loadring_discovery::EndpointRejected::new(e, "port 0"))
         } else {
             Ok(())
         }
@@ -181,6 +181,7 @@ async fn an_endpoint_failing_the_check_is_named_by_its_line() {
     let dir = temp_dir("checked");
     let file = dir.join("endpoints");
     let spec: SourceSpec = format!("file:{}", file.display()).parse().unwrap();
+    let spec_text = spec.to_string();
 
     std::fs::write(&file, "10.0.0.1:80\n\n# spare\n10.0.0.2:0\n").unwrap();
     let err = Discovery::start_checked(spec.clone(), check.clone())
@@ -198,11 +199,13 @@ async fn an_endpoint_failing_the_check_is_named_by_its_line() {
     assert_eq!(addrs(&d.membership()), kept);
     // The bad line moves; each read names where it is now.
     replace(&file, "# one bad\n10.0.0.3:80\n10.0.0.4:0\n");
-    let why = read_until(&mut d, |o| matches!(o, ReadOutcome::Kept(_))).await;
-    assert_eq!(
-        why,
-        ReadOutcome::Kept("line 3: endpoint `10.0.0.4:0`: port 0".into())
-    );
+    let ReadOutcome::Kept(why) = read_until(&mut d, |o| matches!(o, ReadOutcome::Kept(_))).await
+    else {
+        unreachable!("waited for a kept read")
+    };
+    assert_eq!(why.to_string(), "line 3: endpoint `10.0.0.4:0`: port 0");
+    assert_eq!(why.kind(), loadring_discovery::DiscoveryErrorKind::Read);
+    assert_eq!(why.spec(), Some(spec_text.as_str()));
     assert_eq!(addrs(&d.membership()), kept);
     replace(&file, "10.0.0.4:0\n10.0.0.3:80\n");
     read_until(&mut d, kept_for("line 1: endpoint `10.0.0.4:0`")).await;

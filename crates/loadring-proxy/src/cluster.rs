@@ -9,7 +9,8 @@ use loadring::{
     Balancer, Candidate, Endpoint, Layout, Pick, PickError, PickErrorKind, PolicySpec, Request,
 };
 
-use crate::config::{ClusterConfig, ConfigError};
+use crate::config::ClusterConfig;
+use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::{KeySpec, KeyStyle, RequestKey};
 use crate::upstream::{Served, Upstream};
 
@@ -93,7 +94,8 @@ impl Cluster {
                     } else {
                         naming.name("backend_tls")
                     };
-                    ConfigError::new(format!("{flag}: {e}")).with_setting(flag)
+                    ConfigError::new(ConfigErrorKind::Tls, format!("{flag}: {e}"))
+                        .with_setting(flag)
                 })?,
             )
         } else {
@@ -107,7 +109,10 @@ impl Cluster {
             style: KeyStyle::for_policy(&spec),
             hashing: spec.is_hashing(),
             balancer: Balancer::with_backends(config.balancer_policy()?, std::iter::empty())
-                .map_err(|e| ConfigError::new(format!("--policy: {e}")).with_setting("--policy"))?,
+                .map_err(|e| {
+                    ConfigError::new(ConfigErrorKind::Policy, format!("--policy: {e}"))
+                        .with_setting("--policy")
+                })?,
             config,
             keyless_turn: AtomicU64::new(0),
             upstreams: Mutex::new(HashMap::new()),
@@ -172,7 +177,7 @@ impl Cluster {
     /// current one is then kept.
     pub fn set_endpoints(&self, endpoints: Vec<Endpoint>) -> Result<bool, ConfigError> {
         if endpoints.is_empty() {
-            return Err(ConfigError::new("no endpoints"));
+            return Err(ConfigError::new(ConfigErrorKind::Missing, "no endpoints"));
         }
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::new();
@@ -196,7 +201,7 @@ impl Cluster {
         let changed = self
             .balancer
             .update_backends(backends)
-            .map_err(|e| ConfigError::new(e.to_string()))?;
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Policy, e.to_string()))?;
         *upstreams = next;
         if changed {
             *self.layout.lock().unwrap_or_else(|e| e.into_inner()) =

@@ -3,7 +3,7 @@
 //! accessor for each part the message names.
 //!
 //! * [`ConfigError`]: a configuration that is not acceptable, found before
-//!   anything listens;
+//!   anything listens, its [`ConfigErrorKind`] saying what is wrong;
 //! * [`ProxyError`]: why [`Proxy`](crate::Proxy) could not start or serve:
 //!   a bad configuration, an address that cannot be bound, a membership
 //!   source that cannot start, a worker thread that cannot be spawned.
@@ -13,21 +13,73 @@
 
 use std::fmt;
 
+/// What kind of [`ConfigError`] it is: what went wrong, for a program to
+/// match on (the message says it for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigErrorKind {
+    /// A file cannot be read: the config file (`--config`) or an endpoints
+    /// file (`endpoints_file`, `--endpoints`).
+    Read,
+    /// The TOML does not parse, or a value has the wrong type for its key
+    /// (text where a number goes, `retries = -2`).
+    Syntax,
+    /// The config file has a key it does not know (a typo, say):
+    /// [`ConfigError::setting`] is that key.
+    UnknownKey,
+    /// A required value is absent: `listen`, a cluster's `policy`, any
+    /// cluster, any endpoint, the hash key of a hashing policy, `tls_key`
+    /// beside `tls_cert` (or the other way round).
+    Missing,
+    /// A value that is not of the accepted form: a duration, an endpoint
+    /// (or a line of an endpoints file), a key source, a load report, a
+    /// discovery source, a backend protocol, a path.
+    Value,
+    /// A well-formed number or duration outside its accepted range (the
+    /// message gives the range): `retry_buffer`, `max_connections`,
+    /// `eject_after`, `eject_for`, `health_rise` of 0, a timeout of 0ms, a
+    /// duration over 24h, a negative `retry_buffer` or `max_connections`.
+    Range,
+    /// Settings each acceptable alone that do not go together: a key for a
+    /// policy that does not hash, a load report for a policy without a load
+    /// bound, `discover` with `endpoints_file`, `backend_ca` without
+    /// `backend_tls`, a cluster defined twice, a route to no cluster,
+    /// several clusters without routes.
+    Conflict,
+    /// The policy spec does not parse, or the policy cannot run as the
+    /// cluster is set (it refuses the passive ejection's lifecycle keys, or
+    /// cannot be built over the endpoints).
+    Policy,
+    /// TLS material that cannot be used: the listener's certificate or key
+    /// (`tls_cert`, `tls_key`: unreadable, not PEM, not a pair), the
+    /// backends' CA (`backend_ca`). Found when the proxy starts
+    /// ([`Proxy::bind`](crate::Proxy::bind) gives it as
+    /// [`ProxyError::config`]).
+    Tls,
+}
+
 /// A configuration problem, as one line naming the culprit.
 ///
-/// [`ConfigError::setting`] is the key (or flag) at fault when one is, and
-/// [`ConfigError::cluster`] the cluster it belongs to when the message
-/// names one.
+/// [`ConfigError::kind`] says what went wrong, [`ConfigError::setting`] is
+/// the key (or flag) at fault when one is, and [`ConfigError::cluster`] the
+/// cluster it belongs to when the message names one.
 ///
 /// ```
-/// use loadring_proxy::{ClusterConfig, Naming};
+/// use loadring_proxy::{ClusterConfig, ConfigErrorKind, Naming, ProxyConfig};
 ///
 /// let mut c = ClusterConfig::new("default", "rr".parse()?);
 /// c.endpoints = vec!["127.0.0.1:9001".parse()?];
 /// c.health.rise = 0;
 /// let err = c.validate_as(Naming::Flags).unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::Range);
 /// assert_eq!(err.setting(), Some("--health-rise"));
 /// assert_eq!(err.to_string(), "--health-rise: must be at least 1");
+///
+/// // A typo in a config file.
+/// let text = "listen = \"127.0.0.1:8080\"\nlisen = \"x\"\n";
+/// let err = ProxyConfig::from_toml(text, std::path::Path::new(".")).unwrap_err();
+/// assert_eq!(err.kind(), ConfigErrorKind::UnknownKey);
+/// assert_eq!(err.setting(), Some("lisen"));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,16 +90,18 @@ pub struct ConfigError {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ConfigRepr {
+    kind: ConfigErrorKind,
     message: String,
     setting: Option<String>,
     cluster: Option<String>,
 }
 
 impl ConfigError {
-    /// An error with its one-line message.
-    pub(crate) fn new(message: impl Into<String>) -> Self {
+    /// An error of `kind` with its one-line message.
+    pub(crate) fn new(kind: ConfigErrorKind, message: impl Into<String>) -> Self {
         ConfigError {
             repr: Box::new(ConfigRepr {
+                kind,
                 message: message.into(),
                 setting: None,
                 cluster: None,
@@ -72,6 +126,11 @@ impl ConfigError {
     pub(crate) fn prefixed(mut self, prefix: &str) -> Self {
         self.repr.message = format!("{prefix}{}", self.repr.message);
         self
+    }
+
+    /// What kind of error it is.
+    pub fn kind(&self) -> ConfigErrorKind {
+        self.repr.kind
     }
 
     /// The key of the config file, or the flag of the command line, at

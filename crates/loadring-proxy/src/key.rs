@@ -21,7 +21,7 @@ use http::header::{HeaderName, COOKIE};
 use http::request::Parts;
 use loadring::hash::xxhash64;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The accepted sources, for error messages.
 pub const KEY_SOURCES: &str =
@@ -71,9 +71,10 @@ impl FromStr for KeySource {
 
     fn from_str(text: &str) -> Result<Self, ConfigError> {
         let bad = |why: &str| {
-            ConfigError::new(format!(
-                "key source `{text}`: {why}; accepted: {KEY_SOURCES}"
-            ))
+            ConfigError::new(
+                ConfigErrorKind::Value,
+                format!("key source `{text}`: {why}; accepted: {KEY_SOURCES}"),
+            )
         };
         let (kind, name) = match text.split_once(':') {
             Some((kind, name)) => (kind, Some(name)),

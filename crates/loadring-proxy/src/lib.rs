@@ -36,6 +36,13 @@
 //! # }
 //! ```
 //!
+//! Errors are opaque, in the core's style: a [`ConfigError`] says what is
+//! wrong with a configuration ([`ConfigErrorKind`]: an unreadable file,
+//! TOML syntax, an unknown key, a missing value, a value not of its form or
+//! out of its range, conflicting settings, a policy, TLS material), a
+//! [`ProxyError`] why the proxy could not start or serve
+//! ([`ProxyErrorKind`]); both name the key or flag at fault.
+//!
 //! The `loadring proxy` command runs it; `docs/proxy.md` lists every flag
 //! and configuration key.
 
@@ -80,7 +87,7 @@ pub use config::{
     DEFAULT_DRAIN_TIMEOUT, MAX_CONNECTIONS, MAX_RETRY_BUFFER,
 };
 pub use duration::parse_duration;
-pub use error::{ConfigError, ProxyError, ProxyErrorKind};
+pub use error::{ConfigError, ConfigErrorKind, ProxyError, ProxyErrorKind};
 pub use key::{KeySource, KeySpec};
 pub use load_report::LoadReportSpec;
 pub use server::Proxy;

@@ -16,7 +16,7 @@ use std::str::FromStr;
 use http::HeaderMap;
 use loadring::orca;
 
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The metric read when `--load-report orca` names none.
 pub const DEFAULT_METRIC: &str = "in_flight";
@@ -33,7 +33,8 @@ impl LoadReportSpec {
     /// # Errors
     /// A metric name ORCA's parser does not accept.
     pub fn orca(metric: &str) -> Result<Self, ConfigError> {
-        orca::check_metric(metric).map_err(|e| ConfigError::new(e.to_string()))?;
+        orca::check_metric(metric)
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Value, e.to_string()))?;
         Ok(LoadReportSpec {
             metric: metric.to_string(),
         })
@@ -104,10 +105,13 @@ impl FromStr for LoadReportSpec {
         match text.split_once(':') {
             None if text == "orca" => LoadReportSpec::orca(DEFAULT_METRIC),
             Some(("orca", metric)) => LoadReportSpec::orca(metric),
-            _ => Err(ConfigError::new(format!(
-                "`{}` is not a load report source: accepted orca or orca:METRIC",
-                text.escape_debug()
-            ))),
+            _ => Err(ConfigError::new(
+                ConfigErrorKind::Value,
+                format!(
+                    "`{}` is not a load report source: accepted orca or orca:METRIC",
+                    text.escape_debug()
+                ),
+            )),
         }
     }
 }

@@ -40,7 +40,7 @@ pub async fn start_discovery(
     };
     // The source checks each endpoint as it reads it, so a file's bad
     // address is named by the line it was read from.
-    let check = Arc::new(|e: &Endpoint| check_backend_addr(e.addr()));
+    let check = Arc::new(|e: &Endpoint| check_backend_addr(e));
     let mut discovery = Discovery::start_checked(spec, check).await.map_err(|e| {
         let setting = if cluster.config().discover.is_some() {
             naming.name("discover")

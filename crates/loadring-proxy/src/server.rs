@@ -222,9 +222,7 @@ impl Proxy {
     ) -> Result<Self, ProxyError> {
         let gateway = Arc::new(Gateway::new_as(&config, naming)?);
         let tls = match &config.tls {
-            Some(files) => Some(Arc::new(ServerTls::load(files, naming).map_err(|e| {
-                ProxyError::new(ProxyErrorKind::Config, e).with_setting(naming.name("tls_cert"))
-            })?)),
+            Some(files) => Some(Arc::new(ServerTls::load(files, naming)?)),
             None => None,
         };
         let mut discoveries = Vec::new();

@@ -11,6 +11,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
 
 use crate::config::{Naming, TlsFiles};
+use crate::error::{ConfigError, ConfigErrorKind};
 
 /// TLS 1.3 first, then 1.2; nothing older.
 static VERSIONS: &[&rustls::SupportedProtocolVersion] =
@@ -33,10 +34,11 @@ impl ServerTls {
     /// Reads the pair in `files` now.
     ///
     /// # Errors
-    /// One line starting with the certificate's flag (`--tls-cert: ` or
-    /// `tls_cert: `): an unreadable or non-PEM file, a key that does not
+    /// A [`ConfigErrorKind::Tls`] error, one line starting with the
+    /// certificate's flag (`--tls-cert: ` or `tls_cert: `), which is also
+    /// its setting: an unreadable or non-PEM file, a key that does not
     /// match the certificate.
-    pub fn load(files: &TlsFiles, naming: Naming) -> Result<Self, String> {
+    pub(crate) fn load(files: &TlsFiles, naming: Naming) -> Result<Self, ConfigError> {
         let config = server_config(files, naming)?;
         Ok(ServerTls {
             files: files.clone(),
@@ -50,7 +52,7 @@ impl ServerTls {
     ///
     /// # Errors
     /// As [`ServerTls::load`].
-    pub fn reload(&self) -> Result<(), String> {
+    pub(crate) fn reload(&self) -> Result<(), ConfigError> {
         let config = Arc::new(server_config(&self.files, self.naming)?);
         match self.current.write() {
             Ok(mut current) => *current = config,
@@ -68,7 +70,13 @@ impl ServerTls {
     }
 }
 
-fn server_config(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, String> {
+fn server_config(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, ConfigError> {
+    let flag = naming.name("tls_cert");
+    read_pair(files, naming)
+        .map_err(|e| ConfigError::new(ConfigErrorKind::Tls, e).with_setting(flag))
+}
+
+fn read_pair(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, String> {
     let flag = naming.name("tls_cert");
     let certs = read_certs(&files.cert).map_err(|e| format!("{flag}: {e}"))?;
     let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
@@ -121,7 +129,7 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
 ///
 /// # Errors
 /// One line: an unreadable or empty CA file, no system roots.
-pub fn client_config(ca: Option<&Path>, h2: bool) -> Result<Arc<ClientConfig>, String> {
+pub(crate) fn client_config(ca: Option<&Path>, h2: bool) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     match ca {
         Some(path) => {

@@ -10,7 +10,7 @@ use http::uri::Authority;
 use loadring::{Endpoint, Id};
 
 use crate::endpoint_counters::EndpointCounters;
-use crate::error::ConfigError;
+use crate::error::{ConfigError, ConfigErrorKind};
 
 /// The value the balancer carries for each endpoint. Kept across reloads by
 /// identity (address and tag), so its check verdict survives them as the
@@ -53,9 +53,13 @@ impl Upstream {
     /// # Errors
     /// The address is not `host:port`.
     pub fn new(endpoint: &Endpoint) -> Result<Self, ConfigError> {
-        crate::config::check_backend_addr(endpoint.addr()).map_err(ConfigError::new)?;
+        crate::config::check_backend_addr(endpoint)
+            .map_err(|e| ConfigError::new(ConfigErrorKind::Value, e.to_string()))?;
         let authority = endpoint.addr().parse().map_err(|_| {
-            ConfigError::new(format!("endpoint `{}`: not host:port", endpoint.addr()))
+            ConfigError::new(
+                ConfigErrorKind::Value,
+                format!("endpoint `{}`: not host:port", endpoint.addr()),
+            )
         })?;
         Ok(Upstream {
             addr: endpoint.addr().into(),

@@ -1,0 +1,264 @@
+//! The TOML file's shape, key for key, and its conversion into the
+//! configuration types (durations parsed, relative paths taken from the
+//! file's folder, defaults filled in).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use loadring::{Endpoint, PolicySpec};
+use loadring_discovery::SourceSpec;
+use serde::Deserialize;
+
+use crate::clients::ClientLimits;
+use crate::duration::parse_duration;
+use crate::error::{ConfigError, ConfigErrorKind};
+use crate::key::KeySpec;
+use crate::load_report::LoadReportSpec;
+
+use super::types::*;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    listen: String,
+    admin: Option<String>,
+    drain_timeout: Option<String>,
+    header_timeout: Option<String>,
+    /// Signed, so that a negative value is named with its key.
+    max_connections: Option<i64>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    #[serde(default)]
+    cluster: Vec<RawCluster>,
+    #[serde(default)]
+    route: Vec<RawRoute>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCluster {
+    name: Option<String>,
+    policy: String,
+    #[serde(default)]
+    endpoints: Vec<String>,
+    endpoints_file: Option<PathBuf>,
+    discover: Option<String>,
+    #[serde(default)]
+    key: OneOrMany,
+    retries: Option<u32>,
+    /// Signed, so that a negative value is named with its key.
+    retry_buffer: Option<i64>,
+    connect_timeout: Option<String>,
+    timeout: Option<String>,
+    abort_on_close: Option<bool>,
+    health_path: Option<String>,
+    health_interval: Option<String>,
+    health_rise: Option<u32>,
+    health_fall: Option<u32>,
+    eject_after: Option<u32>,
+    eject_for: Option<String>,
+    load_report: Option<String>,
+    backend_protocol: Option<String>,
+    backend_tls: Option<bool>,
+    backend_ca: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoute {
+    host: Option<String>,
+    path_prefix: Option<String>,
+    cluster: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(v) => parse_duration(v).map_err(|e| {
+            // The core says `Value` for both; a text that reads as a
+            // duration of any length is one outside the gateway's range.
+            let kind = if loadring::parse_duration(v, Duration::ZERO..=Duration::MAX).is_ok() {
+                ConfigErrorKind::Range
+            } else {
+                ConfigErrorKind::Value
+            };
+            ConfigError::new(kind, format!("{key}: {e}")).with_setting(key)
+        }),
+    }
+}
+
+impl RawConfig {
+    pub(super) fn into_config(self, base: &Path) -> Result<ProxyConfig, ConfigError> {
+        let drain_timeout = duration(
+            "drain_timeout",
+            self.drain_timeout.as_deref(),
+            DEFAULT_DRAIN_TIMEOUT,
+        )?;
+        let clients = ClientLimits {
+            header_timeout: duration(
+                "header_timeout",
+                self.header_timeout.as_deref(),
+                crate::clients::DEFAULT_HEADER_TIMEOUT,
+            )?,
+            max_connections: self
+                .max_connections
+                .map(|n| {
+                    usize::try_from(n).map_err(|_| {
+                        ConfigError::new(
+                            ConfigErrorKind::Range,
+                            format!(
+                            "max_connections: `{n}` is not a count: accepted 1..={MAX_CONNECTIONS}"
+                        ),
+                        )
+                        .with_setting("max_connections")
+                    })
+                })
+                .transpose()?,
+        };
+        let clusters = self
+            .cluster
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let name = c.name.clone().unwrap_or_else(|| {
+                    if i == 0 {
+                        "default".to_string()
+                    } else {
+                        format!("cluster{}", i + 1)
+                    }
+                });
+                c.into_config(name.clone(), base)
+                    .map_err(|e| e.in_cluster(&name))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let routes = self
+            .route
+            .into_iter()
+            .map(|r| RouteConfig {
+                host: r.host,
+                path_prefix: r.path_prefix.unwrap_or_else(|| "/".into()),
+                cluster: r.cluster,
+            })
+            .collect();
+        let tls = match (self.tls_cert, self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsFiles {
+                cert: base.join(cert),
+                key: base.join(key),
+            }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(
+                    ConfigError::new(ConfigErrorKind::Missing, "tls_cert: needs tls_key")
+                        .with_setting("tls_cert"),
+                )
+            }
+            (None, Some(_)) => {
+                return Err(
+                    ConfigError::new(ConfigErrorKind::Missing, "tls_key: needs tls_cert")
+                        .with_setting("tls_key"),
+                )
+            }
+        };
+        Ok(ProxyConfig {
+            listen: self.listen,
+            admin: self.admin,
+            drain_timeout,
+            clients,
+            clusters,
+            routes,
+            tls,
+        })
+    }
+}
+
+impl RawCluster {
+    fn into_config(self, name: String, base: &Path) -> Result<ClusterConfig, ConfigError> {
+        let policy: PolicySpec = self.policy.parse().map_err(|e| {
+            ConfigError::new(ConfigErrorKind::Policy, format!("policy: {e}")).with_setting("policy")
+        })?;
+        let mut c = ClusterConfig::new(name, policy);
+        c.endpoints = self
+            .endpoints
+            .iter()
+            .map(|t| t.parse::<Endpoint>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
+                ConfigError::new(ConfigErrorKind::Value, format!("endpoints: {e}"))
+                    .with_setting("endpoints")
+            })?;
+        c.endpoints_file = self.endpoints_file.map(|p| base.join(p));
+        c.discover = self
+            .discover
+            .map(|d| {
+                let spec = d.parse::<SourceSpec>().map_err(|e| {
+                    ConfigError::new(ConfigErrorKind::Value, format!("discover: {e}"))
+                        .with_setting("discover")
+                })?;
+                Ok(match spec {
+                    SourceSpec::File(p) => SourceSpec::File(base.join(p)),
+                    other => other,
+                })
+            })
+            .transpose()?;
+        let keys = match self.key {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(k) => vec![k],
+            OneOrMany::Many(k) => k,
+        };
+        c.key = KeySpec::parse(&keys).map_err(|e| e.prefixed("key: ").with_setting("key"))?;
+        c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
+        c.retry_buffer = match self.retry_buffer {
+            None => DEFAULT_RETRY_BUFFER,
+            Some(bytes) => u64::try_from(bytes).map_err(|_| {
+                ConfigError::new(ConfigErrorKind::Range, format!(
+                    "retry_buffer: `{bytes}` is not a number of bytes: accepted 0..={MAX_RETRY_BUFFER}"
+                )).with_setting("retry_buffer")
+            })?,
+        };
+        c.connect_timeout = duration(
+            "connect_timeout",
+            self.connect_timeout.as_deref(),
+            DEFAULT_CONNECT_TIMEOUT,
+        )?;
+        c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
+        c.abort_on_close = self.abort_on_close.unwrap_or(false);
+        c.health = HealthConfig {
+            path: self.health_path,
+            interval: duration(
+                "health_interval",
+                self.health_interval.as_deref(),
+                DEFAULT_HEALTH_INTERVAL,
+            )?,
+            rise: self.health_rise.unwrap_or(DEFAULT_HEALTH_RISE),
+            fall: self.health_fall.unwrap_or(DEFAULT_HEALTH_FALL),
+            eject_after: self.eject_after.unwrap_or(DEFAULT_EJECT_AFTER),
+            eject_for: duration("eject_for", self.eject_for.as_deref(), DEFAULT_EJECT_FOR)?,
+        };
+        c.load_report = self
+            .load_report
+            .map(|r| {
+                r.parse::<LoadReportSpec>()
+                    .map_err(|e| e.prefixed("load_report: ").with_setting("load_report"))
+            })
+            .transpose()?;
+        c.backend_protocol = match self.backend_protocol {
+            Some(p) => p.parse().map_err(|e: ConfigError| {
+                e.prefixed("backend_protocol: ")
+                    .with_setting("backend_protocol")
+            })?,
+            None => BackendProtocol::Http1,
+        };
+        c.backend_tls = self.backend_tls.unwrap_or(false);
+        c.backend_ca = self.backend_ca.map(|p| base.join(p));
+        Ok(c)
+    }
+}

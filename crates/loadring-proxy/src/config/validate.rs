@@ -1,0 +1,333 @@
+//! The checks a configuration passes before anything listens: ranges,
+//! settings that must go together, references between clusters and routes.
+//! Each failure is one [`ConfigError`] naming the key (or flag) at fault.
+
+use std::time::Duration;
+
+use loadring::Endpoint;
+use loadring_discovery::EndpointRejected;
+
+use crate::error::{ConfigError, ConfigErrorKind};
+
+use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
+use super::naming::Naming;
+use super::types::{ClusterConfig, ProxyConfig, MAX_CONNECTIONS, MAX_RETRY_BUFFER};
+
+impl ClusterConfig {
+    /// Checks what a cluster needs: host:port addresses, a key for a
+    /// hashing policy, no key for the others, at least one endpoint.
+    /// Errors name the config file's keys (see [`ClusterConfig::validate_as`]).
+    ///
+    /// # Errors
+    /// The first problem, naming the key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as(Naming::Keys)
+    }
+
+    /// [`ClusterConfig::validate`], its errors naming settings as `naming`
+    /// says: the config file's keys or the command line's flags.
+    ///
+    /// # Errors
+    /// The first problem, naming the key or flag.
+    pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
+        let name = |key| naming.name(key);
+        let is_hashing = self.policy.is_hashing();
+        if is_hashing && self.key.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
+                format!(
+                    "{}: policy `{}` hashes a key: give {} SOURCE ({})",
+                    name("key"),
+                    self.policy,
+                    name("key"),
+                    crate::key::KEY_SOURCES
+                ),
+            )
+            .with_setting(name("key")));
+        }
+        if !is_hashing && !self.key.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{}: policy `{}` does not hash keys: drop {} or pick a hashing policy",
+                    name("key"),
+                    self.policy,
+                    name("key")
+                ),
+            )
+            .with_setting(name("key")));
+        }
+        if let Some(report) = &self.load_report {
+            // Only a bounded policy has a cap for reports to inform.
+            if self.policy.report_max_age().is_none() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "{} {report}: policy `{}` has no load bound to use reports with: \
+                     pick a bounded policy (e.g. c_murmurhash_bl:load_factor=1.25)",
+                        name("load_report"),
+                        self.policy
+                    ),
+                )
+                .with_setting(name("load_report")));
+            }
+        }
+        if self.discover.is_some() && self.endpoints_file.is_some() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{} and {}: give one ({} file:PATH follows a file)",
+                    name("discover"),
+                    name("endpoints_file"),
+                    name("discover")
+                ),
+            )
+            .with_setting(name("discover")));
+        }
+        let endpoints = self.read_endpoints().map_err(|e| {
+            e.prefixed(&format!("{} ", name("endpoints_file")))
+                .with_setting(name("endpoints_file"))
+        })?;
+        if endpoints.is_empty() && self.discover.is_none() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
+                format!(
+                    "no endpoints: give {}, {} or {}",
+                    name("endpoints"),
+                    name("endpoints_file"),
+                    name("discover")
+                ),
+            )
+            .with_setting(name("endpoints")));
+        }
+        for e in &endpoints {
+            check_backend_addr(e).map_err(|e| {
+                ConfigError::new(ConfigErrorKind::Value, e.to_string())
+                    .with_setting(name("endpoints"))
+            })?;
+        }
+        if let Some(path) = &self.health.path {
+            if !path.starts_with('/') || path.parse::<http::uri::PathAndQuery>().is_err() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!(
+                        "{} `{path}`: expected a path starting with `/`",
+                        name("health_path")
+                    ),
+                )
+                .with_setting(name("health_path")));
+            }
+        }
+        for (key, value) in [
+            ("health_rise", self.health.rise),
+            ("health_fall", self.health.fall),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{}: must be at least 1", name(key)),
+                )
+                .with_setting(name(key)));
+            }
+        }
+        if self.health.eject_after > MAX_EJECT_AFTER {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!(
+                    "{}: {} failed requests: accepted 0 (never) or 1..={MAX_EJECT_AFTER}",
+                    name("eject_after"),
+                    self.health.eject_after
+                ),
+            )
+            .with_setting(name("eject_after")));
+        }
+        let eject_for = self.health.eject_for;
+        if self.health.eject_after > 0
+            && (eject_for < Duration::from_millis(1) || eject_for > MAX_EJECT_FOR)
+        {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!("{}: {eject_for:?}: accepted 1ms..=1h", name("eject_for")),
+            )
+            .with_setting(name("eject_for")));
+        }
+        if self.retry_buffer > MAX_RETRY_BUFFER {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!(
+                    "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
+                    name("retry_buffer"),
+                    self.retry_buffer
+                ),
+            )
+            .with_setting(name("retry_buffer")));
+        }
+        if self.backend_ca.is_some() && !self.backend_tls {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{}: only with {} (it verifies backends' certificates)",
+                    name("backend_ca"),
+                    name("backend_tls")
+                ),
+            )
+            .with_setting(name("backend_ca")));
+        }
+        for (key, value) in [
+            ("health_interval", self.health.interval),
+            ("timeout", self.timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{}: must be more than 0ms", name(key)),
+                )
+                .with_setting(name(key)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An endpoint address the proxy can connect to: `host:port`. Also the
+/// check every discovered endpoint passes.
+///
+/// # Errors
+/// Why not, naming the endpoint.
+pub(crate) fn check_backend_addr(endpoint: &Endpoint) -> Result<(), EndpointRejected> {
+    let addr = endpoint.addr();
+    match addr.parse::<http::uri::Authority>() {
+        Ok(a) if a.port_u16().is_some() && !a.host().is_empty() && !addr.contains('@') => Ok(()),
+        _ => Err(EndpointRejected::new(
+            endpoint,
+            "the address must be host:port of an HTTP/1.1 backend",
+        )),
+    }
+}
+
+impl ProxyConfig {
+    /// Checks every cluster and route; errors name the config file's keys.
+    ///
+    /// # Errors
+    /// The first problem.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_as(Naming::Keys)
+    }
+
+    /// [`ProxyConfig::validate`], its errors naming settings as `naming`
+    /// says.
+    ///
+    /// # Errors
+    /// The first problem.
+    pub fn validate_as(&self, naming: Naming) -> Result<(), ConfigError> {
+        if self.clusters.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Missing,
+                "no clusters: a config needs at least one [[cluster]]",
+            ));
+        }
+        for (i, c) in self.clusters.iter().enumerate() {
+            if self.clusters[..i].iter().any(|o| o.name == c.name) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!("cluster `{}` is defined twice", c.name),
+                ));
+            }
+        }
+        if self.clients.header_timeout.is_zero() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!("{}: must be more than 0ms", naming.name("header_timeout")),
+            )
+            .with_setting(naming.name("header_timeout")));
+        }
+        if let Some(n) = self.clients.max_connections {
+            if !(1..=MAX_CONNECTIONS).contains(&n) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!(
+                        "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
+                        naming.name("max_connections")
+                    ),
+                )
+                .with_setting(naming.name("max_connections")));
+            }
+        }
+        let multi = self.clusters.len() > 1;
+        for c in &self.clusters {
+            c.validate_as(naming)
+                .map_err(|e| if multi { e.in_cluster(&c.name) } else { e })?;
+        }
+        for r in &self.routes {
+            if !self.clusters.iter().any(|c| c.name == r.cluster) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "route `{}`: no cluster named `{}`",
+                        r.path_prefix, r.cluster
+                    ),
+                ));
+            }
+            if !r.path_prefix.starts_with('/') {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!("route `{}`: path_prefix must start with `/`", r.path_prefix),
+                ));
+            }
+        }
+        if multi && self.routes.is_empty() {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                "several clusters but no [[route]]: say which requests go where",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::types::DEFAULT_EJECT_FOR;
+    use super::*;
+
+    /// The same problem, named as the config file's key or as the flag.
+    #[test]
+    fn errors_name_keys_or_flags() {
+        let mut c = ClusterConfig::new("default", "rr".parse().unwrap());
+        c.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
+        c.health.rise = 0;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "health_rise: must be at least 1"
+        );
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "--health-rise: must be at least 1"
+        );
+        c.health.rise = 1;
+        c.health.eject_after = 1001;
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "--eject-after: 1001 failed requests: accepted 0 (never) or 1..=1000"
+        );
+        c.health.eject_after = 1;
+        c.health.eject_for = Duration::ZERO;
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "--eject-for: 0ns: accepted 1ms..=1h"
+        );
+        c.health.eject_for = DEFAULT_EJECT_FOR;
+        c.endpoints.clear();
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "no endpoints: give endpoints, endpoints_file or discover"
+        );
+        assert_eq!(
+            c.validate_as(Naming::Flags).unwrap_err().to_string(),
+            "no endpoints: give -e ENDPOINT (repeatable), --endpoints or --discover"
+        );
+    }
+}

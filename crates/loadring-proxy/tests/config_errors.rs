@@ -1,0 +1,332 @@
+//! `ConfigError::kind()`: each kind produced by a real bad configuration,
+//! read as a user writes it (a TOML file, `ClusterConfig` filled in code)
+//! or found when the proxy starts (TLS material), never by building the
+//! error by hand. The messages themselves are checked where they are made
+//! (the config module's tests, the CLI's).
+
+use std::path::Path;
+use std::time::Duration;
+
+use loadring_proxy::{
+    ClusterConfig, ConfigError, ConfigErrorKind, Naming, Proxy, ProxyConfig, ProxyErrorKind,
+    TlsFiles,
+};
+
+/// A valid file: one `rr` cluster over one endpoint.
+const GOOD: &str = "listen = \"127.0.0.1:8080\"\n\
+                    [[cluster]]\n\
+                    policy = \"rr\"\n\
+                    endpoints = [\"127.0.0.1:9001\"]\n";
+
+fn error_of(text: &str) -> ConfigError {
+    match ProxyConfig::from_toml(text, Path::new(".")) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => {
+            assert!(!e.to_string().contains('\n'), "{e}");
+            e
+        }
+    }
+}
+
+/// `GOOD` with `line` added to its cluster.
+fn cluster_with(line: &str) -> String {
+    format!("{GOOD}{line}\n")
+}
+
+/// Each case: the kind, the setting named, the text.
+fn check(cases: &[(ConfigErrorKind, Option<&str>, String)]) {
+    for (kind, setting, text) in cases {
+        let err = error_of(text);
+        assert_eq!(err.kind(), *kind, "{err}");
+        assert_eq!(err.setting(), *setting, "{err}");
+    }
+}
+
+#[test]
+fn the_good_config_reads() {
+    ProxyConfig::from_toml(GOOD, Path::new(".")).unwrap();
+}
+
+#[test]
+fn an_unreadable_file_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = ProxyConfig::from_file(&dir.path().join("absent.toml")).unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Read, "{err}");
+    assert_eq!(err.setting(), Some("--config"));
+
+    // An endpoints file the config names.
+    let config = dir.path().join("lr.toml");
+    std::fs::write(
+        &config,
+        "listen = \"127.0.0.1:8080\"\n[[cluster]]\npolicy = \"rr\"\nendpoints_file = \"gone.txt\"\n",
+    )
+    .unwrap();
+    let err = ProxyConfig::from_file(&config).unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Read, "{err}");
+    assert_eq!(err.setting(), Some("endpoints_file"));
+}
+
+#[test]
+fn toml_that_does_not_parse_or_a_value_of_the_wrong_type_is_syntax() {
+    check(&[
+        (
+            ConfigErrorKind::Syntax,
+            None,
+            GOOD.replace("\"127.0.0.1:8080\"", "127.0.0.1:8080"),
+        ),
+        (
+            ConfigErrorKind::Syntax,
+            None,
+            cluster_with("retries = \"x\""),
+        ),
+        (ConfigErrorKind::Syntax, None, cluster_with("retries = -2")),
+    ]);
+}
+
+#[test]
+fn a_key_the_config_does_not_have_is_unknown_and_named() {
+    check(&[
+        (
+            ConfigErrorKind::UnknownKey,
+            Some("retry"),
+            cluster_with("retry = 1"),
+        ),
+        (
+            ConfigErrorKind::UnknownKey,
+            Some("lisen"),
+            format!("lisen = \"x\"\n{GOOD}"),
+        ),
+    ]);
+}
+
+#[test]
+fn a_required_value_absent_is_missing() {
+    check(&[
+        (
+            ConfigErrorKind::Missing,
+            Some("listen"),
+            GOOD.replace("listen = \"127.0.0.1:8080\"\n", ""),
+        ),
+        (
+            ConfigErrorKind::Missing,
+            Some("policy"),
+            GOOD.replace("policy = \"rr\"\n", ""),
+        ),
+        (
+            ConfigErrorKind::Missing,
+            None,
+            "listen = \"127.0.0.1:8080\"\n".to_string(),
+        ),
+        (
+            ConfigErrorKind::Missing,
+            Some("endpoints"),
+            GOOD.replace("endpoints = [\"127.0.0.1:9001\"]\n", ""),
+        ),
+        (
+            ConfigErrorKind::Missing,
+            Some("key"),
+            GOOD.replace("\"rr\"", "\"c_murmurhash\""),
+        ),
+        (
+            ConfigErrorKind::Missing,
+            Some("tls_cert"),
+            format!("tls_cert = \"gw.crt\"\n{GOOD}"),
+        ),
+    ]);
+}
+
+#[test]
+fn a_value_not_of_the_accepted_form_is_value() {
+    check(&[
+        (
+            ConfigErrorKind::Value,
+            Some("health_interval"),
+            cluster_with("health_interval = \"fast\""),
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("endpoints"),
+            GOOD.replace("127.0.0.1:9001", "localhost"),
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("key"),
+            GOOD.replace("\"rr\"", "\"c_murmurhash\"") + "key = \"head:x\"\n",
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("load_report"),
+            cluster_with("load_report = \"json\""),
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("backend_protocol"),
+            cluster_with("backend_protocol = \"h3\""),
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("discover"),
+            GOOD.replace("endpoints = [\"127.0.0.1:9001\"]", "discover = \"zk://x\""),
+        ),
+        (
+            ConfigErrorKind::Value,
+            Some("health_path"),
+            cluster_with("health_path = \"healthz\""),
+        ),
+    ]);
+}
+
+#[test]
+fn an_endpoints_file_with_a_bad_line_is_value() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pool.txt"),
+        "127.0.0.1:1\nnot an endpoint\n",
+    )
+    .unwrap();
+    let text = "listen = \"127.0.0.1:8080\"\n[[cluster]]\npolicy = \"rr\"\nendpoints_file = \"pool.txt\"\n";
+    let err = ProxyConfig::from_toml(text, dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ConfigErrorKind::Value, "{err}");
+    assert_eq!(err.setting(), Some("endpoints_file"));
+}
+
+#[test]
+fn a_well_formed_value_outside_its_range_is_range() {
+    check(&[
+        (
+            ConfigErrorKind::Range,
+            Some("health_interval"),
+            cluster_with("health_interval = \"25h\""),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("timeout"),
+            cluster_with("timeout = \"0ms\""),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("retry_buffer"),
+            cluster_with("retry_buffer = 16777217"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("retry_buffer"),
+            cluster_with("retry_buffer = -1"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("eject_after"),
+            cluster_with("eject_after = 1001"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("health_rise"),
+            cluster_with("health_rise = 0"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("max_connections"),
+            format!("max_connections = 0\n{GOOD}"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("max_connections"),
+            format!("max_connections = -3\n{GOOD}"),
+        ),
+    ]);
+}
+
+#[test]
+fn settings_that_do_not_go_together_conflict() {
+    let two = format!(
+        "{GOOD}[[cluster]]\nname = \"b\"\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:9002\"]\n"
+    );
+    check(&[
+        (
+            ConfigErrorKind::Conflict,
+            Some("key"),
+            cluster_with("key = \"header:x-user\""),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("load_report"),
+            cluster_with("load_report = \"orca\""),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("discover"),
+            cluster_with("discover = \"file:pool.txt\"\nendpoints_file = \"pool.txt\""),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("backend_ca"),
+            cluster_with("backend_ca = \"ca.pem\""),
+        ),
+        (ConfigErrorKind::Conflict, None, two.clone()),
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            format!("{two}[[route]]\ncluster = \"nope\"\n"),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            two.replacen("[[cluster]]\n", "[[cluster]]\nname = \"b\"\n", 1),
+        ),
+    ]);
+}
+
+#[test]
+fn a_policy_that_does_not_parse_or_cannot_run_is_policy() {
+    check(&[
+        (
+            ConfigErrorKind::Policy,
+            Some("policy"),
+            GOOD.replace("\"rr\"", "\"nope\""),
+        ),
+        (
+            ConfigErrorKind::Policy,
+            Some("policy"),
+            GOOD.replace("\"rr\"", "\"c_md5:replicas=0\""),
+        ),
+    ]);
+}
+
+/// TLS material is read when the proxy starts: the error is the proxy's
+/// `Config` kind, carrying the configuration error of kind `Tls`.
+#[tokio::test]
+async fn tls_material_that_cannot_be_used_is_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+    cluster.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
+    let base = ProxyConfig {
+        listen: "127.0.0.1:0".into(),
+        admin: None,
+        drain_timeout: Duration::from_secs(1),
+        clients: Default::default(),
+        clusters: vec![cluster],
+        routes: vec![],
+        tls: None,
+    };
+
+    let mut listener = base.clone();
+    std::fs::write(dir.path().join("gw.crt"), "not a certificate\n").unwrap();
+    listener.tls = Some(TlsFiles {
+        cert: dir.path().join("gw.crt"),
+        key: dir.path().join("gw.key"),
+    });
+    let err = Proxy::bind_as(listener, Naming::Flags).await.unwrap_err();
+    assert_eq!(err.kind(), ProxyErrorKind::Config, "{err}");
+    let config = err.config().expect("the configuration error");
+    assert_eq!(config.kind(), ConfigErrorKind::Tls, "{err}");
+    assert_eq!(config.setting(), Some("--tls-cert"));
+    assert_eq!(config.to_string(), err.to_string());
+
+    let mut backends = base;
+    backends.clusters[0].backend_tls = true;
+    backends.clusters[0].backend_ca = Some(dir.path().join("absent-ca.pem"));
+    let err = Proxy::bind(backends).await.unwrap_err();
+    let config = err.config().expect("the configuration error");
+    assert_eq!(config.kind(), ConfigErrorKind::Tls, "{err}");
+    assert_eq!(config.setting(), Some("backend_ca"));
+}
