@@ -43,6 +43,11 @@ pub const DEFAULT_EJECT_AFTER: u32 = 5;
 pub const DEFAULT_EJECT_FOR: Duration = Duration::from_secs(30);
 /// How long a stopping proxy waits for requests in flight.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections to a cluster's backends each worker thread keeps for
+/// reuse, over all its endpoints (`keepalive`).
+pub const DEFAULT_KEEPALIVE: usize = 256;
+/// The most idle connections `keepalive` accepts (each is a file descriptor).
+pub const MAX_KEEPALIVE: usize = 65536;
 /// The most client connections `max_connections` accepts.
 pub const MAX_CONNECTIONS: usize = 1 << 24;
 
@@ -131,6 +136,11 @@ pub struct ClusterConfig {
     /// connection is closed) instead of the response being read to its end
     /// with the endpoint's slot held.
     pub abort_on_close: bool,
+    /// Idle HTTP/1 connections to the backends each worker thread keeps
+    /// open for reuse, over all the cluster's endpoints; past it the least
+    /// recently used one is closed (nginx's `keepalive`). 0: one connection
+    /// per request.
+    pub keepalive: usize,
     /// Active and passive health checking.
     pub health: HealthConfig,
     /// Read each response's load report (`--load-report`) and give it to
@@ -272,6 +282,7 @@ impl ClusterConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: DEFAULT_TIMEOUT,
             abort_on_close: false,
+            keepalive: DEFAULT_KEEPALIVE,
             health: HealthConfig::default(),
             load_report: None,
             backend_protocol: BackendProtocol::Http1,
@@ -413,6 +424,14 @@ impl ClusterConfig {
             ))
             .with_setting(name("retry_buffer")));
         }
+        if self.keepalive > MAX_KEEPALIVE {
+            return Err(ConfigError::new(format!(
+                "{}: `{}` is out of range: accepted 0..={MAX_KEEPALIVE}",
+                name("keepalive"),
+                self.keepalive
+            ))
+            .with_setting(name("keepalive")));
+        }
         if self.backend_ca.is_some() && !self.backend_tls {
             return Err(ConfigError::new(format!(
                 "{}: only with {} (it verifies backends' certificates)",
@@ -468,6 +487,7 @@ impl Naming {
                 "timeout" => "--timeout",
                 "connect_timeout" => "--connect-timeout",
                 "retry_buffer" => "--retry-buffer",
+                "keepalive" => "--keepalive",
                 "listen" => "--listen",
                 "header_timeout" => "--header-timeout",
                 "max_connections" => "--max-connections",
@@ -660,6 +680,8 @@ struct RawCluster {
     connect_timeout: Option<String>,
     timeout: Option<String>,
     abort_on_close: Option<bool>,
+    /// Signed, so that a negative value is named with its key.
+    keepalive: Option<i64>,
     health_path: Option<String>,
     health_interval: Option<String>,
     health_rise: Option<u32>,
@@ -822,6 +844,15 @@ impl RawCluster {
         )?;
         c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
         c.abort_on_close = self.abort_on_close.unwrap_or(false);
+        c.keepalive = match self.keepalive {
+            None => DEFAULT_KEEPALIVE,
+            Some(n) => usize::try_from(n).map_err(|_| {
+                ConfigError::new(format!(
+                    "keepalive: `{n}` is not a count: accepted 0..={MAX_KEEPALIVE}"
+                ))
+                .with_setting("keepalive")
+            })?,
+        };
         c.health = HealthConfig {
             path: self.health_path,
             interval: duration(
@@ -889,6 +920,16 @@ cluster = "static"
 [[route]]
 cluster = "users"
 "#;
+
+    #[test]
+    fn keepalive_reads_with_its_default() {
+        let c = ProxyConfig::from_toml(TWO_CLUSTERS, Path::new(".")).unwrap();
+        assert_eq!(c.clusters[0].keepalive, 256);
+        let none = TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = 0");
+        let c = ProxyConfig::from_toml(&none, Path::new(".")).unwrap();
+        assert_eq!(c.clusters[0].keepalive, 0);
+        assert_eq!(c.clusters[1].keepalive, 256);
+    }
 
     #[test]
     fn a_full_config_reads() {
@@ -988,6 +1029,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("timeout = \"2s\"", "connect_timeout = \"0ms\""),
                 "cluster `users`: connect_timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = 65537"),
+                "cluster `users`: keepalive: `65537` is out of range: accepted 0..=65536",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = -1"),
+                "cluster `users`: keepalive: `-1` is not a count: accepted 0..=65536",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "header_timeout = \"0s\""),

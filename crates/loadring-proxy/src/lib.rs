@@ -77,7 +77,7 @@ mod workers;
 pub use clients::ClientLimits;
 pub use config::{
     BackendProtocol, ClusterConfig, HealthConfig, Naming, ProxyConfig, RouteConfig, TlsFiles,
-    DEFAULT_DRAIN_TIMEOUT, MAX_CONNECTIONS, MAX_RETRY_BUFFER,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEPALIVE, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER,
 };
 pub use duration::parse_duration;
 pub use error::{ConfigError, ProxyError, ProxyErrorKind};
