@@ -67,6 +67,7 @@ mod metrics;
 mod proxy_body;
 mod reload;
 mod request_body;
+mod run_to_end;
 mod server;
 mod target;
 mod tls;
