@@ -60,6 +60,11 @@ pub struct Args {
     /// with the endpoint's slot held.
     #[arg(long)]
     abort_on_close: bool,
+    /// Idle connections to the backends each worker thread keeps for reuse,
+    /// over all endpoints; past it the least recently used is closed
+    /// (default 256; 0: a connection per request).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    keepalive: Option<String>,
     /// Read each response's ORCA `endpoint-load-metrics` header: `orca` or
     /// `orca:METRIC` (the named metric holding the backend's requests in
     /// service, default in_flight); a bounded policy then caps the fleet's load.
@@ -154,6 +159,7 @@ impl Args {
             ("--connect-timeout", self.connect_timeout.is_some()),
             ("--timeout", self.timeout.is_some()),
             ("--abort-on-close", self.abort_on_close),
+            ("--keepalive", self.keepalive.is_some()),
             ("--load-report", self.load_report.is_some()),
             ("--health-path", self.health_path.is_some()),
             ("--health-interval", self.health_interval.is_some()),
@@ -231,6 +237,14 @@ impl Args {
             cluster.timeout = d;
         }
         cluster.abort_on_close = self.abort_on_close;
+        if let Some(text) = &self.keepalive {
+            cluster.keepalive = text.parse::<usize>().map_err(|_| {
+                CliError(format!(
+                    "--keepalive: `{text}` is not a count: accepted 0..={}",
+                    loadring_proxy::MAX_KEEPALIVE
+                ))
+            })?;
+        }
         cluster.load_report = self
             .load_report
             .as_deref()

@@ -66,6 +66,11 @@ pub struct Cluster {
     layout: Mutex<Option<Arc<Layout>>>,
     /// TLS towards the backends (`backend_tls`).
     backend_tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
+    /// Membership updates begun (tests watch one held in progress).
+    updates_begun: AtomicU64,
+    /// Taken by each membership update, one at a time; tests hold it to
+    /// keep one in progress (nothing else takes it).
+    update_gate: Mutex<()>,
 }
 
 impl Cluster {
@@ -118,6 +123,8 @@ impl Cluster {
             upstreams: Mutex::new(HashMap::new()),
             layout: Mutex::new(None),
             backend_tls,
+            updates_begun: AtomicU64::new(0),
+            update_gate: Mutex::new(()),
         };
         // A cluster that discovers its members may start with none: they
         // come from the source (Proxy::bind waits for its first membership).
@@ -179,6 +186,8 @@ impl Cluster {
         if endpoints.is_empty() {
             return Err(ConfigError::new(ConfigErrorKind::Missing, "no endpoints"));
         }
+        self.updates_begun.fetch_add(1, Relaxed);
+        let _one_at_a_time = self.update_gate.lock().unwrap_or_else(|e| e.into_inner());
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         let mut next = HashMap::new();
         let mut backends = Vec::with_capacity(endpoints.len());
@@ -214,6 +223,20 @@ impl Cluster {
             let _ = self.balancer.set_healthy(u.id(), healthy);
         }
         Ok(changed)
+    }
+
+    /// Holds back membership updates until the returned guard is dropped:
+    /// one begun meanwhile waits (for tests of what a slow update must not
+    /// block; only updates take this lock).
+    #[doc(hidden)]
+    pub fn hold_updates(&self) -> impl Drop + '_ {
+        self.update_gate.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Membership updates begun so far, applied or waiting.
+    #[doc(hidden)]
+    pub fn updates_begun(&self) -> u64 {
+        self.updates_begun.load(Relaxed)
     }
 
     /// Brings the balancer's mark for `upstream` in line with its active

@@ -19,6 +19,7 @@ use crate::connect::{Failure, Held, Upstream};
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
+use crate::run_to_end::RunToEnd;
 // Public here before they moved to their own file.
 use crate::proxy_body::empty_body;
 pub use crate::proxy_body::{text_body, ProxyBody};
@@ -223,6 +224,13 @@ pub fn local_response(status: StatusCode, text: &str) -> Response<ProxyBody> {
 /// Sends requests to one cluster.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
+    /// Shared: an exchange whose client left goes on with its own handle.
+    inner: Arc<Inner>,
+}
+
+/// What a [`Forwarder`] holds.
+#[derive(Debug)]
+pub struct Inner {
     cluster: Arc<Cluster>,
     /// The cluster's name as the metrics label it is on every request.
     label: Arc<str>,
@@ -230,6 +238,13 @@ pub struct Forwarder {
     metrics: Arc<Metrics>,
     /// The cluster's counters without endpoint labels, resolved once.
     counters: ClusterCounters,
+}
+
+impl std::ops::Deref for Forwarder {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
 }
 
 impl Forwarder {
@@ -290,11 +305,13 @@ impl Forwarder {
     /// A forwarder for `cluster`, with its own upstream connections.
     pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>) -> Self {
         Forwarder {
-            label: cluster.name().into(),
-            counters: metrics.cluster(cluster.name()),
-            upstream: Arc::new(Upstream::for_cluster(&cluster)),
-            cluster,
-            metrics,
+            inner: Arc::new(Inner {
+                label: cluster.name().into(),
+                counters: metrics.cluster(cluster.name()),
+                upstream: Arc::new(Upstream::for_cluster(&cluster)),
+                cluster,
+                metrics,
+            }),
         }
     }
 
@@ -316,9 +333,10 @@ impl Forwarder {
     /// same endpoint, whatever its method, when its body can be sent again;
     /// that is not one of the `retries`.
     ///
-    /// Unless the cluster aborts on close, the exchange runs on its own
-    /// task: a client that leaves does not cancel the backend's work, and
-    /// the endpoint's slot is held until the backend is done.
+    /// Unless the cluster aborts on close, a client that leaves does not
+    /// cancel the backend's work: the exchange goes on as a task of its
+    /// own, and the endpoint's slot is held until the backend is done.
+    /// (It runs inline while the client waits: no task per request.)
     pub async fn forward(
         &self,
         request: Request<Incoming>,
@@ -328,16 +346,7 @@ impl Forwarder {
             return self.exchange(request, peer).await;
         }
         let this = self.clone();
-        match tokio::spawn(async move { this.exchange(request, peer).await }).await {
-            Ok(response) => response,
-            Err(e) => {
-                tracing::error!(cluster = self.cluster.name(), "forwarding failed: {e}");
-                local_response(
-                    StatusCode::BAD_GATEWAY,
-                    "the request could not be forwarded",
-                )
-            }
-        }
+        RunToEnd::new(async move { this.exchange(request, peer).await }).await
     }
 
     async fn exchange(

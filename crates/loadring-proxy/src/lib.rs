@@ -74,6 +74,7 @@ mod metrics;
 mod proxy_body;
 mod reload;
 mod request_body;
+mod run_to_end;
 mod server;
 mod target;
 mod tls;
@@ -84,7 +85,7 @@ mod workers;
 pub use clients::ClientLimits;
 pub use config::{
     BackendProtocol, ClusterConfig, HealthConfig, Naming, ProxyConfig, RouteConfig, TlsFiles,
-    DEFAULT_DRAIN_TIMEOUT, MAX_CONNECTIONS, MAX_RETRY_BUFFER,
+    DEFAULT_DRAIN_TIMEOUT, DEFAULT_KEEPALIVE, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER,
 };
 pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrorKind, ProxyError, ProxyErrorKind};

@@ -61,7 +61,8 @@ pub async fn start_discovery(
     Ok(Some(discovery))
 }
 
-/// Follows `discovery` for the cluster. This installs a SIGHUP handler for
+/// Follows `discovery` for the cluster, each new membership applied off
+/// this runtime's threads (see [`apply_off_the_workers`]). This installs a SIGHUP handler for
 /// the process (tokio's): from then on SIGHUP asks the source to read its
 /// membership again instead of ending the process.
 pub fn spawn_membership(cluster: Arc<Cluster>, mut discovery: Discovery) -> JoinHandle<()> {
@@ -70,11 +71,31 @@ pub fn spawn_membership(cluster: Arc<Cluster>, mut discovery: Discovery) -> Join
         let mut hangups = hangups();
         loop {
             tokio::select! {
-                membership = discovery.changed() => apply_membership(&cluster, &source, membership),
+                membership = discovery.changed() => {
+                    apply_off_the_workers(&cluster, &source, membership).await;
+                }
                 Some(()) = next_hangup(&mut hangups) => discovery.refresh(),
             }
         }
     })
+}
+
+/// Applies `discovered` on a blocking thread, then returns: a new
+/// balancer is built there and published when ready. The build is long for
+/// large tables (maglev's 131,071 slots over 1,024 endpoints, the shares of
+/// the admin's layout), and this task runs on a worker serving clients,
+/// whose requests would wait for it. Picks never wait: they read the
+/// balancer's current snapshot until the new one is in place. Memberships
+/// are applied one at a time, in order.
+async fn apply_off_the_workers(cluster: &Arc<Cluster>, source: &str, discovered: Vec<Endpoint>) {
+    let (on_it, from) = (cluster.clone(), source.to_string());
+    let applying = tokio::task::spawn_blocking(move || apply_membership(&on_it, &from, discovered));
+    if let Err(e) = applying.await {
+        tracing::error!(
+            cluster = cluster.name(),
+            "{source}: the membership could not be applied: {e}"
+        );
+    }
 }
 
 fn hangups() -> Option<tokio::signal::unix::Signal> {

@@ -453,3 +453,82 @@ async fn no_request_is_lost_while_the_membership_changes() {
     let served: u64 = backends.iter().map(DemoBackend::requests).sum();
     assert_eq!(served, REQUESTS, "each request reached one backend once");
 }
+
+/// A membership update held in progress (as a long table build would be)
+/// stops no request: the proxy serves on one thread (a current-thread
+/// runtime that also runs its membership task), and 20 requests are
+/// answered while the update waits; it lands once let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_answered_while_a_membership_update_is_in_progress() {
+    use loadring_proxy::{Naming, Proxy};
+    let mut backends = Vec::new();
+    for _ in 0..4 {
+        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    let all: Vec<String> = backends.iter().map(|b| b.addr().to_string()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("endpoints");
+    write_endpoints(&file, &all);
+    let mut c = ClusterConfig::new("default", "maglev".parse().unwrap());
+    c.endpoints_file = Some(file.clone());
+    c.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    let config = running::config(vec![c], vec![], Default::default());
+    let (bound_tx, bound) = tokio::sync::oneshot::channel();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let serving = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let proxy = Proxy::bind_workers(config, Naming::Keys, 1).await.unwrap();
+            let _ = bound_tx.send((proxy.local_addr().unwrap(), proxy.gateway().clone()));
+            proxy
+                .serve(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+    });
+    let (addr, gateway) = bound.await.unwrap();
+    let cluster = gateway.clusters()[0].clone();
+    assert_eq!(get(addr, "/", &[("x-user", "first")]).await.status, 200);
+    let begun = cluster.updates_begun();
+    let held = cluster.hold_updates();
+    write_endpoints(&file, &all[..3]);
+    assert!(
+        eventually(WAIT, || {
+            let cluster = cluster.clone();
+            async move { cluster.updates_begun() > begun }
+        })
+        .await,
+        "the update began"
+    );
+    let mut answered = 0;
+    for i in 0..20 {
+        let user = format!("user{i}");
+        let reply =
+            tokio::time::timeout(WAIT, request(addr, "GET", "/", &[("x-user", &user)], "")).await;
+        if matches!(reply, Ok(Ok(r)) if r.status == 200) {
+            answered += 1;
+        } else {
+            break;
+        }
+    }
+    assert_eq!(answered, 20, "requests answered while the update waits");
+    assert_eq!(cluster.balancer().endpoints().len(), 4, "still held");
+    drop(held);
+    assert!(
+        eventually(WAIT, || {
+            let cluster = cluster.clone();
+            async move { cluster.balancer().endpoints().len() == 3 }
+        })
+        .await,
+        "the update landed once let go"
+    );
+    let _ = stop.send(());
+    tokio::task::spawn_blocking(move || serving.join().unwrap())
+        .await
+        .unwrap();
+}

@@ -158,6 +158,16 @@ cluster = "users"
 "#;
 
     #[test]
+    fn keepalive_reads_with_its_default() {
+        let c = ProxyConfig::from_toml(TWO_CLUSTERS, Path::new(".")).unwrap();
+        assert_eq!(c.clusters[0].keepalive, 256);
+        let none = TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = 0");
+        let c = ProxyConfig::from_toml(&none, Path::new(".")).unwrap();
+        assert_eq!(c.clusters[0].keepalive, 0);
+        assert_eq!(c.clusters[1].keepalive, 256);
+    }
+
+    #[test]
     fn a_full_config_reads() {
         let c = ProxyConfig::from_toml(TWO_CLUSTERS, Path::new(".")).unwrap();
         assert_eq!(c.listen, "127.0.0.1:8080");
@@ -255,6 +265,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("timeout = \"2s\"", "connect_timeout = \"0ms\""),
                 "cluster `users`: connect_timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = 65537"),
+                "cluster `users`: keepalive: `65537` is out of range: accepted 0..=65536",
+            ),
+            (
+                TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = -1"),
+                "cluster `users`: keepalive: `-1` is not a count: accepted 0..=65536",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "header_timeout = \"0s\""),

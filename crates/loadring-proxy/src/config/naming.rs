@@ -32,6 +32,7 @@ impl Naming {
                 "timeout" => "--timeout",
                 "connect_timeout" => "--connect-timeout",
                 "retry_buffer" => "--retry-buffer",
+                "keepalive" => "--keepalive",
                 "listen" => "--listen",
                 "header_timeout" => "--header-timeout",
                 "max_connections" => "--max-connections",

@@ -51,6 +51,8 @@ struct RawCluster {
     connect_timeout: Option<String>,
     timeout: Option<String>,
     abort_on_close: Option<bool>,
+    /// Signed, so that a negative value is named with its key.
+    keepalive: Option<i64>,
     health_path: Option<String>,
     health_interval: Option<String>,
     health_rise: Option<u32>,
@@ -231,6 +233,16 @@ impl RawCluster {
         )?;
         c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
         c.abort_on_close = self.abort_on_close.unwrap_or(false);
+        c.keepalive = match self.keepalive {
+            None => DEFAULT_KEEPALIVE,
+            Some(n) => usize::try_from(n).map_err(|_| {
+                ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("keepalive: `{n}` is not a count: accepted 0..={MAX_KEEPALIVE}"),
+                )
+                .with_setting("keepalive")
+            })?,
+        };
         c.health = HealthConfig {
             path: self.health_path,
             interval: duration(

@@ -36,6 +36,11 @@ pub const DEFAULT_EJECT_AFTER: u32 = 5;
 pub const DEFAULT_EJECT_FOR: Duration = Duration::from_secs(30);
 /// How long a stopping proxy waits for requests in flight.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// Idle connections to a cluster's backends each worker thread keeps for
+/// reuse, over all its endpoints (`keepalive`).
+pub const DEFAULT_KEEPALIVE: usize = 256;
+/// The most idle connections `keepalive` accepts (each is a file descriptor).
+pub const MAX_KEEPALIVE: usize = 65536;
 /// The most client connections `max_connections` accepts.
 pub const MAX_CONNECTIONS: usize = 1 << 24;
 
@@ -137,6 +142,11 @@ pub struct ClusterConfig {
     /// connection is closed) instead of the response being read to its end
     /// with the endpoint's slot held.
     pub abort_on_close: bool,
+    /// Idle HTTP/1 connections to the backends each worker thread keeps
+    /// open for reuse, over all the cluster's endpoints; past it the least
+    /// recently used one is closed (nginx's `keepalive`). 0: one connection
+    /// per request.
+    pub keepalive: usize,
     /// Active and passive health checking.
     pub health: HealthConfig,
     /// Read each response's load report (`--load-report`) and give it to
@@ -209,6 +219,7 @@ impl ClusterConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             timeout: DEFAULT_TIMEOUT,
             abort_on_close: false,
+            keepalive: DEFAULT_KEEPALIVE,
             health: HealthConfig::default(),
             load_report: None,
             backend_protocol: BackendProtocol::Http1,

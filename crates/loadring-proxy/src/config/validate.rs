@@ -11,7 +11,7 @@ use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
 use super::naming::Naming;
-use super::types::{ClusterConfig, ProxyConfig, MAX_CONNECTIONS, MAX_RETRY_BUFFER};
+use super::types::{ClusterConfig, ProxyConfig, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER};
 
 impl ClusterConfig {
     /// Checks what a cluster needs: host:port addresses, a key for a
@@ -161,6 +161,17 @@ impl ClusterConfig {
                 ),
             )
             .with_setting(name("retry_buffer")));
+        }
+        if self.keepalive > MAX_KEEPALIVE {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Range,
+                format!(
+                    "{}: `{}` is out of range: accepted 0..={MAX_KEEPALIVE}",
+                    name("keepalive"),
+                    self.keepalive
+                ),
+            )
+            .with_setting(name("keepalive")));
         }
         if self.backend_ca.is_some() && !self.backend_tls {
             return Err(ConfigError::new(

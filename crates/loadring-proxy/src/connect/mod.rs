@@ -53,6 +53,8 @@ pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub(crate) struct Upstream {
     pool: usize,
+    /// Idle HTTP/1 connections kept per worker over all backends.
+    keepalive: usize,
     connect_timeout: Duration,
     idle_timeout: Duration,
     protocol: BackendProtocol,
@@ -105,6 +107,7 @@ impl Upstream {
             cluster.config().backend_protocol,
             cluster.backend_tls().cloned(),
         )
+        .keeping(cluster.config().keepalive)
     }
 
     /// Connections speaking `protocol`, over TLS when `tls` is given, made
@@ -116,11 +119,19 @@ impl Upstream {
     ) -> Self {
         Upstream {
             pool: pool::new_id(),
+            keepalive: crate::config::DEFAULT_KEEPALIVE,
             connect_timeout,
             idle_timeout: IDLE_TIMEOUT,
             protocol,
             tls,
         }
+    }
+
+    /// At most `keepalive` idle HTTP/1 connections per worker over all
+    /// backends, the least recently used closed beyond.
+    pub(crate) fn keeping(mut self, keepalive: usize) -> Self {
+        self.keepalive = keepalive;
+        self
     }
 
     /// A connection to `addr` (`host:port`): an idle one of this worker's,
@@ -162,6 +173,7 @@ impl Upstream {
         Ok(Checkout {
             conn,
             pool: self.pool,
+            keepalive: self.keepalive,
             addr: addr.clone(),
             tls: self.tls.is_some(),
         })
@@ -182,6 +194,7 @@ enum Sender {
 pub(crate) struct Checkout {
     conn: Sender,
     pool: usize,
+    keepalive: usize,
     addr: Arc<str>,
     tls: bool,
 }
@@ -192,6 +205,7 @@ pub(crate) struct Held {
     /// `None` when its task ended before the response was read.
     conn: Option<Conn>,
     pool: usize,
+    keepalive: usize,
     addr: Arc<str>,
 }
 
@@ -219,6 +233,7 @@ impl Checkout {
         let Checkout {
             conn,
             pool,
+            keepalive,
             addr,
             tls,
         } = self;
@@ -232,6 +247,7 @@ impl Checkout {
                         Held {
                             conn: None,
                             pool,
+                            keepalive,
                             addr,
                         },
                     )),
@@ -251,7 +267,7 @@ impl Checkout {
                 let answered = conn.answered();
                 drop(conn);
                 return match sending.await {
-                    Ok(response) => Ok((response, Held { conn: None, pool, addr })),
+                    Ok(response) => Ok((response, Held { conn: None, pool, keepalive, addr })),
                     Err(e) => Err(failure(e, reused && !answered)),
                 };
             }
@@ -262,6 +278,7 @@ impl Checkout {
                 Held {
                     conn: Some(conn),
                     pool,
+                    keepalive,
                     addr,
                 },
             )),
@@ -280,7 +297,7 @@ impl Held {
     /// Gives the connection back (its exchange over).
     fn give_back(mut self) {
         if let Some(conn) = self.conn.take() {
-            pool::give_back(self.pool, &self.addr, conn);
+            pool::give_back(self.pool, &self.addr, conn, self.keepalive);
         }
     }
 }
