@@ -29,7 +29,7 @@ use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
-use crate::target::{self, normalize_host};
+use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
 use loadring_discovery::Discovery;
 
@@ -116,7 +116,10 @@ impl Gateway {
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
         let host = match target::check(&request) {
-            Ok(host) => host,
+            // Normalised only for routes to compare: without them the
+            // check is all a request's host costs.
+            Ok(host) if !self.routes.is_empty() => host.map(canonical_host),
+            Ok(_) => None,
             Err(refused) => return local_response(refused.status, refused.why),
         };
         let path = match target::resolve_dot_segments(request.uri().path()) {
