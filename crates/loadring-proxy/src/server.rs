@@ -443,7 +443,15 @@ impl ServeClients {
                     let gateway = gateway.clone();
                     let service = service_fn(move |request| {
                         let gateway = gateway.clone();
-                        async move { Ok::<_, Infallible>(gateway.handle(request, peer).await) }
+                        // Boxed: a request's future is kilobytes (the
+                        // forwarding state machine), and hyper moves what it
+                        // is given (into HTTP/1's in-flight slot, into each
+                        // HTTP/2 stream's task, and tokio again when that
+                        // task ends): each move a memcpy of all of it.
+                        // Behind a box each is a pointer's.
+                        Box::pin(async move {
+                            Ok::<_, Infallible>(gateway.handle(request, peer).await)
+                        })
                     });
                     match tls {
                         None => {
