@@ -382,6 +382,20 @@ done
 : >"$OUT/protocols.tsv"
 CLK_TCK=$(getconf CLK_TCK)
 
+perf_start() { # NAME: with GATEBENCH_PERF=1, `perf record` of the proxy from now
+    if [ "$PERF" = 1 ]; then
+        perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$1.perf.data" 2>"$OUT/$1.perf.log" &
+        PERF_PID=$!
+    fi
+}
+perf_stop() {
+    if [ -n "$PERF_PID" ]; then
+        kill -INT "$PERF_PID" 2>/dev/null || true
+        wait "$PERF_PID" 2>/dev/null || true
+        PERF_PID=
+    fi
+}
+
 run_proto() { # NAME LABEL tls|h2c -- COMMAND...
     local name=$1 label=$2 mode=$3
     shift 4
@@ -398,6 +412,7 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
         wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "https://127.0.0.1:$PROXY_PORT/" >/dev/null
         sleep 1
+        perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
             "https://127.0.0.1:$PROXY_PORT/" >"$OUT/$name.wrk"
@@ -415,6 +430,7 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         local clients=$((CONNECTIONS / 4))
         h2load -c "$clients" -m 16 -t "$THREADS" -D 1 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
         sleep 1
+        perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         h2load -c "$clients" -m 16 -t "$THREADS" -D "$DURATION" -i "$OUT/uniform.uris" \
             --log-file "$OUT/$name.h2log" >"$OUT/$name.h2load" 2>&1
@@ -425,6 +441,7 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         p99=$(awk '{ print $3 }' "$OUT/$name.h2log" | sort -n \
             | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR - 1) * 0.99) + 1]; else print 0 }')
     fi
+    perf_stop
     kill "$PROXY_PID"
     wait "$PROXY_PID" 2>/dev/null || true
     PROXY_PID=

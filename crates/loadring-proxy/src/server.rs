@@ -29,7 +29,7 @@ use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
-use crate::target::{self, normalize_host};
+use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
 use loadring_discovery::Discovery;
 
@@ -116,7 +116,10 @@ impl Gateway {
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
         let host = match target::check(&request) {
-            Ok(host) => host,
+            // Normalised only for routes to compare: without them the
+            // check is all a request's host costs.
+            Ok(host) if !self.routes.is_empty() => host.map(canonical_host),
+            Ok(_) => None,
             Err(refused) => return local_response(refused.status, refused.why),
         };
         let path = match target::resolve_dot_segments(request.uri().path()) {
@@ -438,7 +441,15 @@ impl ServeClients {
                     let gateway = gateway.clone();
                     let service = service_fn(move |request| {
                         let gateway = gateway.clone();
-                        async move { Ok::<_, Infallible>(gateway.handle(request, peer).await) }
+                        // Boxed: a request's future is kilobytes (the
+                        // forwarding state machine), and hyper moves what it
+                        // is given (into HTTP/1's in-flight slot, into each
+                        // HTTP/2 stream's task, and tokio again when that
+                        // task ends): each move a memcpy of all of it.
+                        // Behind a box each is a pointer's.
+                        Box::pin(async move {
+                            Ok::<_, Infallible>(gateway.handle(request, peer).await)
+                        })
                     });
                     match tls {
                         None => {

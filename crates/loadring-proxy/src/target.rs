@@ -25,13 +25,14 @@ fn refused(status: StatusCode, why: &'static str) -> Refused {
     Refused { status, why }
 }
 
-/// The request's host (see [`normalize_host`]), or `None` when it names
-/// none (HTTP/1.0 without `Host`).
+/// The request's host as written, checked but not normalised (see
+/// [`host_part`]; [`canonical_host`] normalises it, only when a route
+/// compares it), or `None` when it names none (HTTP/1.0 without `Host`).
 ///
 /// # Errors
 /// CONNECT (501: no tunnels); two `Host` headers, or an HTTP/1.1 request
-/// without one, or an unreadable one (400, RFC 9112 3.2).
-pub fn check<B>(request: &Request<B>) -> Result<Option<String>, Refused> {
+/// without one, or an unreadable or malformed one (400, RFC 9112 3.2).
+pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
     if request.method() == Method::CONNECT {
         return Err(refused(
             StatusCode::NOT_IMPLEMENTED,
@@ -61,7 +62,7 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<String>, Refused> {
     };
     match named {
         None => Ok(None),
-        Some(text) => normalize_host(text)
+        Some(text) => host_part(text)
             .map(Some)
             .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "malformed Host header")),
     }
@@ -71,6 +72,14 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<String>, Refused> {
 /// final dot, IP literals in their canonical form without brackets
 /// (`[::1]:8080` and `[0:0::1]` are `::1`). `None` when it is no host.
 pub fn normalize_host(text: &str) -> Option<String> {
+    host_part(text).map(canonical_host)
+}
+
+/// The host of a `Host` value or authority, port and brackets dropped,
+/// not normalised: `None` when it is no host (what [`normalize_host`]
+/// refuses). Nothing is allocated: every request's host is checked, and
+/// only routes need it normalised.
+pub fn host_part(text: &str) -> Option<&str> {
     let text = text.trim();
     let host = if let Some(rest) = text.strip_prefix('[') {
         let (literal, after) = rest.split_once(']')?;
@@ -78,9 +87,9 @@ pub fn normalize_host(text: &str) -> Option<String> {
             return None;
         }
         literal
-    } else if let Ok(ip) = text.parse::<IpAddr>() {
+    } else if text.parse::<IpAddr>().is_ok() {
         // A bare IPv6 literal (only in route settings: a Host needs brackets).
-        return Some(ip.to_canonical().to_string());
+        return Some(text);
     } else {
         match text.rsplit_once(':') {
             Some((host, port)) if is_port(port) => host,
@@ -88,14 +97,20 @@ pub fn normalize_host(text: &str) -> Option<String> {
             None => text,
         }
     };
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return Some(ip.to_canonical().to_string());
-    }
-    let host = host.strip_suffix('.').unwrap_or(host);
-    if host.is_empty() || host.contains(['[', ']', '/', '@', ' ']) {
+    // An IP literal passes this too: never empty, none of these characters.
+    let bare = host.strip_suffix('.').unwrap_or(host);
+    if bare.is_empty() || bare.contains(['[', ']', '/', '@', ' ']) {
         return None;
     }
-    Some(host.to_ascii_lowercase())
+    Some(host)
+}
+
+/// A host from [`host_part`] as routes compare it (see [`normalize_host`]).
+pub fn canonical_host(host: &str) -> String {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return ip.to_canonical().to_string();
+    }
+    host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
 }
 
 fn is_port(text: &str) -> bool {
@@ -168,6 +183,52 @@ mod tests {
         ] {
             assert_eq!(normalize_host(text).as_deref(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn check_gives_the_host_as_written_and_refuses_what_normalising_refuses() {
+        let with_host = |host: &str| {
+            Request::builder()
+                .uri("/x")
+                .header(header::HOST, host)
+                .body(())
+                .unwrap()
+        };
+        for (host, written) in [
+            ("Example.COM:8080", Some("Example.COM")),
+            ("example.com.", Some("example.com.")),
+            ("[0:0:0::1]:80", Some("0:0:0::1")),
+            ("127.0.0.1:9", Some("127.0.0.1")),
+            ("[::1", None),
+            ("a:b", None),
+            ("a/b", None),
+            ("", None),
+        ] {
+            let request = with_host(host);
+            let checked = check(&request);
+            match written {
+                Some(written) => {
+                    assert_eq!(checked, Ok(Some(written)), "{host}");
+                    assert_eq!(
+                        Some(canonical_host(written)),
+                        normalize_host(host),
+                        "{host}"
+                    );
+                }
+                None => assert_eq!(
+                    checked,
+                    Err(refused(StatusCode::BAD_REQUEST, "malformed Host header")),
+                    "{host}"
+                ),
+            }
+        }
+        // An absolute target's authority wins, as written too.
+        let absolute = Request::builder()
+            .uri("http://API.example:81/x")
+            .header(header::HOST, "other")
+            .body(())
+            .unwrap();
+        assert_eq!(check(&absolute), Ok(Some("API.example")));
     }
 
     #[test]
