@@ -37,8 +37,9 @@ pub enum ConfigErrorKind {
     Value,
     /// A well-formed number or duration outside its accepted range (the
     /// message gives the range): `retry_buffer`, `max_connections`,
-    /// `eject_after`, `eject_for`, `health_rise` of 0, a timeout of 0ms, a
-    /// duration over 24h, a negative `retry_buffer` or `max_connections`.
+    /// `keepalive`, `eject_after`, `eject_for`, `health_rise` of 0, a
+    /// timeout of 0ms, a duration over 24h, a negative `retry_buffer`,
+    /// `max_connections` or `keepalive`.
     Range,
     /// Settings each acceptable alone that do not go together: a key for a
     /// policy that does not hash, a load report for a policy without a load
