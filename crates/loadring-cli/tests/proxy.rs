@@ -545,6 +545,14 @@ fn bad_input_fails_cleanly_before_serving() {
             "--retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
         ),
         (
+            vec!["--policy", "rr", "-e", "127.0.0.1:1", "--keepalive", "-1"],
+            "--keepalive: `-1` is not a count: accepted 0..=65536",
+        ),
+        (
+            vec!["--policy", "rr", "-e", "127.0.0.1:1", "--keepalive", "65537"],
+            "--keepalive: `65537` is out of range: accepted 0..=65536",
+        ),
+        (
             vec![
                 "--policy",
                 "rr",
