@@ -2,10 +2,12 @@
 //! candidates, the response streamed back with its guard.
 
 use std::net::{IpAddr, SocketAddr};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_util::FutureExt as _;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
@@ -70,37 +72,62 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
+thread_local! {
+    /// The last client address this thread wrote, as a header value: a
+    /// connection's requests are served on one thread, so its address is
+    /// formatted once per run of requests, not once per request.
+    static LAST_PEER: std::cell::RefCell<Option<(IpAddr, HeaderValue)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// `peer` as `X-Forwarded-For` writes it (an IPv4-mapped IPv6 address as
+/// IPv4).
+fn peer_value(peer: IpAddr) -> HeaderValue {
+    LAST_PEER.with(|last| {
+        let mut last = last.borrow_mut();
+        match &*last {
+            Some((ip, value)) if *ip == peer => value.clone(),
+            _ => {
+                let value =
+                    HeaderValue::from_maybe_shared(Bytes::from(peer.to_canonical().to_string()))
+                        .expect("an IP address is a valid header value");
+                *last = Some((peer, value.clone()));
+                value
+            }
+        }
+    })
+}
+
 /// Appends the client's address to `X-Forwarded-For`: one header, the
 /// addresses of every earlier one (in order, several lines joined as one
 /// list) then the client's.
 pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     use std::fmt::Write as _;
-    let mut value = String::with_capacity(48);
     // One lookup: the entry is read, then written.
-    let entry = headers.entry(X_FORWARDED_FOR);
-    if let Entry::Occupied(previous) = &entry {
-        for previous in previous.iter() {
-            if let Ok(previous) = previous.to_str() {
-                value.push_str(previous);
-                value.push_str(", ");
-            }
+    let mut previous = match headers.entry(X_FORWARDED_FOR) {
+        Entry::Vacant(vacant) => {
+            vacant.insert(peer_value(peer));
+            return;
+        }
+        Entry::Occupied(previous) => previous,
+    };
+    let mut value = String::with_capacity(48);
+    for line in previous.iter() {
+        if let Ok(line) = line.to_str() {
+            value.push_str(line);
+            value.push_str(", ");
         }
     }
     // Writing into a String cannot fail.
     let _ = write!(value, "{}", peer.to_canonical());
     // The String's buffer becomes the value's: no copy.
-    let value = HeaderValue::from_maybe_shared(Bytes::from(value));
-    match (entry, value) {
-        (Entry::Occupied(mut e), Ok(value)) => {
-            e.insert(value);
+    match HeaderValue::from_maybe_shared(Bytes::from(value)) {
+        Ok(value) => {
+            previous.insert(value);
         }
-        (Entry::Vacant(e), Ok(value)) => {
-            e.insert(value);
+        Err(_) => {
+            previous.remove();
         }
-        (Entry::Occupied(e), Err(_)) => {
-            e.remove();
-        }
-        (Entry::Vacant(_), Err(_)) => {}
     }
 }
 
@@ -346,7 +373,19 @@ impl Forwarder {
             return self.exchange(request, peer).await;
         }
         let this = self.clone();
-        RunToEnd::new(async move { this.exchange(request, peer).await }).await
+        let exchange = RunToEnd::new(async move { this.exchange(request, peer).await });
+        // A bug that panics costs its request a 502, not the client's
+        // connection (the task per request this replaced gave the same).
+        match AssertUnwindSafe(exchange).catch_unwind().await {
+            Ok(response) => response,
+            Err(_) => {
+                tracing::error!(cluster = self.cluster.name(), "forwarding panicked");
+                local_response(
+                    StatusCode::BAD_GATEWAY,
+                    "the request could not be forwarded",
+                )
+            }
+        }
     }
 
     async fn exchange(
@@ -738,5 +777,21 @@ mod tests {
         append_forwarded_for(&mut h, "2001:db8::1".parse().unwrap());
         let all: Vec<_> = h.get_all("x-forwarded-for").iter().collect();
         assert_eq!(all, ["10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::1"]);
+    }
+
+    /// Clients in turn on one thread: each request names its own.
+    #[test]
+    fn forwarded_for_names_each_client_in_turn() {
+        for (peer, want) in [
+            ("10.0.0.1", "10.0.0.1"),
+            ("10.0.0.1", "10.0.0.1"),
+            ("2001:db8::1", "2001:db8::1"),
+            ("::ffff:10.0.0.9", "10.0.0.9"),
+            ("10.0.0.1", "10.0.0.1"),
+        ] {
+            let mut h = HeaderMap::new();
+            append_forwarded_for(&mut h, peer.parse().unwrap());
+            assert_eq!(h["x-forwarded-for"], want, "{peer}");
+        }
     }
 }

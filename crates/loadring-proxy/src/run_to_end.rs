@@ -46,13 +46,15 @@ where
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let Some(inner) = self.inner.as_mut() else {
+        // Out while it is polled: a future that panics is dropped as the
+        // panic unwinds, never handed to a task to be polled again.
+        let Some(mut inner) = self.inner.take() else {
             // Polled after it completed: a caller's bug, never hyper's.
             return Poll::Pending;
         };
         let polled = inner.as_mut().poll(cx);
-        if polled.is_ready() {
-            self.inner = None;
+        if polled.is_pending() {
+            self.inner = Some(inner);
         }
         polled
     }
@@ -116,6 +118,30 @@ mod tests {
         drop(run);
         let _ = go.send(());
         assert!(done.await.is_ok(), "the rest ran to its end");
+    }
+
+    /// A future that panics while polled is gone with the panic: the
+    /// dropped wrapper spawns nothing (a task would poll it again).
+    #[tokio::test]
+    async fn a_future_that_panics_is_not_spawned_again() {
+        use futures_util::FutureExt as _;
+        let before = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        let run = RunToEnd::new(async move {
+            if before < usize::MAX {
+                panic!("a bug");
+            }
+        });
+        let caught = std::panic::AssertUnwindSafe(run).catch_unwind().await;
+        assert!(caught.is_err(), "the panic reaches the caller");
+        assert_eq!(
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_alive_tasks(),
+            before,
+            "nothing spawned"
+        );
     }
 
     async fn futures_poll_once<F: Future + Unpin>(mut f: F) -> Poll<F::Output> {
