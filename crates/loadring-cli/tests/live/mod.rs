@@ -231,10 +231,10 @@ impl Drop for TempDir {
     }
 }
 
-/// A loopback port nothing listens on right now (bound, then released).
+/// A loopback port nothing listens on right now, never handed out twice in
+/// this test process (see `common::free_port`).
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
+    crate::common::free_port()
 }
 
 /// The path of a daemon's binary, or a failure saying how to install it.

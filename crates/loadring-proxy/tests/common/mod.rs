@@ -183,11 +183,34 @@ where
 }
 
 /// A port free right now on 127.0.0.1.
+///
+/// Each port is handed out once per test process (a counter walks the
+/// range, from an offset of the process id), so that two tests running at
+/// once never both get the one a port-0 bind gave back, and it lies below
+/// the kernel's ephemeral range, so that no outgoing connection of another
+/// test holds it as its local port by the time a server binds it. It is
+/// checked free by binding it once.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Above the well-known ports and most daemons' defaults; below the
+    // ephemeral range (Linux's default starts at 32768).
+    let low: u32 = 10_000;
+    let high: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .filter(|&start: &u32| start > low + 1_000)
+        .unwrap_or(32_768);
+    let span = high - low;
+    let offset = std::process::id() % span;
+    loop {
+        let n = NEXT.fetch_add(1, Relaxed);
+        assert!(n < span, "no free loopback port left below {high}");
+        let port = u16::try_from(low + (offset + n) % span).expect("below 65536");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A child process's stderr, line by line, as it is written.
