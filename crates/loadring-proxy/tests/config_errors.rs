@@ -5,7 +5,6 @@
 //! (the config module's tests, the CLI's).
 
 use std::path::Path;
-use std::time::Duration;
 
 use loadring_proxy::{
     ClusterConfig, ConfigError, ConfigErrorKind, Naming, Proxy, ProxyConfig, ProxyErrorKind,
@@ -299,15 +298,7 @@ async fn tls_material_that_cannot_be_used_is_tls() {
     let dir = tempfile::tempdir().unwrap();
     let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
     cluster.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
-    let base = ProxyConfig {
-        listen: "127.0.0.1:0".into(),
-        admin: None,
-        drain_timeout: Duration::from_secs(1),
-        clients: Default::default(),
-        clusters: vec![cluster],
-        routes: vec![],
-        tls: None,
-    };
+    let base = crate::running::config(vec![cluster], vec![], Default::default());
 
     let mut listener = base.clone();
     std::fs::write(dir.path().join("gw.crt"), "not a certificate\n").unwrap();

@@ -363,13 +363,18 @@ fn write_endpoints(path: &std::path::Path, endpoints: &[String]) {
     std::fs::rename(&next, path).unwrap();
 }
 
-/// 2,000 requests from 8 clients while the endpoints file changes 20
-/// times (an endpoint removed, then added back, in turn): every request is
-/// answered by a backend, none is lost or failed, and each change takes
-/// effect. Clients wait for the changes (at most 100 requests per
-/// membership), so the changes land among the requests.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_request_is_lost_while_the_membership_changes() {
+/// Four backends in an endpoints file, followed by a cluster of `policy`
+/// keyed on `x-user`.
+struct FileFleet {
+    backends: Vec<DemoBackend>,
+    all: Vec<String>,
+    /// Holds the endpoints file.
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+    cluster: ClusterConfig,
+}
+
+async fn four_backends_in_a_file(policy: &str) -> FileFleet {
     let mut backends = Vec::new();
     for _ in 0..4 {
         backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
@@ -378,9 +383,32 @@ async fn no_request_is_lost_while_the_membership_changes() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("endpoints");
     write_endpoints(&file, &all);
-    let mut c = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
-    c.endpoints_file = Some(file.clone());
-    c.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
+    cluster.endpoints_file = Some(file.clone());
+    cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    FileFleet {
+        backends,
+        all,
+        _dir: dir,
+        file,
+        cluster,
+    }
+}
+
+/// 2,000 requests from 8 clients while the endpoints file changes 20
+/// times (an endpoint removed, then added back, in turn): every request is
+/// answered by a backend, none is lost or failed, and each change takes
+/// effect. Clients wait for the changes (at most 100 requests per
+/// membership), so the changes land among the requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_request_is_lost_while_the_membership_changes() {
+    let FileFleet {
+        backends,
+        all,
+        _dir,
+        file,
+        cluster: c,
+    } = four_backends_in_a_file("c_murmurhash").await;
     let proxy = Arc::new(start(c).await);
 
     const REQUESTS: u64 = 2000;
@@ -461,17 +489,14 @@ async fn no_request_is_lost_while_the_membership_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_are_answered_while_a_membership_update_is_in_progress() {
     use loadring_proxy::{Naming, Proxy};
-    let mut backends = Vec::new();
-    for _ in 0..4 {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
-    let all: Vec<String> = backends.iter().map(|b| b.addr().to_string()).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("endpoints");
-    write_endpoints(&file, &all);
-    let mut c = ClusterConfig::new("default", "maglev".parse().unwrap());
-    c.endpoints_file = Some(file.clone());
-    c.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    // The backends and the folder live as long as the test.
+    let FileFleet {
+        backends: _backends,
+        all,
+        _dir,
+        file,
+        cluster: c,
+    } = four_backends_in_a_file("maglev").await;
     let config = running::config(vec![c], vec![], Default::default());
     let (bound_tx, bound) = tokio::sync::oneshot::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
