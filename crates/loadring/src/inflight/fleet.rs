@@ -577,6 +577,33 @@ mod tests {
         assert_eq!(with_offset(3, 4), 7);
     }
 
+    /// A report's generation ties its time and base to its state word: each
+    /// report takes the next one, 1 to 2^16 - 1 and round again (0 is
+    /// "never reported"), so a generation comes back only after 65,535
+    /// newer reports, and the words read back whole across the wrap.
+    #[test]
+    fn generations_count_up_and_wrap_past_zero() {
+        let (cell, sum) = (ReportCell::default(), AtomicI64::new(0));
+        let mut last = 0;
+        for n in 0..(1u64 << GEN_BITS) + 3 {
+            cell.publish_base(n % 50 + 3, 3, 4, Duration::from_micros(n), &sum);
+            let gen = generation(cell.state.load(SeqCst));
+            let want = if last == (1 << GEN_BITS) - 1 {
+                1
+            } else {
+                last + 1
+            };
+            assert_eq!(gen, want, "report {n}");
+            last = gen;
+            let r = cell.read().unwrap();
+            assert_eq!(
+                (r.offset, r.base, r.at, r.counted),
+                ((n % 50) as i64, 4, n, true)
+            );
+            assert_eq!(sum.load(Relaxed), (n % 50) as i64);
+        }
+    }
+
     #[test]
     fn expiry_and_removal_take_the_offset_out_of_the_sum_once() {
         let (cell, sum) = (ReportCell::default(), AtomicI64::new(0));
