@@ -477,6 +477,17 @@ mod tests {
         builder.body(()).unwrap().into_parts().0
     }
 
+    /// A request's parts with `method` and target `uri`.
+    fn method_parts(method: &str, uri: &str) -> Parts {
+        http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0
+    }
+
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3));
 
     fn values(spec: &str, p: &Parts) -> Option<Vec<u8>> {
@@ -552,13 +563,7 @@ mod tests {
     #[test]
     fn method_uri_is_pixius_key() {
         let key = |method: &str, uri: &str| {
-            let p = http::Request::builder()
-                .method(method)
-                .uri(uri)
-                .body(())
-                .unwrap()
-                .into_parts()
-                .0;
+            let p = method_parts(method, uri);
             String::from_utf8(KeySource::MethodUri.value(&p, PEER).unwrap()).unwrap()
         };
         assert_eq!(key("GET", "/pixiu?total=1"), "GET./pixiu?total=1");
@@ -685,13 +690,7 @@ mod tests {
             ("CONNECT", "example.com:443", "", "/"),
             ("OPTIONS", "*", "*", "*"),
         ] {
-            let p = http::Request::builder()
-                .method(method)
-                .uri(uri)
-                .body(())
-                .unwrap()
-                .into_parts()
-                .0;
+            let p = method_parts(method, uri);
             assert_eq!(values("path", &p), Some(path.as_bytes().to_vec()), "{uri}");
             assert_eq!(values("uri", &p), Some(target.as_bytes().to_vec()), "{uri}");
         }

@@ -235,6 +235,35 @@ async fn call(channel: &Channel, tenant: &str, method: &'static str) -> Result<M
 
 /// Where the library's own balancer (what `loadring place` runs) puts
 /// each key over `endpoints`.
+/// Opens a `/test.Echo/Chat` stream of `outgoing` with tenant `tenant`,
+/// failing with `what` if it does not open in time.
+async fn open_chat<S>(
+    client: &mut tonic::client::Grpc<Channel>,
+    outgoing: S,
+    tenant: &'static str,
+    what: &str,
+) -> Streaming<Msg>
+where
+    S: Stream<Item = Msg> + Send + 'static,
+{
+    let mut request = Request::new(outgoing);
+    request
+        .metadata_mut()
+        .insert("x-tenant", MetadataValue::from_static(tenant));
+    tokio::time::timeout(
+        WAIT,
+        client.streaming(
+            request,
+            PathAndQuery::from_static("/test.Echo/Chat"),
+            ProstCodec::<Msg, Msg>::default(),
+        ),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{what}: in time"))
+    .unwrap_or_else(|e| panic!("{what}: {e}"))
+    .into_inner()
+}
+
 fn placement(policy: &str, endpoints: &[String], keys: &[String]) -> HashMap<String, String> {
     let balancer = loadring::Balancer::new(
         policy.parse().unwrap(),
@@ -330,22 +359,7 @@ async fn a_bidirectional_stream_of_1000_messages_passes_in_order() {
         text: format!("m{i}"),
         backend: String::new(),
     }));
-    let mut request = Request::new(outgoing);
-    request
-        .metadata_mut()
-        .insert("x-tenant", MetadataValue::from_static("chat"));
-    let response = tokio::time::timeout(
-        WAIT,
-        client.streaming(
-            request,
-            PathAndQuery::from_static("/test.Echo/Chat"),
-            ProstCodec::<Msg, Msg>::default(),
-        ),
-    )
-    .await
-    .expect("in time")
-    .expect("the stream opens");
-    let mut incoming = response.into_inner();
+    let mut incoming = open_chat(&mut client, outgoing, "chat", "the stream opens").await;
     let mut n = 0;
     while let Some(m) = tokio::time::timeout(WAIT, incoming.message())
         .await
@@ -510,28 +524,19 @@ async fn a_bidirectional_stream_can_wait_for_each_answer_with_retries_on() {
     let outgoing = futures_util::stream::unfold(outgoing, |mut rx| async move {
         rx.recv().await.map(|m| (m, rx))
     });
-    let mut request = Request::new(outgoing);
-    request
-        .metadata_mut()
-        .insert("x-tenant", MetadataValue::from_static("ping"));
     send.send(Msg {
         text: "ping-0".into(),
         backend: String::new(),
     })
     .await
     .unwrap();
-    let response = tokio::time::timeout(
-        WAIT,
-        client.streaming(
-            request,
-            PathAndQuery::from_static("/test.Echo/Chat"),
-            ProstCodec::<Msg, Msg>::default(),
-        ),
+    let mut incoming = open_chat(
+        &mut client,
+        outgoing,
+        "ping",
+        "the stream opens before the client's stream ends",
     )
-    .await
-    .expect("the stream opens before the client's stream ends")
-    .unwrap();
-    let mut incoming = response.into_inner();
+    .await;
     for i in 0..10 {
         let m = tokio::time::timeout(WAIT, incoming.message())
             .await
