@@ -87,8 +87,11 @@ pub fn host_part(text: &str) -> Option<&str> {
             return None;
         }
         literal
-    } else if text.parse::<IpAddr>().is_ok() {
-        // A bare IPv6 literal (only in route settings: a Host needs brackets).
+    } else if text.bytes().filter(|&b| b == b':').nth(1).is_some() && text.parse::<IpAddr>().is_ok()
+    {
+        // A bare IPv6 literal (only in route settings: a Host needs
+        // brackets). It has two colons at least: every request's host is
+        // checked, and parsing each one as an address is most of the cost.
         return Some(text);
     } else {
         match text.rsplit_once(':') {
@@ -99,7 +102,11 @@ pub fn host_part(text: &str) -> Option<&str> {
     };
     // An IP literal passes this too: never empty, none of these characters.
     let bare = host.strip_suffix('.').unwrap_or(host);
-    if bare.is_empty() || bare.contains(['[', ']', '/', '@', ' ']) {
+    if bare.is_empty()
+        || bare
+            .bytes()
+            .any(|b| matches!(b, b'[' | b']' | b'/' | b'@' | b' '))
+    {
         return None;
     }
     Some(host)
