@@ -20,6 +20,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use foldhash::fast::RandomState;
+
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::connection::Conn;
@@ -39,7 +41,7 @@ struct Parked {
 #[derive(Default)]
 struct Pool {
     /// By backend address, oldest first.
-    by_addr: HashMap<Arc<str>, Vec<Parked>>,
+    by_addr: HashMap<Arc<str>, Vec<Parked>, RandomState>,
     /// Every give-back in order, (stamp, address): the front is the least
     /// recently used connection unless it was taken since (then its record
     /// is stale and skipped).
@@ -69,9 +71,8 @@ impl Pool {
                 break;
             }
         }
-        if list.is_empty() {
-            self.by_addr.remove(addr);
-        }
+        // An empty list stays (the next give-back fills it without a second
+        // lookup); sweeps drop those of addresses gone.
         self.compact_if_stale();
         taken
     }
@@ -151,7 +152,7 @@ impl Pool {
 struct Idle {
     /// By pool id. A map, not a vector by id: the pools of forwarders
     /// replaced by reloads leave it at the next sweep.
-    pools: HashMap<usize, Pool>,
+    pools: HashMap<usize, Pool, RandomState>,
     given_back: u32,
 }
 
