@@ -2,18 +2,22 @@
 //! answer), hyper's HTTP/1 sender, and the task that drives it and closes
 //! it after the idle timeout.
 
+use std::future::Future;
 use std::io;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+// tokio's clock (the system's, unless a test pauses it): idle times and the
+// timer that acts on them read the same one.
+use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
@@ -340,24 +344,35 @@ async fn drive(
     // An answer `101 Switching Protocols` hands the socket over to the
     // tunnel (WebSocket), and the connection's task ends.
     let mut connection = pin!(connection.with_upgrades());
-    let mut deadline = Instant::now() + idle_timeout;
-    loop {
-        tokio::select! {
-            biased;
-            result = &mut connection => {
-                if let Err(e) = result {
-                    tracing::debug!("upstream connection: {e}");
-                }
-                break;
+    let mut timer = pin!(tokio::time::sleep(idle_timeout));
+    // The timer is polled once per deadline, to register it, not on every
+    // wake-up of the connection (several per request): once registered it
+    // wakes this task when it fires, and `is_elapsed` says it did.
+    let mut timer_registered = false;
+    std::future::poll_fn(|cx| loop {
+        if let Poll::Ready(result) = connection.as_mut().poll(cx) {
+            if let Err(e) = result {
+                tracing::debug!("upstream connection: {e}");
             }
-            () = tokio::time::sleep_until(deadline.into()) => {
-                match shared.close_if_idle(idle_timeout, Instant::now()) {
-                    Ok(()) => break,
-                    Err(next) => deadline = next,
-                }
+            return Poll::Ready(());
+        }
+        if !timer_registered {
+            if timer.as_mut().poll(cx).is_pending() {
+                timer_registered = true;
+                return Poll::Pending;
+            }
+        } else if !timer.is_elapsed() {
+            return Poll::Pending;
+        }
+        match shared.close_if_idle(idle_timeout, Instant::now()) {
+            Ok(()) => return Poll::Ready(()),
+            Err(next) => {
+                timer.as_mut().reset(next);
+                timer_registered = false;
             }
         }
-    }
+    })
+    .await;
     shared.state.store(CLOSED, Relaxed);
     drop(end);
 }
@@ -385,6 +400,40 @@ mod tests {
         assert_eq!(s.close_if_idle(timeout, since + timeout), Ok(()));
         assert!(s.is_closed());
         assert!(!s.try_take(), "a closed connection is never handed out");
+    }
+
+    /// The connection's task closes an idle connection once its timeout
+    /// has passed, and one in use never, however many timeouts pass.
+    #[tokio::test(start_paused = true)]
+    async fn the_task_closes_a_connection_idle_for_its_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        let idle_timeout = Duration::from_secs(60);
+        let mut idle = connect(&addr, Duration::from_secs(5), idle_timeout, None)
+            .await
+            .unwrap();
+        let mut busy = connect(&addr, Duration::from_secs(5), idle_timeout, None)
+            .await
+            .unwrap();
+        idle.shared.set_idle();
+        // Not before its timeout...
+        let early = tokio::time::timeout(Duration::from_secs(59), &mut idle.ended).await;
+        assert!(early.is_err(), "closed before its idle timeout");
+        assert!(!idle.shared.is_closed());
+        // ...and at it (time only moves when nothing else can run).
+        let closed = tokio::time::timeout(Duration::from_secs(2), &mut idle.ended).await;
+        assert!(closed.is_ok(), "still open past its idle timeout");
+        assert!(idle.shared.is_closed());
+        // In use (never given back): open after several timeouts.
+        let still = tokio::time::timeout(5 * idle_timeout, &mut busy.ended).await;
+        assert!(still.is_err(), "a connection in use was closed");
+        assert!(!busy.shared.is_closed());
     }
 
     #[test]
