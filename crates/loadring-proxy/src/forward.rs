@@ -220,8 +220,9 @@ enum Tried {
 /// request smuggling or a broken backend; which length is right is
 /// unknowable, so the response is not forwarded).
 fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
-    (headers.contains_key(header::CONTENT_LENGTH)
-        && headers.contains_key(header::TRANSFER_ENCODING))
+    // The rare header first: most responses need one lookup.
+    (headers.contains_key(header::TRANSFER_ENCODING)
+        && headers.contains_key(header::CONTENT_LENGTH))
     .then_some("both Content-Length and Transfer-Encoding")
 }
 
@@ -370,7 +371,10 @@ impl Forwarder {
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
         if self.cluster.config().abort_on_close {
-            return self.exchange(request, peer).await;
+            // Boxed like the other branch: held inline, the exchange's
+            // kilobytes would be in this future's size whichever branch
+            // runs, and every move of it (into hyper's box) a memcpy of them.
+            return Box::pin(self.exchange(request, peer)).await;
         }
         let this = self.clone();
         let exchange = RunToEnd::new(async move { this.exchange(request, peer).await });
@@ -431,15 +435,16 @@ impl Forwarder {
         }
         append_forwarded_for(&mut parts.headers, peer.ip());
         // HTTP/2 clients name the host in the target (`:authority`).
-        if !parts.headers.contains_key(header::HOST) {
+        let mut had_host = parts.headers.contains_key(header::HOST);
+        if !had_host {
             if let Some(authority) = parts.uri.authority() {
                 if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
                     parts.headers.insert(header::HOST, host);
+                    had_host = true;
                 }
             }
         }
         // Without one from the client, each attempt names its endpoint.
-        let had_host = parts.headers.contains_key(header::HOST);
         let mut head = Some(Head {
             method: parts.method,
             uri: origin_form(parts.uri),

@@ -145,26 +145,30 @@ impl Upstream {
         fresh: bool,
     ) -> Result<Checkout, ConnectError> {
         let conn = match self.protocol {
+            // Making a connection (TCP, TLS, the HTTP handshake) is the
+            // largest state of a request's future and the rare path: boxed,
+            // so that the common one (a pooled connection) does not carry
+            // its size through every move of the future.
             BackendProtocol::H2c => Sender::H2(
-                h2::sender(
+                Box::pin(h2::sender(
                     self.pool,
                     addr,
                     self.connect_timeout,
                     self.tls.as_ref(),
                     fresh,
-                )
+                ))
                 .await?,
             ),
             BackendProtocol::Http1 => Sender::H1(
                 match (!fresh).then(|| pool::take(self.pool, addr)).flatten() {
                     Some(conn) => conn,
                     None => {
-                        connect(
+                        Box::pin(connect(
                             addr,
                             self.connect_timeout,
                             self.idle_timeout,
                             self.tls.as_ref(),
-                        )
+                        ))
                         .await?
                     }
                 },
