@@ -402,7 +402,7 @@ impl Forwarder {
         if tunnel.is_some() && cluster.config().backend_protocol != BackendProtocol::Http1 {
             return local_response(
                 StatusCode::NOT_IMPLEMENTED,
-                "WebSocket upgrades need backend_protocol http1",
+                "WebSockets need backend_protocol http1: an h2c cluster opens no tunnels",
             );
         }
         let (mut parts, body) = request.into_parts();
@@ -626,6 +626,17 @@ impl Forwarder {
                             last.as_ref(),
                             StatusCode::BAD_GATEWAY,
                             "malformed response from the backend",
+                        );
+                    }
+                    if let Some(why) = tunnel.as_ref().and_then(|t| t.unusable(response.status())) {
+                        drop((response, held));
+                        self.attempt_failed(pick, started, &upstream, 502);
+                        tracing::warn!(cluster = name, endpoint = upstream.addr(), "{why}");
+                        return self.refuse(
+                            grpc,
+                            last.as_ref(),
+                            StatusCode::BAD_GATEWAY,
+                            "the backend did not switch to WebSocket",
                         );
                     }
                     let status = response.status();

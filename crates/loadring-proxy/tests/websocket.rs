@@ -16,14 +16,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// An echo server: says its address first, echoes every text, closes on
-/// `bye`; counts its open connections.
-struct WsBackend {
-    addr: SocketAddr,
-    open: Arc<AtomicU64>,
+/// An echo server: says its address first, echoes every text and binary
+/// message, closes on `bye`; counts its open connections.
+pub(crate) struct WsBackend {
+    pub(crate) addr: SocketAddr,
+    pub(crate) open: Arc<AtomicU64>,
 }
 
-async fn ws_backend() -> WsBackend {
+pub(crate) async fn ws_backend() -> WsBackend {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let open = Arc::new(AtomicU64::new(0));
@@ -47,6 +47,7 @@ async fn ws_backend() -> WsBackend {
                                 break;
                             }
                             Message::Text(t) => Message::Text(t),
+                            Message::Binary(b) => Message::Binary(b),
                             Message::Close(_) => break,
                             _ => continue,
                         };
@@ -62,7 +63,7 @@ async fn ws_backend() -> WsBackend {
     WsBackend { addr, open }
 }
 
-async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
+pub(crate) async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
     let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
     cluster.endpoints = backends
         .iter()
@@ -79,7 +80,7 @@ async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A tunnel for `room`; the backend that took it.
-async fn open(proxy: SocketAddr, room: &str) -> (Ws, String) {
+pub(crate) async fn open(proxy: SocketAddr, room: &str) -> (Ws, String) {
     let mut request = format!("ws://{proxy}/chat").into_client_request().unwrap();
     request
         .headers_mut()
@@ -103,7 +104,7 @@ async fn next_text(ws: &mut Ws) -> String {
     }
 }
 
-async fn in_flight(admin: SocketAddr) -> f64 {
+pub(crate) async fn in_flight(admin: SocketAddr) -> f64 {
     metric_sum(
         &get(admin, "/metrics", &[]).await.body,
         "loadring_in_flight",
