@@ -1,8 +1,9 @@
 //! WebSocket through the gateway: an HTTP/1.1 `Upgrade` (any protocol),
 //! or HTTP/2's extended CONNECT with `:protocol websocket` (RFC 8441). The
-//! handshake goes to the picked backend as HTTP/1.1, and once it answers
-//! `101 Switching Protocols` both sides are handed over and bytes are
-//! copied both ways. The balancer's guard is held until the tunnel closes,
+//! handshake goes to the picked backend, as HTTP/1.1 to an `http1` cluster
+//! (`101 Switching Protocols` opens the tunnel) or as extended CONNECT to
+//! an `h2c` one (a `2xx` does), and once it is open both sides are handed
+//! over and bytes are copied both ways. The balancer's guard is held until the tunnel closes,
 //! so `loadring_in_flight` and bounded load count open tunnels: a hot room
 //! is a hot key, and its load is its open connections.
 
@@ -22,6 +23,7 @@ use loadring::{Outcome, Pick};
 use tokio_rustls::rustls::crypto::SecureRandom;
 
 use crate::cluster::Backend;
+use crate::config::BackendProtocol;
 use crate::connect::Held;
 use crate::proxy_body::{empty_body, ProxyBody};
 
@@ -30,6 +32,8 @@ use crate::proxy_body::{empty_body, ProxyBody};
 pub(crate) struct Tunnel {
     client: OnUpgrade,
     asked: Asked,
+    /// What the backend speaks.
+    to: BackendProtocol,
 }
 
 /// How the client asked for its tunnel.
@@ -38,9 +42,9 @@ enum Asked {
     /// HTTP/1.1 `Upgrade` to this protocol: passed on as it is, and the
     /// backend's `101` passed back.
     Upgrade(HeaderValue),
-    /// HTTP/2 extended CONNECT for a WebSocket: the backend gets the
-    /// HTTP/1.1 handshake (RFC 6455 4.1) made for it, and its `101` is the
-    /// client's `200` (RFC 8441 5).
+    /// HTTP/2 extended CONNECT for a WebSocket: an HTTP/1.1 backend gets
+    /// the handshake (RFC 6455 4.1) made for it, and its `101` is the
+    /// client's `200` (RFC 8441 5); an HTTP/2 one gets the CONNECT.
     Connect,
 }
 
@@ -55,44 +59,86 @@ fn lists_upgrade(headers: &HeaderMap) -> bool {
 }
 
 impl Tunnel {
-    /// The tunnel `request` asks for: HTTP/1.1 with `Connection: upgrade`
-    /// and an `Upgrade` protocol, or HTTP/2 `CONNECT` with `:protocol
-    /// websocket`. The latter becomes the `GET` the backend is sent, before
-    /// its key is read: a room is placed alike whichever way it came.
-    pub(crate) fn asked(request: &mut Request<Incoming>) -> Option<Tunnel> {
+    /// The tunnel `request` asks for, to a backend speaking `to`: HTTP/1.1
+    /// with `Connection: upgrade` and an `Upgrade` protocol, or HTTP/2
+    /// `CONNECT` with `:protocol websocket`. The latter's method is `GET`
+    /// while its key is read (what an HTTP/1.1 backend is sent anyway): a
+    /// room is placed alike whichever way it came.
+    ///
+    /// # Errors
+    /// An HTTP/1.1 upgrade to an HTTP/2 backend (501): its protocol's
+    /// handshake would have to be translated, and only a WebSocket's is known.
+    pub(crate) fn asked(
+        request: &mut Request<Incoming>,
+        to: BackendProtocol,
+    ) -> Result<Option<Tunnel>, &'static str> {
         if request.method() == Method::CONNECT {
             // Any other CONNECT was refused before it was routed.
-            let protocol = request.extensions().get::<hyper::ext::Protocol>()?;
-            if !crate::target::is_websocket(protocol) {
-                return None;
+            let websocket = request
+                .extensions()
+                .get::<hyper::ext::Protocol>()
+                .is_some_and(crate::target::is_websocket);
+            if !websocket {
+                return Ok(None);
             }
             *request.method_mut() = Method::GET;
-            return Some(Tunnel {
+            return Ok(Some(Tunnel {
                 client: hyper::upgrade::on(request),
                 asked: Asked::Connect,
-            });
+                to,
+            }));
         }
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
-            return None;
+            return Ok(None);
         }
-        let protocol = request.headers().get(UPGRADE)?.clone();
-        Some(Tunnel {
+        let Some(protocol) = request.headers().get(UPGRADE).cloned() else {
+            return Ok(None);
+        };
+        if to != BackendProtocol::Http1 {
+            return Err("an HTTP/1.1 upgrade needs backend_protocol http1; \
+                 an h2c cluster takes WebSockets opened over HTTP/2 (extended CONNECT)");
+        }
+        Ok(Some(Tunnel {
             client: hyper::upgrade::on(request),
             asked: Asked::Upgrade(protocol),
-        })
+            to,
+        }))
     }
 
-    /// Puts the upgrade in the headers sent to the backend (hop by hop,
-    /// the client's were removed with the others); for an HTTP/2 client,
-    /// the rest of the HTTP/1.1 handshake too. Its other headers (origin,
-    /// subprotocols, extensions) pass as they came.
-    pub(crate) fn ask(&self, headers: &mut HeaderMap) {
-        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        match &self.asked {
-            Asked::Upgrade(protocol) => {
+    /// Whether the backend must have announced extended CONNECT.
+    pub(crate) fn needs_extended_connect(&self) -> bool {
+        matches!(self.asked, Asked::Connect) && self.to == BackendProtocol::H2c
+    }
+
+    /// Whether the backend's answer `status` opened the tunnel.
+    pub(crate) fn switched(&self, status: StatusCode) -> bool {
+        match self.to {
+            BackendProtocol::Http1 => status == StatusCode::SWITCHING_PROTOCOLS,
+            BackendProtocol::H2c => status.is_success(),
+        }
+    }
+
+    /// Puts the upgrade in the request sent to the backend (its headers
+    /// hop by hop, the client's were removed with the others): for an
+    /// HTTP/2 client, the rest of the HTTP/1.1 handshake too, or the
+    /// extended CONNECT again for an HTTP/2 backend. Its other headers
+    /// (origin, subprotocols, extensions) pass as they came.
+    pub(crate) fn ask(&self, request: &mut http::request::Parts) {
+        let headers = &mut request.headers;
+        match (&self.asked, self.to) {
+            (Asked::Upgrade(protocol), _) => {
+                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
                 headers.insert(UPGRADE, protocol.clone());
             }
-            Asked::Connect => {
+            (Asked::Connect, BackendProtocol::H2c) => {
+                request.method = Method::CONNECT;
+                request
+                    .extensions
+                    .insert(hyper::ext::Protocol::from_static("websocket"));
+            }
+            (Asked::Connect, BackendProtocol::Http1) => {
+                request.extensions.remove::<hyper::ext::Protocol>();
+                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
                 headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
                 // RFC 8441 clients send the version too; a backend that
                 // wants another says so in its answer, passed back.
@@ -111,14 +157,15 @@ impl Tunnel {
     /// (one that ignores upgrades) would open one to nothing. Any other
     /// status passes as a normal response.
     pub(crate) fn unusable(&self, status: StatusCode) -> Option<String> {
-        (matches!(self.asked, Asked::Connect) && status.is_success())
+        let handshake = matches!(self.asked, Asked::Connect) && self.to == BackendProtocol::Http1;
+        (handshake && status.is_success())
             .then(|| format!("answered the WebSocket handshake {status} instead of 101"))
     }
 
-    /// The backend switched to `protocol` (its `101` answer's `Upgrade`,
-    /// its hop-by-hop headers already removed): answers the client (`101`
-    /// over HTTP/1.1, `200` over HTTP/2) and copies bytes both ways until
-    /// either side closes, `pick` held until then.
+    /// The backend switched (its answer's hop-by-hop headers already
+    /// removed; `protocol` its `Upgrade`): answers the client (`101` over
+    /// HTTP/1.1, `2xx` over HTTP/2) and copies bytes both ways until either
+    /// side closes, `pick` held until then.
     pub(crate) fn open(
         self,
         mut response: Response<Incoming>,
@@ -139,9 +186,12 @@ impl Tunnel {
             }
             Asked::Connect => {
                 // The client sent no key: nothing to accept. The chosen
-                // subprotocol and extensions pass back as they came.
-                head.status = StatusCode::OK;
-                head.headers.remove(SEC_WEBSOCKET_ACCEPT);
+                // subprotocol and extensions pass back as they came (an
+                // HTTP/2 backend's answer is the client's as it is).
+                if self.to == BackendProtocol::Http1 {
+                    head.status = StatusCode::OK;
+                    head.headers.remove(SEC_WEBSOCKET_ACCEPT);
+                }
                 head.headers.remove(CONTENT_LENGTH);
             }
         }

@@ -35,32 +35,40 @@ pub(crate) async fn ws_backend() -> WsBackend {
             };
             let open = counted.clone();
             tokio::spawn(async move {
-                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
-                    return;
-                };
-                open.fetch_add(1, Relaxed);
-                if ws.send(Message::text(addr.to_string())).await.is_ok() {
-                    while let Some(Ok(message)) = ws.next().await {
-                        let echo = match message {
-                            Message::Text(t) if t.as_str() == "bye" => {
-                                let _ = ws.close(None).await;
-                                break;
-                            }
-                            Message::Text(t) => Message::Text(t),
-                            Message::Binary(b) => Message::Binary(b),
-                            Message::Close(_) => break,
-                            _ => continue,
-                        };
-                        if ws.send(echo).await.is_err() {
-                            break;
-                        }
-                    }
+                if let Ok(ws) = tokio_tungstenite::accept_async(tcp).await {
+                    echo(ws, addr, &open).await;
                 }
-                open.fetch_sub(1, Relaxed);
             });
         }
     });
     WsBackend { addr, open }
+}
+
+/// A backend's side of one WebSocket: says `addr`, echoes every text and
+/// binary message, closes on `bye`; counted in `open` while it lasts.
+pub(crate) async fn echo<S>(mut ws: WebSocketStream<S>, addr: SocketAddr, open: &AtomicU64)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    open.fetch_add(1, Relaxed);
+    if ws.send(Message::text(addr.to_string())).await.is_ok() {
+        while let Some(Ok(message)) = ws.next().await {
+            let echo = match message {
+                Message::Text(t) if t.as_str() == "bye" => {
+                    let _ = ws.close(None).await;
+                    break;
+                }
+                Message::Text(t) => Message::Text(t),
+                Message::Binary(b) => Message::Binary(b),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            if ws.send(echo).await.is_err() {
+                break;
+            }
+        }
+    }
+    open.fetch_sub(1, Relaxed);
 }
 
 pub(crate) async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {

@@ -6,12 +6,13 @@
 
 use crate::common;
 use crate::running;
-use crate::websocket::{in_flight, open, proxy, ws_backend, WsBackend};
+use crate::websocket::{echo, in_flight, open, proxy, ws_backend, WsBackend};
 
+use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
@@ -22,7 +23,10 @@ use futures_util::{SinkExt, StreamExt};
 use h2::client::SendRequest;
 use h2::{RecvStream, SendStream};
 use http::{Method, Request, StatusCode};
-use loadring_proxy::{BackendProtocol, ClusterConfig, DemoBackend};
+use http_body_util::Empty;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use loadring_proxy::{BackendProtocol, ClusterConfig, DemoBackend, KeySpec};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::server::{
@@ -403,18 +407,139 @@ async fn a_backend_that_does_not_switch_is_answered_as_it_answered_or_502() {
     assert_eq!(demo.requests(), 2, "only the two handshakes reached it");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_h2c_cluster_answers_501() {
-    let backend = ws_backend().await;
-    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
-    cluster.endpoints = vec![backend.addr.to_string().parse().unwrap()];
+/// An HTTP/2 WebSocket backend (RFC 8441 server side, hyper): a stream
+/// CONNECT with `:protocol websocket` is answered 200 (subprotocol `chat`)
+/// and echoed on as the HTTP/1.1 echo servers do; anything else is a 404.
+/// With `announce` false it does not enable extended CONNECT.
+async fn h2c_ws_backend(announce: bool) -> WsBackend {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let open = Arc::new(AtomicU64::new(0));
+    let counted = open.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let open = counted.clone();
+            let service = service_fn(move |mut request: Request<hyper::body::Incoming>| {
+                let open = open.clone();
+                async move {
+                    let websocket = request.method() == Method::CONNECT
+                        && request
+                            .extensions()
+                            .get::<hyper::ext::Protocol>()
+                            .is_some_and(|p| p.as_ref() == b"websocket");
+                    let mut response = http::Response::new(Empty::<Bytes>::new());
+                    if !websocket {
+                        *response.status_mut() = StatusCode::NOT_FOUND;
+                        return Ok::<_, Infallible>(response);
+                    }
+                    let upgrade = hyper::upgrade::on(&mut request);
+                    tokio::spawn(async move {
+                        if let Ok(upgraded) = upgrade.await {
+                            let io = TokioIo::new(upgraded);
+                            let ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+                            echo(ws, addr, &open).await;
+                        }
+                    });
+                    response
+                        .headers_mut()
+                        .insert("sec-websocket-protocol", "chat".parse().unwrap());
+                    Ok(response)
+                }
+            });
+            let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            if announce {
+                http.enable_connect_protocol();
+            }
+            let connection = http.serve_connection(TokioIo::new(tcp), service);
+            tokio::spawn(connection);
+        }
+    });
+    WsBackend { addr, open }
+}
+
+async fn h2c_proxy(backends: &[&WsBackend]) -> running::Running {
+    let mut cluster = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr.to_string().parse().unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["header:x-room"]).unwrap();
     cluster.backend_protocol = BackendProtocol::H2c;
-    let running = running::start(cluster).await;
+    running::start(cluster).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_tunnels_reach_an_h2c_cluster_by_extended_connect() {
+    let backends = [h2c_ws_backend(true).await, h2c_ws_backend(true).await];
+    let running = h2c_proxy(&[&backends[0], &backends[1]]).await;
+    let client = h2_cleartext(running.addr).await;
+    let mut tunnels = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..4 {
+        let (head, io) = connect(&client, "/chat", &format!("room-{i}")).await;
+        assert_eq!(head.status, 200, "{head:?}");
+        assert_eq!(head.headers["sec-websocket-protocol"], "chat");
+        let mut ws = WebSocketStream::from_raw_socket(io.unwrap(), Role::Client, None).await;
+        let owner = next(&mut ws).await.into_text().unwrap().to_string();
+        echoes(&mut ws, i).await;
+        tunnels.push(ws);
+        owners.push(owner);
+    }
+    // A room's tunnels stay on its owner.
+    for (i, owner) in owners.iter().enumerate() {
+        let (mut ws, again) = open_h2(&client, &format!("room-{i}")).await;
+        assert_eq!(&again, owner, "room-{i}");
+        ws.close(None).await.unwrap();
+    }
+    assert!(eventually(WAIT, || async { in_flight(running.admin).await == 4.0 }).await);
+    assert_eq!(open_at(&backends), 4);
+    // The client resets one, the backend closes the others.
+    tunnels
+        .remove(0)
+        .get_mut()
+        .send
+        .send_reset(h2::Reason::CANCEL);
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 3.0 }).await,
+        "reset by the client: released"
+    );
+    for ws in &mut tunnels {
+        ws.send(Message::text("bye")).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
+        "closed by the backend: released"
+    );
+    assert!(eventually(WAIT, || async { open_at(&backends) == 0 }).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_backend_without_extended_connect_or_an_http1_upgrade_to_h2c_is_a_501() {
+    let backend = h2c_ws_backend(false).await;
+    let running = h2c_proxy(&[&backend]).await;
     let client = h2_cleartext(running.addr).await;
     let (head, io) = connect(&client, "/chat", "r").await;
-    assert_eq!(head.status, 501);
+    assert_eq!(head.status, 501, "{head:?}");
     assert!(io.is_none());
+    // An HTTP/1.1 upgrade cannot reach an h2c cluster at all.
+    let reply = common::get(
+        running.addr,
+        "/chat",
+        &[
+            ("connection", "upgrade"),
+            ("upgrade", "websocket"),
+            ("sec-websocket-version", "13"),
+            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+        ],
+    )
+    .await;
+    assert_eq!(reply.status, 501);
+    assert!(
+        reply.body.contains("needs backend_protocol http1"),
+        "{reply:?}"
+    );
     assert_eq!(backend.open.load(Relaxed), 0);
+    assert_eq!(in_flight(running.admin).await, 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
