@@ -189,10 +189,10 @@ fn announces_extended_connect(frame: &[u8]) -> bool {
     if header.len() < 9 || header[3] != 4 || header[4] & 1 != 0 {
         return false;
     }
+    // The last value given counts.
     payload
         .chunks_exact(6)
-        .filter(|setting| setting[..2] == [0, 8])
-        .last()
+        .rfind(|setting| setting[..2] == [0, 8])
         .is_some_and(|setting| setting[2..] == [0, 0, 0, 1])
 }
 
