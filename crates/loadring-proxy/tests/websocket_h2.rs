@@ -254,6 +254,42 @@ async fn h2_tunnels_echo_reach_the_owner_and_hold_their_slot_until_either_side_c
     drop((reset, ended));
 }
 
+/// Keyed by method and target, a room is placed alike over HTTP/1.1 (a
+/// `GET`) and HTTP/2 (a `CONNECT`, keyed as the `GET` it becomes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_room_keyed_by_method_and_target_has_one_owner_either_way() {
+    let backends = [ws_backend().await, ws_backend().await, ws_backend().await];
+    let mut cluster = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr.to_string().parse().unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["method-uri"]).unwrap();
+    let running = running::start(cluster).await;
+    let client = h2_cleartext(running.addr).await;
+    let mut owners = std::collections::HashSet::new();
+    for i in 0..6 {
+        let path = format!("/room-{i}?v=1");
+        let (mut over_h1, _) = tokio::time::timeout(
+            WAIT,
+            tokio_tungstenite::connect_async(format!("ws://{}{path}", running.addr)),
+        )
+        .await
+        .expect("in time")
+        .expect("the upgrade passes");
+        let Some(Ok(Message::Text(owner))) = over_h1.next().await else {
+            panic!("{path}: no hello over HTTP/1.1");
+        };
+        let (head, io) = connect(&client, &path, "").await;
+        assert_eq!(head.status, 200, "{head:?}");
+        let mut ws = WebSocketStream::from_raw_socket(io.unwrap(), Role::Client, None).await;
+        let over_h2 = next(&mut ws).await.into_text().unwrap();
+        assert_eq!(over_h2, owner, "{path}");
+        owners.insert(owner.to_string());
+    }
+    assert!(owners.len() > 1, "the rooms are spread: {owners:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hot_room_over_h2_spills_once_its_owner_holds_its_cap() {
     let backends = [ws_backend().await, ws_backend().await, ws_backend().await];
