@@ -16,7 +16,6 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::config::BackendProtocol;
 use crate::connect::{Failure, Held, Upstream};
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
@@ -176,6 +175,8 @@ struct Head {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    /// An extended CONNECT's `:protocol` (a WebSocket to an HTTP/2 backend).
+    protocol: Option<hyper::ext::Protocol>,
 }
 
 impl Head {
@@ -185,6 +186,9 @@ impl Head {
         *request.uri_mut() = self.uri;
         *request.version_mut() = Version::HTTP_11;
         *request.headers_mut() = self.headers;
+        if let Some(protocol) = self.protocol {
+            request.extensions_mut().insert(protocol);
+        }
         request
     }
 
@@ -193,15 +197,17 @@ impl Head {
             method: self.method.clone(),
             uri: self.uri.clone(),
             headers: self.headers.clone(),
+            protocol: self.protocol.clone(),
         }
     }
 
     fn from_request(request: Request<Outgoing>) -> (Head, Outgoing) {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let head = Head {
             method: parts.method,
             uri: parts.uri,
             headers: parts.headers,
+            protocol: parts.extensions.remove(),
         };
         (head, body)
     }
@@ -213,6 +219,9 @@ enum Tried {
     Failed(Failure),
     /// The request was not in hand any more (a streamed body already sent).
     Gone,
+    /// A WebSocket over HTTP/2 to a backend that did not announce extended
+    /// CONNECT: not sent.
+    NoExtendedConnect,
 }
 
 /// Why a response's framing cannot be trusted, if it cannot: both
@@ -402,13 +411,16 @@ impl Forwarder {
         let grpc = crate::grpc::is_grpc(request.headers());
         // The endpoint of the last attempt, for a gRPC call's status.
         let mut last: Option<Backend> = None;
-        let tunnel = crate::websocket::Tunnel::asked(&mut request);
-        if tunnel.is_some() && cluster.config().backend_protocol != BackendProtocol::Http1 {
-            return local_response(
-                StatusCode::NOT_IMPLEMENTED,
-                "WebSocket upgrades need backend_protocol http1",
-            );
-        }
+        let tunnel = match crate::websocket::Tunnel::asked(
+            &mut request,
+            cluster.config().backend_protocol,
+        ) {
+            Ok(tunnel) => tunnel,
+            Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why),
+        };
+        let extended_connect = tunnel
+            .as_ref()
+            .is_some_and(crate::websocket::Tunnel::needs_extended_connect);
         let (mut parts, body) = request.into_parts();
         let key = if cluster.is_hashing() {
             cluster
@@ -431,7 +443,7 @@ impl Forwarder {
                 .insert(header::TE, HeaderValue::from_static("trailers"));
         }
         if let Some(tunnel) = &tunnel {
-            tunnel.ask(&mut parts.headers);
+            tunnel.ask(&mut parts);
         }
         append_forwarded_for(&mut parts.headers, peer.ip());
         // HTTP/2 clients name the host in the target (`:authority`).
@@ -449,6 +461,7 @@ impl Forwarder {
             method: parts.method,
             uri: origin_form(parts.uri),
             headers: parts.headers,
+            protocol: parts.extensions.remove(),
         });
         let config = cluster.config();
         let retries = config.retries;
@@ -543,6 +556,11 @@ impl Forwarder {
                         Ok(c) => c,
                         Err(e) => return Tried::Failed(Failure::Connect(e)),
                     };
+                    if extended_connect
+                        && !connection.extended_connect(config.connect_timeout).await
+                    {
+                        return Tried::NoExtendedConnect;
+                    }
                     let Some(outgoing) = returned_body.take().or_else(|| body.next_attempt())
                     else {
                         return Tried::Gone;
@@ -633,6 +651,17 @@ impl Forwarder {
                             "malformed response from the backend",
                         );
                     }
+                    if let Some(why) = tunnel.as_ref().and_then(|t| t.unusable(response.status())) {
+                        drop((response, held));
+                        self.attempt_failed(pick, started, &upstream, 502);
+                        tracing::warn!(cluster = name, endpoint = upstream.addr(), "{why}");
+                        return self.refuse(
+                            grpc,
+                            last.as_ref(),
+                            StatusCode::BAD_GATEWAY,
+                            "the backend did not switch to WebSocket",
+                        );
+                    }
                     let status = response.status();
                     self.metrics
                         .request(&self.label, &upstream, status.as_u16());
@@ -659,7 +688,7 @@ impl Forwarder {
                         upstream.count_failure();
                     }
                     if let Some(tunnel) = tunnel {
-                        if status == StatusCode::SWITCHING_PROTOCOLS {
+                        if tunnel.switched(status) {
                             let mut response = response;
                             let protocol = response.headers().get(header::UPGRADE).cloned();
                             strip_hop_by_hop(response.headers_mut());
@@ -685,6 +714,17 @@ impl Forwarder {
                     .with_report(report)
                     .with_grpc(tally);
                     return Response::from_parts(head, guarded.boxed_unsync());
+                }
+                Ok(Tried::NoExtendedConnect) => {
+                    // Not a failure of the endpoint: it serves what it
+                    // announced. The slot goes back without an outcome.
+                    drop(pick);
+                    self.metrics.request(&self.label, &upstream, 501);
+                    return local_response(
+                        StatusCode::NOT_IMPLEMENTED,
+                        "the backend does not take WebSockets over HTTP/2: \
+                         it did not announce extended CONNECT (RFC 8441)",
+                    );
                 }
                 Ok(Tried::Gone) => {
                     // Unreachable: a request is never tried once it is gone.

@@ -414,7 +414,11 @@ impl ServeClients {
         http.http1()
             .timer(TokioTimer::new())
             .header_read_timeout(clients.header_timeout);
-        http.http2().timer(TokioTimer::new());
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL: HTTP/2 clients may open
+        // WebSockets with extended CONNECT (RFC 8441), see websocket.rs.
+        http.http2()
+            .timer(TokioTimer::new())
+            .enable_connect_protocol();
         let http = Arc::new(http);
         let mut accept_errors = AcceptErrors::new();
         let mut stop = self.stop.clone();

@@ -1,5 +1,5 @@
 //! What a request names, checked before it is routed: its method (no
-//! tunnels), its one `Host`, and its path with dot segments resolved.
+//! tunnels but WebSockets), its one `Host`, and its path with dot segments resolved.
 //!
 //! A path is routed and forwarded with its dot segments resolved (RFC 3986
 //! 5.2.4), as nginx matches locations: `/api/../internal/x` is
@@ -30,14 +30,28 @@ fn refused(status: StatusCode, why: &'static str) -> Refused {
 /// compares it), or `None` when it names none (HTTP/1.0 without `Host`).
 ///
 /// # Errors
-/// CONNECT (501: no tunnels); two `Host` headers, or an HTTP/1.1 request
+/// CONNECT (501: no tunnels) unless it is HTTP/2's extended CONNECT for a
+/// WebSocket; two `Host` headers, or an HTTP/1.1 request
 /// without one, or an unreadable or malformed one (400, RFC 9112 3.2).
 pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
     if request.method() == Method::CONNECT {
-        return Err(refused(
-            StatusCode::NOT_IMPLEMENTED,
-            "CONNECT is not supported: this proxy opens no tunnels",
-        ));
+        match request.extensions().get::<hyper::ext::Protocol>() {
+            // HTTP/2's extended CONNECT for a WebSocket (RFC 8441): a tunnel
+            // to a backend the policy picks, like an HTTP/1.1 upgrade.
+            Some(protocol) if is_websocket(protocol) => {}
+            Some(_) => {
+                return Err(refused(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "extended CONNECT is only supported with :protocol websocket",
+                ));
+            }
+            None => {
+                return Err(refused(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "CONNECT is not supported: this proxy opens no tunnels",
+                ));
+            }
+        }
     }
     let mut hosts = request.headers().get_all(header::HOST).iter();
     let host = hosts.next();
@@ -66,6 +80,12 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
             .map(Some)
             .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "malformed Host header")),
     }
+}
+
+/// Whether an extended CONNECT's `:protocol` is `websocket` (RFC 8441 4;
+/// tokens compare without case, RFC 6455 4.2.1).
+pub fn is_websocket(protocol: &hyper::ext::Protocol) -> bool {
+    protocol.as_ref().eq_ignore_ascii_case(b"websocket")
 }
 
 /// A host as routes compare it: the port dropped, lower case, without a
@@ -236,6 +256,38 @@ mod tests {
             .body(())
             .unwrap();
         assert_eq!(check(&absolute), Ok(Some("API.example")));
+    }
+
+    #[test]
+    fn connect_passes_only_as_a_websocket_over_http2() {
+        let connect = |protocol: Option<&'static str>| {
+            let mut request = Request::builder()
+                .method(Method::CONNECT)
+                .version(Version::HTTP_2)
+                .uri("http://chat.example/room")
+                .body(())
+                .unwrap();
+            if let Some(p) = protocol {
+                request
+                    .extensions_mut()
+                    .insert(hyper::ext::Protocol::from_static(p));
+            }
+            check(&request)
+                .map(|host| host.map(str::to_string))
+                .map_err(|r| (r.status, r.why))
+        };
+        let host = Ok(Some("chat.example".to_string()));
+        assert_eq!(connect(Some("websocket")), host);
+        assert_eq!(connect(Some("WebSocket")), host);
+        let refused = |why| Err((StatusCode::NOT_IMPLEMENTED, why));
+        assert_eq!(
+            connect(Some("connect-udp")),
+            refused("extended CONNECT is only supported with :protocol websocket")
+        );
+        assert_eq!(
+            connect(None),
+            refused("CONNECT is not supported: this proxy opens no tunnels")
+        );
     }
 
     #[test]

@@ -1,20 +1,29 @@
-//! WebSocket (any HTTP/1.1 `Upgrade`) through the gateway: the upgrade goes
-//! to the picked backend, and once it answers `101 Switching Protocols`
-//! both sockets are handed over and bytes are copied both ways. The
-//! balancer's guard is held until the tunnel closes, so `loadring_in_flight`
-//! and bounded load count open tunnels: a hot room is a hot key, and its
-//! load is its open connections.
+//! WebSocket through the gateway: an HTTP/1.1 `Upgrade` (any protocol),
+//! or HTTP/2's extended CONNECT with `:protocol websocket` (RFC 8441). The
+//! handshake goes to the picked backend, as HTTP/1.1 to an `http1` cluster
+//! (`101 Switching Protocols` opens the tunnel) or as extended CONNECT to
+//! an `h2c` one (a `2xx` does), and once it is open both sides are handed
+//! over and bytes are copied both ways. The balancer's guard is held until the tunnel closes,
+//! so `loadring_in_flight` and bounded load count open tunnels: a hot room
+//! is a hot key, and its load is its open connections.
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use http::header::{HeaderMap, HeaderValue, CONNECTION, UPGRADE};
-use http::{Request, Response, Version};
+use base64::Engine as _;
+use http::header::{
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
+    SEC_WEBSOCKET_VERSION, UPGRADE,
+};
+use http::{Method, Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use loadring::{Outcome, Pick};
+use tokio_rustls::rustls::crypto::SecureRandom;
 
 use crate::cluster::Backend;
+use crate::config::BackendProtocol;
 use crate::connect::Held;
 use crate::proxy_body::{empty_body, ProxyBody};
 
@@ -22,7 +31,21 @@ use crate::proxy_body::{empty_body, ProxyBody};
 #[derive(Debug)]
 pub(crate) struct Tunnel {
     client: OnUpgrade,
-    protocol: HeaderValue,
+    asked: Asked,
+    /// What the backend speaks.
+    to: BackendProtocol,
+}
+
+/// How the client asked for its tunnel.
+#[derive(Debug)]
+enum Asked {
+    /// HTTP/1.1 `Upgrade` to this protocol: passed on as it is, and the
+    /// backend's `101` passed back.
+    Upgrade(HeaderValue),
+    /// HTTP/2 extended CONNECT for a WebSocket: an HTTP/1.1 backend gets
+    /// the handshake (RFC 6455 4.1) made for it, and its `101` is the
+    /// client's `200` (RFC 8441 5); an HTTP/2 one gets the CONNECT.
+    Connect,
 }
 
 /// Whether a `Connection` header lists `upgrade`.
@@ -36,30 +59,113 @@ fn lists_upgrade(headers: &HeaderMap) -> bool {
 }
 
 impl Tunnel {
-    /// The tunnel `request` asks for: HTTP/1.1 with `Connection: upgrade`
-    /// and an `Upgrade` protocol.
-    pub(crate) fn asked(request: &mut Request<Incoming>) -> Option<Tunnel> {
-        if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
-            return None;
+    /// The tunnel `request` asks for, to a backend speaking `to`: HTTP/1.1
+    /// with `Connection: upgrade` and an `Upgrade` protocol, or HTTP/2
+    /// `CONNECT` with `:protocol websocket`. The latter's method is `GET`
+    /// while its key is read (what an HTTP/1.1 backend is sent anyway): a
+    /// room is placed alike whichever way it came.
+    ///
+    /// # Errors
+    /// An HTTP/1.1 upgrade to an HTTP/2 backend (501): its protocol's
+    /// handshake would have to be translated, and only a WebSocket's is known.
+    pub(crate) fn asked(
+        request: &mut Request<Incoming>,
+        to: BackendProtocol,
+    ) -> Result<Option<Tunnel>, &'static str> {
+        if request.method() == Method::CONNECT {
+            // Any other CONNECT was refused before it was routed.
+            let websocket = request
+                .extensions()
+                .get::<hyper::ext::Protocol>()
+                .is_some_and(crate::target::is_websocket);
+            if !websocket {
+                return Ok(None);
+            }
+            *request.method_mut() = Method::GET;
+            return Ok(Some(Tunnel {
+                client: hyper::upgrade::on(request),
+                asked: Asked::Connect,
+                to,
+            }));
         }
-        let protocol = request.headers().get(UPGRADE)?.clone();
-        Some(Tunnel {
+        if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
+            return Ok(None);
+        }
+        let Some(protocol) = request.headers().get(UPGRADE).cloned() else {
+            return Ok(None);
+        };
+        if to != BackendProtocol::Http1 {
+            return Err("an HTTP/1.1 upgrade needs backend_protocol http1; \
+                 an h2c cluster takes WebSockets opened over HTTP/2 (extended CONNECT)");
+        }
+        Ok(Some(Tunnel {
             client: hyper::upgrade::on(request),
-            protocol,
-        })
+            asked: Asked::Upgrade(protocol),
+            to,
+        }))
     }
 
-    /// Puts the upgrade back in the headers sent to the backend (hop by
-    /// hop, they were removed with the others).
-    pub(crate) fn ask(&self, headers: &mut HeaderMap) {
-        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        headers.insert(UPGRADE, self.protocol.clone());
+    /// Whether the backend must have announced extended CONNECT.
+    pub(crate) fn needs_extended_connect(&self) -> bool {
+        matches!(self.asked, Asked::Connect) && self.to == BackendProtocol::H2c
     }
 
-    /// The backend switched to `protocol` (its `101` answer's `Upgrade`,
-    /// its hop-by-hop headers already removed): answers the client `101`
-    /// and copies bytes both ways until either side closes, `pick` held
-    /// until then.
+    /// Whether the backend's answer `status` opened the tunnel.
+    pub(crate) fn switched(&self, status: StatusCode) -> bool {
+        match self.to {
+            BackendProtocol::Http1 => status == StatusCode::SWITCHING_PROTOCOLS,
+            BackendProtocol::H2c => status.is_success(),
+        }
+    }
+
+    /// Puts the upgrade in the request sent to the backend (its headers
+    /// hop by hop, the client's were removed with the others): for an
+    /// HTTP/2 client, the rest of the HTTP/1.1 handshake too, or the
+    /// extended CONNECT again for an HTTP/2 backend. Its other headers
+    /// (origin, subprotocols, extensions) pass as they came.
+    pub(crate) fn ask(&self, request: &mut http::request::Parts) {
+        let headers = &mut request.headers;
+        match (&self.asked, self.to) {
+            (Asked::Upgrade(protocol), _) => {
+                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+                headers.insert(UPGRADE, protocol.clone());
+            }
+            (Asked::Connect, BackendProtocol::H2c) => {
+                request.method = Method::CONNECT;
+                request
+                    .extensions
+                    .insert(hyper::ext::Protocol::from_static("websocket"));
+            }
+            (Asked::Connect, BackendProtocol::Http1) => {
+                request.extensions.remove::<hyper::ext::Protocol>();
+                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+                headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
+                // RFC 8441 clients send the version too; a backend that
+                // wants another says so in its answer, passed back.
+                if !headers.contains_key(SEC_WEBSOCKET_VERSION) {
+                    headers.insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+                }
+                headers.insert(SEC_WEBSOCKET_KEY, handshake_key());
+                headers.remove(SEC_WEBSOCKET_ACCEPT);
+            }
+        }
+    }
+
+    /// Why the backend's answer `status` to the handshake cannot go to the
+    /// client, if it cannot: over HTTP/2 a `2xx` answer to CONNECT opens
+    /// the tunnel, so a backend that answered `2xx` without switching
+    /// (one that ignores upgrades) would open one to nothing. Any other
+    /// status passes as a normal response.
+    pub(crate) fn unusable(&self, status: StatusCode) -> Option<String> {
+        let handshake = matches!(self.asked, Asked::Connect) && self.to == BackendProtocol::Http1;
+        (handshake && status.is_success())
+            .then(|| format!("answered the WebSocket handshake {status} instead of 101"))
+    }
+
+    /// The backend switched (its answer's hop-by-hop headers already
+    /// removed; `protocol` its `Upgrade`): answers the client (`101` over
+    /// HTTP/1.1, `2xx` over HTTP/2) and copies bytes both ways until either
+    /// side closes, `pick` held until then.
     pub(crate) fn open(
         self,
         mut response: Response<Incoming>,
@@ -70,10 +176,24 @@ impl Tunnel {
     ) -> Response<ProxyBody> {
         let backend = hyper::upgrade::on(&mut response);
         let (mut head, _) = response.into_parts();
-        head.headers
-            .insert(CONNECTION, HeaderValue::from_static("upgrade"));
-        if let Some(protocol) = protocol {
-            head.headers.insert(UPGRADE, protocol);
+        match self.asked {
+            Asked::Upgrade(_) => {
+                head.headers
+                    .insert(CONNECTION, HeaderValue::from_static("upgrade"));
+                if let Some(protocol) = protocol {
+                    head.headers.insert(UPGRADE, protocol);
+                }
+            }
+            Asked::Connect => {
+                // The client sent no key: nothing to accept. The chosen
+                // subprotocol and extensions pass back as they came (an
+                // HTTP/2 backend's answer is the client's as it is).
+                if self.to == BackendProtocol::Http1 {
+                    head.status = StatusCode::OK;
+                    head.headers.remove(SEC_WEBSOCKET_ACCEPT);
+                }
+                head.headers.remove(CONTENT_LENGTH);
+            }
         }
         let client = self.client;
         tokio::spawn(async move {
@@ -98,6 +218,27 @@ impl Tunnel {
     }
 }
 
+/// A fresh `Sec-WebSocket-Key`: 16 random bytes in base64 (RFC 6455 4.1),
+/// from the operating system's generator that TLS uses.
+fn handshake_key() -> HeaderValue {
+    static RANDOM: OnceLock<&'static dyn SecureRandom> = OnceLock::new();
+    let random = *RANDOM
+        .get_or_init(|| tokio_rustls::rustls::crypto::ring::default_provider().secure_random);
+    let mut nonce = [0u8; 16];
+    if random.fill(&mut nonce).is_err() {
+        // The generator failed (never seen once a system has booted). The
+        // key proves only that the backend read this handshake (RFC 6455
+        // 1.3), so a nonce from std's randomly keyed hasher does.
+        use std::hash::BuildHasher;
+        let keys = std::collections::hash_map::RandomState::new();
+        for (i, half) in nonce.chunks_mut(8).enumerate() {
+            half.copy_from_slice(&keys.hash_one(i).to_le_bytes());
+        }
+    }
+    let text = base64::engine::general_purpose::STANDARD.encode(nonce);
+    HeaderValue::try_from(text).expect("base64 is a valid header value")
+}
+
 /// Copies bytes both ways until one side has ended its stream (what it
 /// sent passed on, then the other side's writing shut down), then closes
 /// both, as nginx ends a tunnel: a WebSocket has no use for a half-closed
@@ -120,5 +261,24 @@ async fn copy_until_either_closes(
     tokio::select! {
         ended = up => ended,
         ended = down => ended,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_keys_are_16_fresh_bytes_in_base64() {
+        let keys: Vec<HeaderValue> = (0..4).map(|_| handshake_key()).collect();
+        for key in &keys {
+            let nonce = base64::engine::general_purpose::STANDARD
+                .decode(key.as_bytes())
+                .unwrap();
+            assert_eq!(nonce.len(), 16, "{key:?}");
+        }
+        for (i, key) in keys.iter().enumerate() {
+            assert!(!keys[i + 1..].contains(key), "{key:?} again");
+        }
     }
 }

@@ -16,3 +16,4 @@ mod grpc;
 mod tls;
 mod upstream;
 mod websocket;
+mod websocket_h2;

@@ -26,13 +26,13 @@ use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// A CA of the test's own, and the files it writes.
-struct Pki {
+pub(crate) struct Pki {
     dir: tempfile::TempDir,
     ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Pki {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
@@ -55,7 +55,7 @@ impl Pki {
 
     /// A leaf for `localhost` and 127.0.0.1 signed by the CA, written to
     /// `NAME.crt` and `NAME.key`; its DER.
-    fn leaf(&self, name: &str) -> (TlsFiles, CertificateDer<'static>) {
+    pub(crate) fn leaf(&self, name: &str) -> (TlsFiles, CertificateDer<'static>) {
         let key = KeyPair::generate().unwrap();
         let params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
@@ -69,7 +69,7 @@ impl Pki {
         (files, cert.der().clone())
     }
 
-    fn client(&self, alpn: &[u8]) -> TlsConnector {
+    pub(crate) fn client(&self, alpn: &[u8]) -> TlsConnector {
         let mut roots = RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let mut config =

@@ -16,14 +16,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// An echo server: says its address first, echoes every text, closes on
-/// `bye`; counts its open connections.
-struct WsBackend {
-    addr: SocketAddr,
-    open: Arc<AtomicU64>,
+/// An echo server: says its address first, echoes every text and binary
+/// message, closes on `bye`; counts its open connections.
+pub(crate) struct WsBackend {
+    pub(crate) addr: SocketAddr,
+    pub(crate) open: Arc<AtomicU64>,
 }
 
-async fn ws_backend() -> WsBackend {
+pub(crate) async fn ws_backend() -> WsBackend {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let open = Arc::new(AtomicU64::new(0));
@@ -35,34 +35,43 @@ async fn ws_backend() -> WsBackend {
             };
             let open = counted.clone();
             tokio::spawn(async move {
-                let Ok(mut ws) = tokio_tungstenite::accept_async(tcp).await else {
-                    return;
-                };
-                open.fetch_add(1, Relaxed);
-                if ws.send(Message::text(addr.to_string())).await.is_ok() {
-                    while let Some(Ok(message)) = ws.next().await {
-                        let echo = match message {
-                            Message::Text(t) if t.as_str() == "bye" => {
-                                let _ = ws.close(None).await;
-                                break;
-                            }
-                            Message::Text(t) => Message::Text(t),
-                            Message::Close(_) => break,
-                            _ => continue,
-                        };
-                        if ws.send(echo).await.is_err() {
-                            break;
-                        }
-                    }
+                if let Ok(ws) = tokio_tungstenite::accept_async(tcp).await {
+                    echo(ws, addr, &open).await;
                 }
-                open.fetch_sub(1, Relaxed);
             });
         }
     });
     WsBackend { addr, open }
 }
 
-async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
+/// A backend's side of one WebSocket: says `addr`, echoes every text and
+/// binary message, closes on `bye`; counted in `open` while it lasts.
+pub(crate) async fn echo<S>(mut ws: WebSocketStream<S>, addr: SocketAddr, open: &AtomicU64)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    open.fetch_add(1, Relaxed);
+    if ws.send(Message::text(addr.to_string())).await.is_ok() {
+        while let Some(Ok(message)) = ws.next().await {
+            let echo = match message {
+                Message::Text(t) if t.as_str() == "bye" => {
+                    let _ = ws.close(None).await;
+                    break;
+                }
+                Message::Text(t) => Message::Text(t),
+                Message::Binary(b) => Message::Binary(b),
+                Message::Close(_) => break,
+                _ => continue,
+            };
+            if ws.send(echo).await.is_err() {
+                break;
+            }
+        }
+    }
+    open.fetch_sub(1, Relaxed);
+}
+
+pub(crate) async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
     let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
     cluster.endpoints = backends
         .iter()
@@ -79,7 +88,7 @@ async fn proxy(policy: &str, backends: &[&WsBackend]) -> Running {
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A tunnel for `room`; the backend that took it.
-async fn open(proxy: SocketAddr, room: &str) -> (Ws, String) {
+pub(crate) async fn open(proxy: SocketAddr, room: &str) -> (Ws, String) {
     let mut request = format!("ws://{proxy}/chat").into_client_request().unwrap();
     request
         .headers_mut()
@@ -103,7 +112,7 @@ async fn next_text(ws: &mut Ws) -> String {
     }
 }
 
-async fn in_flight(admin: SocketAddr) -> f64 {
+pub(crate) async fn in_flight(admin: SocketAddr) -> f64 {
     metric_sum(
         &get(admin, "/metrics", &[]).await.body,
         "loadring_in_flight",

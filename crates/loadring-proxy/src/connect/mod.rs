@@ -35,7 +35,6 @@ use http::header::HOST;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
 use hyper::body::Incoming;
-use hyper::client::conn::http2::SendRequest;
 use tokio_rustls::rustls::ClientConfig;
 
 pub(crate) use body::UpstreamBody;
@@ -190,7 +189,7 @@ enum Sender {
     /// A pooled HTTP/1.1 connection, this request's alone.
     H1(Conn),
     /// The endpoint's HTTP/2 connection, shared.
-    H2(SendRequest<Outgoing>),
+    H2(h2::H2Conn),
 }
 
 /// A connection held by one request, before it is sent on.
@@ -224,6 +223,16 @@ impl Checkout {
         }
     }
 
+    /// Whether the backend accepts HTTP/2 extended CONNECT (RFC 8441),
+    /// waiting up to `within` for its SETTINGS on a new connection; an
+    /// HTTP/1.1 connection does not.
+    pub(crate) async fn extended_connect(&self, within: Duration) -> bool {
+        match &self.conn {
+            Sender::H1(_) => false,
+            Sender::H2(conn) => conn.extended_connect(within).await,
+        }
+    }
+
     /// Sends `request` (origin-form target, `Host` set) and waits for the
     /// response head; the connection comes back with it, to give back once
     /// the body has ended ([`Held::into_body`]).
@@ -243,8 +252,9 @@ impl Checkout {
         } = self;
         let mut conn = match conn {
             Sender::H1(conn) => conn,
-            Sender::H2(mut sender) => {
+            Sender::H2(conn) => {
                 let request = h2_request(request, &addr, tls);
+                let mut sender = conn.sender;
                 return match sender.try_send_request(request).await {
                     Ok(response) => Ok((
                         response,
