@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Instructions per request of one proxy under valgrind's callgrind, on the
+# uniform HTTP/1.1 workload of bench/gateway.sh (same backends, same keys):
+# a count, not a time, so it repeats whatever else the machine is doing
+# (BENCHMARKS.md, "Instructions per request").
+#
+#   bash bench/gateway-callgrind.sh loadring [BINARY]   # default: target/release/loadring
+#   bash bench/gateway-callgrind.sh haproxy
+#   bash bench/gateway-callgrind.sh nginx
+#
+# Needs valgrind and wrk (and haproxy or nginx for theirs); build first with
+# `cargo build --release -p loadring-cli -p loadring-gatebench`. Settings:
+# CG_SECONDS (8: the measured wrk run, after a 3 s warm-up that is not
+# counted), CG_CONNECTIONS (64), CG_PORT (21100: the port base; the proxy
+# listens on base+100, the 8 backends on base+1..base+8). Everything
+# listens on 127.0.0.1; the backends, the proxy and valgrind are stopped by
+# pid at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+which=${1:?usage: gateway-callgrind.sh loadring [BINARY] | haproxy | nginx}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN=${2:-$TARGET/release/loadring}
+GATEBENCH=$TARGET/release/loadring-gatebench
+SECONDS_RUN=${CG_SECONDS:-8}
+CONNECTIONS=${CG_CONNECTIONS:-64}
+BASE=${CG_PORT:-21100}
+PORT=$((BASE + 100))
+ADMIN=$BASE
+for tool in valgrind callgrind_annotate callgrind_control wrk curl; do
+    command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install -y valgrind wrk curl)" >&2; exit 1; }
+done
+[ -x "$GATEBENCH" ] || { echo "$GATEBENCH is missing: cargo build --release -p loadring-gatebench" >&2; exit 1; }
+OUT=$(mktemp -d /tmp/gateway-callgrind.XXXXXX)
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+"$GATEBENCH" keys --workload uniform --requests 200000 --keys 10000 --seed 42 --out "$OUT/uniform.keys"
+"$GATEBENCH" backends --base-port $((BASE + 1)) --count 8 --admin-port "$ADMIN" --mean-ms 5 --seed 1 \
+    2>"$OUT/backends.log" &
+PIDS+=($!)
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$ADMIN/stats" >/dev/null && break; sleep 0.1; done
+
+endpoints=() nginx_servers="" haproxy_servers=""
+for i in $(seq 8); do
+    addr=127.0.0.1:$((BASE + i))
+    endpoints+=(-e "$addr")
+    nginx_servers+="server $addr; "
+    haproxy_servers+="    server s$i $addr id $i"$'\n'
+done
+case $which in
+    loadring)
+        command=("$BIN" proxy --listen "127.0.0.1:$PORT" --policy nginx_hash:consistent=true
+            --key header:X-Key "${endpoints[@]}") ;;
+    haproxy)
+        printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s\n    default_backend pool\nbackend pool\n    balance hdr(X-Key)\n    hash-type consistent\n%s' \
+            "$PORT" "$haproxy_servers" >"$OUT/haproxy.cfg"
+        command=(haproxy -db -f "$OUT/haproxy.cfg") ;;
+    nginx)
+        # One process (no master), as root: callgrind_control must reach it.
+        mkdir -p "$OUT/nginx"
+        cat >"$OUT/nginx.conf" <<NGINX
+daemon off; master_process off; user root; pid $OUT/nginx/nginx.pid; error_log $OUT/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off; keepalive_requests 1000000;
+    client_body_temp_path $OUT/nginx/b; proxy_temp_path $OUT/nginx/p; fastcgi_temp_path $OUT/nginx/f;
+    uwsgi_temp_path $OUT/nginx/u; scgi_temp_path $OUT/nginx/s;
+    upstream pool { hash \$http_x_key consistent; $nginx_servers keepalive 256; keepalive_requests 1000000; }
+    server { listen 127.0.0.1:$PORT; location / { proxy_pass http://pool; proxy_http_version 1.1; proxy_set_header Connection ""; } }
+}
+NGINX
+        command=(nginx -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx.conf") ;;
+    *) echo "unknown proxy $which: loadring, haproxy or nginx" >&2; exit 1 ;;
+esac
+
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out.%p" \
+    "${command[@]}" >"$OUT/proxy.log" 2>&1 &
+VALGRIND=$!
+PIDS+=("$VALGRIND")
+for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.2; done
+export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=1
+wrk -t1 -c"$CONNECTIONS" -d3s -s bench/gateway/keys.lua "http://127.0.0.1:$PORT/" >/dev/null
+callgrind_control -i on "$VALGRIND" >/dev/null || true
+wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s bench/gateway/keys.lua \
+    "http://127.0.0.1:$PORT/" >"$OUT/wrk.txt"
+callgrind_control -i off "$VALGRIND" >/dev/null || true
+callgrind_control -d "$VALGRIND" >/dev/null || true
+for _ in $(seq 100); do ls "$OUT"/callgrind.out.*.1 >/dev/null 2>&1 && break; sleep 0.1; done
+sleep 1
+requests=$(awk '/requests in/ {print $1}' "$OUT/wrk.txt")
+total=0
+for file in "$OUT"/callgrind.out.*.1; do
+    count=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
+    total=$((total + ${count:-0}))
+done
+echo "$which: $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
