@@ -7,6 +7,11 @@
 #   bash bench/gateway-callgrind.sh loadring [BINARY]   # default: target/release/loadring
 #   bash bench/gateway-callgrind.sh haproxy
 #   bash bench/gateway-callgrind.sh nginx
+#   CG_PROTOCOL=h2c bash bench/gateway-callgrind.sh loadring|haproxy
+#
+# CG_PROTOCOL=h2c: HTTP/2 with prior knowledge instead (h2load, 16
+# connections x 16 streams, the key in the path as bench/gateway.sh's h2c
+# rows; needs nghttp2-client), 40,000 requests counted after 4,000 not.
 #
 # Needs valgrind and wrk (and haproxy or nginx for theirs); build first with
 # `cargo build --release -p loadring-cli -p loadring-gatebench`. Settings:
@@ -25,9 +30,12 @@ GATEBENCH=$TARGET/release/loadring-gatebench
 SECONDS_RUN=${CG_SECONDS:-8}
 CONNECTIONS=${CG_CONNECTIONS:-64}
 BASE=${CG_PORT:-21100}
+PROTOCOL=${CG_PROTOCOL:-http1}
 PORT=$((BASE + 100))
 ADMIN=$BASE
-for tool in valgrind callgrind_annotate callgrind_control wrk curl; do
+tools=(valgrind callgrind_annotate callgrind_control wrk curl)
+if [ "$PROTOCOL" = h2c ]; then tools+=(h2load); fi
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install -y valgrind wrk curl)" >&2; exit 1; }
 done
 [ -x "$GATEBENCH" ] || { echo "$GATEBENCH is missing: cargo build --release -p loadring-gatebench" >&2; exit 1; }
@@ -51,11 +59,15 @@ for i in $(seq 8); do
 done
 case $which in
     loadring)
+        key=header:X-Key
+        if [ "$PROTOCOL" = h2c ]; then key=path; fi
         command=("$BIN" proxy --listen "127.0.0.1:$PORT" --policy nginx_hash:consistent=true
-            --key header:X-Key "${endpoints[@]}") ;;
+            --key "$key" "${endpoints[@]}") ;;
     haproxy)
-        printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s\n    default_backend pool\nbackend pool\n    balance hdr(X-Key)\n    hash-type consistent\n%s' \
-            "$PORT" "$haproxy_servers" >"$OUT/haproxy.cfg"
+        bind_options="" balance="hdr(X-Key)"
+        if [ "$PROTOCOL" = h2c ]; then bind_options=" proto h2" balance=uri; fi
+        printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s%s\n    default_backend pool\nbackend pool\n    balance %s\n    hash-type consistent\n%s' \
+            "$PORT" "$bind_options" "$balance" "$haproxy_servers" >"$OUT/haproxy.cfg"
         command=(haproxy -db -f "$OUT/haproxy.cfg") ;;
     nginx)
         # One process (no master), as root: callgrind_control must reach it.
@@ -79,20 +91,30 @@ valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/callgrin
     "${command[@]}" >"$OUT/proxy.log" 2>&1 &
 VALGRIND=$!
 PIDS+=("$VALGRIND")
-for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.2; done
-export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=1
-wrk -t1 -c"$CONNECTIONS" -d3s -s bench/gateway/keys.lua "http://127.0.0.1:$PORT/" >/dev/null
-callgrind_control -i on "$VALGRIND" >/dev/null || true
-wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s bench/gateway/keys.lua \
-    "http://127.0.0.1:$PORT/" >"$OUT/wrk.txt"
+probe=(curl -s -o /dev/null "http://127.0.0.1:$PORT/k/probe")
+if [ "$PROTOCOL" = h2c ]; then probe=(curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$PORT/k/probe"); fi
+for _ in $(seq 300); do "${probe[@]}" && break; sleep 0.2; done
+if [ "$PROTOCOL" = h2c ]; then
+    head -n 20000 "$OUT/uniform.keys" | sed "s|^|http://127.0.0.1:$PORT/k/|" >"$OUT/uniform.uris"
+    h2load -c 16 -m 16 -t 1 -n 4000 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
+    callgrind_control -i on "$VALGRIND" >/dev/null || true
+    h2load -c 16 -m 16 -t 1 -n 40000 -i "$OUT/uniform.uris" >"$OUT/h2load.txt" 2>&1 || true
+    requests=$(awk '/^requests:/ { print $8 }' "$OUT/h2load.txt")
+else
+    export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=1
+    wrk -t1 -c"$CONNECTIONS" -d3s -s bench/gateway/keys.lua "http://127.0.0.1:$PORT/" >/dev/null
+    callgrind_control -i on "$VALGRIND" >/dev/null || true
+    wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s bench/gateway/keys.lua \
+        "http://127.0.0.1:$PORT/" >"$OUT/wrk.txt"
+    requests=$(awk '/requests in/ {print $1}' "$OUT/wrk.txt")
+fi
 callgrind_control -i off "$VALGRIND" >/dev/null || true
 callgrind_control -d "$VALGRIND" >/dev/null || true
 for _ in $(seq 100); do ls "$OUT"/callgrind.out.*.1 >/dev/null 2>&1 && break; sleep 0.1; done
 sleep 1
-requests=$(awk '/requests in/ {print $1}' "$OUT/wrk.txt")
 total=0
 for file in "$OUT"/callgrind.out.*.1; do
     count=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
     total=$((total + ${count:-0}))
 done
-echo "$which: $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
+echo "$which ($PROTOCOL): $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
