@@ -34,13 +34,18 @@ pub(crate) struct Tunnel {
     asked: Asked,
     /// What the backend speaks.
     to: BackendProtocol,
+    /// The `Sec-WebSocket-Accept` the proxy answers an HTTP/1.1 client
+    /// itself: its handshake became an HTTP/2 backend's extended CONNECT,
+    /// which carries no key.
+    accept: Option<HeaderValue>,
 }
 
 /// How the client asked for its tunnel.
 #[derive(Debug)]
 enum Asked {
     /// HTTP/1.1 `Upgrade` to this protocol: passed on as it is, and the
-    /// backend's `101` passed back.
+    /// backend's `101` passed back; to an HTTP/2 backend (a WebSocket's
+    /// only) made extended CONNECT, its `2xx` answered `101` here.
     Upgrade(HeaderValue),
     /// HTTP/2 extended CONNECT for a WebSocket: an HTTP/1.1 backend gets
     /// the handshake (RFC 6455 4.1) made for it, and its `101` is the
@@ -86,6 +91,7 @@ impl Tunnel {
                 client: hyper::upgrade::on(request),
                 asked: Asked::Connect,
                 to,
+                accept: None,
             }));
         }
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
@@ -94,20 +100,36 @@ impl Tunnel {
         let Some(protocol) = request.headers().get(UPGRADE).cloned() else {
             return Ok(None);
         };
-        if to != BackendProtocol::Http1 {
-            return Err("an HTTP/1.1 upgrade needs backend_protocol http1; \
-                 an h2c cluster takes WebSockets opened over HTTP/2 (extended CONNECT)");
-        }
+        let accept = match to {
+            BackendProtocol::Http1 => None,
+            // Only a WebSocket's handshake is known, to be made extended
+            // CONNECT (RFC 8441) and answered here (RFC 6455 4.2.2).
+            BackendProtocol::H2c => {
+                let key = request
+                    .headers()
+                    .get(SEC_WEBSOCKET_KEY)
+                    .filter(|_| protocol.as_bytes().eq_ignore_ascii_case(b"websocket"));
+                match key {
+                    Some(key) => Some(accept_key(key)),
+                    None => {
+                        return Err("an HTTP/1.1 upgrade to an h2c cluster must be a WebSocket \
+                             handshake (Upgrade: websocket with a Sec-WebSocket-Key)")
+                    }
+                }
+            }
+        };
         Ok(Some(Tunnel {
             client: hyper::upgrade::on(request),
             asked: Asked::Upgrade(protocol),
             to,
+            accept,
         }))
     }
 
     /// Whether the backend must have announced extended CONNECT.
     pub(crate) fn needs_extended_connect(&self) -> bool {
-        matches!(self.asked, Asked::Connect) && self.to == BackendProtocol::H2c
+        // Every tunnel to an HTTP/2 backend is an extended CONNECT.
+        self.to == BackendProtocol::H2c
     }
 
     /// Whether the backend's answer `status` opened the tunnel.
@@ -126,15 +148,18 @@ impl Tunnel {
     pub(crate) fn ask(&self, request: &mut http::request::Parts) {
         let headers = &mut request.headers;
         match (&self.asked, self.to) {
-            (Asked::Upgrade(protocol), _) => {
-                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
-                headers.insert(UPGRADE, protocol.clone());
-            }
-            (Asked::Connect, BackendProtocol::H2c) => {
+            (_, BackendProtocol::H2c) => {
+                // An HTTP/1.1 client's key is answered by the proxy: the
+                // CONNECT carries none (RFC 8441 5).
                 request.method = Method::CONNECT;
                 request
                     .extensions
                     .insert(hyper::ext::Protocol::from_static("websocket"));
+                headers.remove(SEC_WEBSOCKET_KEY);
+            }
+            (Asked::Upgrade(protocol), BackendProtocol::Http1) => {
+                headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+                headers.insert(UPGRADE, protocol.clone());
             }
             (Asked::Connect, BackendProtocol::Http1) => {
                 request.extensions.remove::<hyper::ext::Protocol>();
@@ -177,11 +202,16 @@ impl Tunnel {
         let backend = hyper::upgrade::on(&mut response);
         let (mut head, _) = response.into_parts();
         match self.asked {
-            Asked::Upgrade(_) => {
+            Asked::Upgrade(asked) => {
                 head.headers
                     .insert(CONNECTION, HeaderValue::from_static("upgrade"));
-                if let Some(protocol) = protocol {
-                    head.headers.insert(UPGRADE, protocol);
+                head.headers.insert(UPGRADE, protocol.unwrap_or(asked));
+                if let Some(accept) = self.accept {
+                    // An HTTP/2 backend's 2xx: the client's handshake is
+                    // answered as a WebSocket server would.
+                    head.status = StatusCode::SWITCHING_PROTOCOLS;
+                    head.headers.remove(CONTENT_LENGTH);
+                    head.headers.insert(SEC_WEBSOCKET_ACCEPT, accept);
                 }
             }
             Asked::Connect => {
@@ -239,6 +269,17 @@ fn handshake_key() -> HeaderValue {
     HeaderValue::try_from(text).expect("base64 is a valid header value")
 }
 
+/// The `Sec-WebSocket-Accept` for a client's `key` (RFC 6455 4.2.2): the
+/// base64 of the SHA-1 of the key and the protocol's GUID.
+fn accept_key(key: &HeaderValue) -> HeaderValue {
+    const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
+    context.update(key.as_bytes());
+    context.update(GUID);
+    let text = base64::engine::general_purpose::STANDARD.encode(context.finish());
+    HeaderValue::try_from(text).expect("base64 is a valid header value")
+}
+
 /// Copies bytes both ways until one side has ended its stream (what it
 /// sent passed on, then the other side's writing shut down), then closes
 /// both, as nginx ends a tunnel: a WebSocket has no use for a half-closed
@@ -267,6 +308,13 @@ async fn copy_until_either_closes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_accept_key_is_rfc_6455s() {
+        // RFC 6455 1.3's example.
+        let key = HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ==");
+        assert_eq!(accept_key(&key), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+    }
 
     #[test]
     fn handshake_keys_are_16_fresh_bytes_in_base64() {

@@ -29,6 +29,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use loadring_proxy::{BackendProtocol, ClusterConfig, DemoBackend, KeySpec};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::handshake::server::{
     Request as Handshake, Response as HandshakeAnswer,
 };
@@ -549,31 +550,100 @@ async fn h2_tunnels_reach_an_h2c_cluster_by_extended_connect() {
     assert!(eventually(WAIT, || async { open_at(&backends) == 0 }).await);
 }
 
+/// An HTTP/1.1 client's WebSocket handshake reaches an h2c cluster as
+/// extended CONNECT; the proxy answers the client's key itself (the
+/// tungstenite client checks `Sec-WebSocket-Accept`), and the tunnel holds
+/// its slot until it closes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_h2c_backend_without_extended_connect_or_an_http1_upgrade_to_h2c_is_a_501() {
+async fn http1_upgrades_reach_an_h2c_cluster_by_extended_connect() {
+    let backends = [h2c_ws_backend(true).await, h2c_ws_backend(true).await];
+    let running = h2c_proxy(&[&backends[0], &backends[1]]).await;
+    let h2 = h2_cleartext(running.addr).await;
+    let mut tunnels = Vec::new();
+    for i in 0..4 {
+        let room = format!("room-{i}");
+        // The test's HTTP/2 backend always chooses subprotocol `chat`: the
+        // client offers it (tungstenite refuses one it did not offer).
+        let mut request = format!("ws://{}/chat", running.addr)
+            .into_client_request()
+            .unwrap();
+        request
+            .headers_mut()
+            .insert("x-room", room.parse().unwrap());
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", "chat".parse().unwrap());
+        let (mut ws, answer) =
+            tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+                .await
+                .expect("in time")
+                .expect("the upgrade passes, Sec-WebSocket-Accept checked");
+        assert_eq!(answer.status(), 101);
+        assert_eq!(answer.headers()["sec-websocket-protocol"], "chat");
+        let owner = match tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Text(t))) => t.to_string(),
+            other => panic!("expected the backend's address, got {other:?}"),
+        };
+        // The same room over HTTP/2 has the same owner.
+        let (mut again, owner_h2) = open_h2(&h2, &room).await;
+        assert_eq!(owner, owner_h2, "{room}");
+        again.close(None).await.unwrap();
+        ws.send(Message::text(format!("ping-{i}"))).await.unwrap();
+        match tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("in time")
+        {
+            Some(Ok(Message::Text(t))) => assert_eq!(t.as_str(), format!("ping-{i}")),
+            other => panic!("expected the echo, got {other:?}"),
+        }
+        tunnels.push(ws);
+    }
+    assert!(eventually(WAIT, || async { in_flight(running.admin).await == 4.0 }).await);
+    assert!(eventually(WAIT, || async { open_at(&backends) == 4 }).await);
+    for mut ws in tunnels {
+        ws.close(None).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
+        "closed by the clients: released"
+    );
+    assert!(eventually(WAIT, || async { open_at(&backends) == 0 }).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2c_backend_without_extended_connect_or_another_upgrade_to_h2c_is_a_501() {
     let backend = h2c_ws_backend(false).await;
     let running = h2c_proxy(&[&backend]).await;
     let client = h2_cleartext(running.addr).await;
     let (head, io) = connect(&client, "/chat", "r").await;
     assert_eq!(head.status, 501, "{head:?}");
     assert!(io.is_none());
-    // An HTTP/1.1 upgrade cannot reach an h2c cluster at all.
-    let reply = common::get(
-        running.addr,
-        "/chat",
-        &[
-            ("connection", "upgrade"),
-            ("upgrade", "websocket"),
-            ("sec-websocket-version", "13"),
-            ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
-        ],
-    )
-    .await;
+    // An HTTP/1.1 WebSocket handshake: the same backend cannot take it.
+    let websocket = [
+        ("connection", "upgrade"),
+        ("upgrade", "websocket"),
+        ("sec-websocket-version", "13"),
+        ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    let reply = common::get(running.addr, "/chat", &websocket).await;
     assert_eq!(reply.status, 501);
-    assert!(
-        reply.body.contains("needs backend_protocol http1"),
-        "{reply:?}"
-    );
+    assert!(reply.body.contains("extended CONNECT"), "{reply:?}");
+    // Another protocol, or a WebSocket without its key, cannot be
+    // translated to HTTP/2 at all.
+    for upgrade in [
+        &[("connection", "upgrade"), ("upgrade", "foo/1")][..],
+        &websocket[..3],
+    ] {
+        let reply = common::get(running.addr, "/chat", upgrade).await;
+        assert_eq!(reply.status, 501, "{upgrade:?}");
+        assert!(
+            reply.body.contains("must be a WebSocket handshake"),
+            "{upgrade:?}: {reply:?}"
+        );
+    }
     assert_eq!(backend.open.load(Relaxed), 0);
     assert_eq!(in_flight(running.admin).await, 0.0);
 }
