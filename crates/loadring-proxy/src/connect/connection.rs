@@ -166,29 +166,43 @@ impl AsyncWrite for Stream {
     }
 }
 
-/// The socket, noting each byte the backend sends.
-#[derive(Debug)]
-struct Watched {
-    stream: Stream,
-    shared: Arc<Shared>,
+/// What a connection's reads are shown to, as they come.
+pub(crate) trait ReadObserver {
+    /// `bytes` came from the backend, after those before.
+    fn saw(&mut self, bytes: &[u8]);
 }
 
-impl AsyncRead for Watched {
+/// An HTTP/1 connection notes that an answer began.
+impl ReadObserver for Arc<Shared> {
+    fn saw(&mut self, _: &[u8]) {
+        self.answered.store(true, Relaxed);
+    }
+}
+
+/// The socket, showing each read to its observer; writes pass through.
+#[derive(Debug)]
+pub(crate) struct Observed<O> {
+    pub(crate) stream: Stream,
+    pub(crate) observer: O,
+}
+
+impl<O: ReadObserver + Unpin> AsyncRead for Observed<O> {
     fn poll_read(
-        mut self: Pin<&mut Self>,
+        self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
         let before = buf.filled().len();
-        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
         if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.shared.answered.store(true, Relaxed);
+            this.observer.saw(&buf.filled()[before..]);
         }
         polled
     }
 }
 
-impl AsyncWrite for Watched {
+impl<O: Unpin> AsyncWrite for Observed<O> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -310,9 +324,9 @@ pub(crate) async fn connect(
         state: AtomicU64::new(IN_USE),
         answered: AtomicBool::new(false),
     });
-    let io = TokioIo::new(Watched {
+    let io = TokioIo::new(Observed {
         stream,
-        shared: shared.clone(),
+        observer: shared.clone(),
     });
     let (sender, connection) = http1::Builder::new()
         // A fixed 4 KiB read buffer (grown only while a head is longer)
@@ -336,7 +350,7 @@ pub(crate) async fn connect(
 /// `idle_timeout` (then it is closed); dropping `end` tells the request
 /// holding it.
 async fn drive(
-    connection: http1::Connection<TokioIo<Watched>, Outgoing>,
+    connection: http1::Connection<TokioIo<Observed<Arc<Shared>>>, Outgoing>,
     shared: Arc<Shared>,
     idle_timeout: Duration,
     end: oneshot::Sender<()>,

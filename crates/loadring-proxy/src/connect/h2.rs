@@ -8,19 +8,15 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{watch, Mutex};
 use tokio_rustls::rustls::ClientConfig;
 
-use super::connection::{open, ConnectError, Stream};
+use super::connection::{open, ConnectError, Observed, ReadObserver};
 use crate::request_body::Outgoing;
 
 /// An endpoint's HTTP/2 connection, as requests share it.
@@ -77,9 +73,9 @@ pub(crate) async fn sender(
     }
     let stream = open(addr, timeout, tls).await?;
     let (announce, connect_protocol) = watch::channel(None);
-    let stream = FirstFrame {
+    let stream = Observed {
         stream,
-        reader: SettingsReader::new(announce),
+        observer: SettingsReader::new(announce),
     };
     let mut builder = http2::Builder::new(TokioExecutor::new());
     // Pings find a dead peer on a connection that otherwise waits for
@@ -119,18 +115,11 @@ fn worth_keeping(slot: &Slot) -> bool {
     }
 }
 
-/// The backend's side of the connection, reading whether its first frame
-/// (its SETTINGS) announces extended CONNECT. h2 does not say when a
-/// peer's SETTINGS came, only what they are once applied; the frame read
-/// here is known the moment it is whole. (A later SETTINGS frame could
-/// announce it too; servers announce it at once.)
-#[derive(Debug)]
-struct FirstFrame {
-    stream: Stream,
-    reader: SettingsReader,
-}
-
-/// What [`FirstFrame`] reads.
+/// Reads whether the backend's first frame (its SETTINGS) announces
+/// extended CONNECT. h2 does not say when a peer's SETTINGS came, only what
+/// they are once applied; the frame read here is known the moment it is
+/// whole. (A later SETTINGS frame could announce it too; servers announce
+/// it at once.)
 #[derive(Debug)]
 struct SettingsReader {
     /// The first frame's bytes read so far.
@@ -149,13 +138,9 @@ impl SettingsReader {
             announce: Some(announce),
         }
     }
+}
 
-    /// The frame is whole: nothing more to read.
-    fn done(&self) -> bool {
-        self.announce.is_none()
-    }
-
-    /// `bytes` came from the backend, after those before.
+impl ReadObserver for SettingsReader {
     fn saw(&mut self, bytes: &[u8]) {
         let Some(announce) = &self.announce else {
             return;
@@ -194,52 +179,6 @@ fn announces_extended_connect(frame: &[u8]) -> bool {
         .chunks_exact(6)
         .rfind(|setting| setting[..2] == [0, 8])
         .is_some_and(|setting| setting[2..] == [0, 0, 0, 1])
-}
-
-impl AsyncRead for FirstFrame {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
-        if !self.reader.done() && buf.filled().len() > before {
-            let this = &mut *self;
-            this.reader.saw(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for FirstFrame {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
 }
 
 #[cfg(test)]
@@ -373,7 +312,7 @@ mod tests {
                 }
             }
             assert_eq!(*told.borrow(), Some(true), "{piece}");
-            assert!(reader.done() && reader.frame.is_empty());
+            assert!(reader.announce.is_none() && reader.frame.is_empty());
             // What follows is not read.
             reader.saw(b"more");
             assert!(reader.frame.is_empty());
