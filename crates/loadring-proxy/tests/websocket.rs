@@ -112,6 +112,24 @@ async fn next_text(ws: &mut Ws) -> String {
     }
 }
 
+/// Bounded loads at `load_factor=1.25`: no endpoint holds more than
+/// ceil(c * m / n) of the `tunnels` (m) open at once over `endpoints` (n),
+/// and the hot room spilled to more than one. The owner's count.
+pub(crate) fn spilled_under_the_cap(
+    per_backend: &std::collections::HashMap<String, usize>,
+    tunnels: u32,
+    endpoints: u32,
+) -> usize {
+    let owner = per_backend.values().copied().max().unwrap();
+    let cap = (1.25 * f64::from(tunnels) / f64::from(endpoints)).ceil() as usize;
+    assert!(
+        owner <= cap,
+        "owner holds {owner} > cap {cap}: {per_backend:?}"
+    );
+    assert!(per_backend.len() > 1, "the room spilled: {per_backend:?}");
+    owner
+}
+
 pub(crate) async fn in_flight(admin: SocketAddr) -> f64 {
     metric_sum(
         &get(admin, "/metrics", &[]).await.body,
@@ -173,15 +191,7 @@ async fn a_hot_room_spills_once_its_owner_holds_its_cap() {
         *per_backend.entry(backend).or_default() += 1;
         held.push(ws);
     }
-    let owner = per_backend.values().copied().max().unwrap();
-    // Bounded loads: no endpoint holds more than ceil(c * m / n) of the m
-    // tunnels open at once over n endpoints.
-    let cap = (1.25 * f64::from(tunnels) / 3.0).ceil() as usize;
-    assert!(
-        owner <= cap,
-        "owner holds {owner} > cap {cap}: {per_backend:?}"
-    );
-    assert!(per_backend.len() > 1, "the room spilled: {per_backend:?}");
+    let owner = spilled_under_the_cap(&per_backend, tunnels, 3);
     let metrics = get(running.admin, "/metrics", &[]).await.body;
     let spilled = metric(&metrics, "loadring_spilled_total").unwrap_or(0.0);
     assert_eq!(

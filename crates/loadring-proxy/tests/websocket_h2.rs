@@ -6,7 +6,9 @@
 
 use crate::common;
 use crate::running;
-use crate::websocket::{echo, in_flight, open, proxy, ws_backend, WsBackend};
+use crate::websocket::{
+    echo, in_flight, open, proxy, spilled_under_the_cap, ws_backend, WsBackend,
+};
 
 use std::convert::Infallible;
 use std::io;
@@ -195,6 +197,19 @@ async fn echoes(ws: &mut Ws, i: usize) {
     assert_eq!(next(ws).await, Message::binary(binary));
 }
 
+/// Each tunnel asks its echo backend to close (it says "bye"); every slot
+/// is released and no backend holds a tunnel any more.
+async fn the_backends_close(tunnels: &mut [Ws], admin: SocketAddr, backends: &[WsBackend]) {
+    for ws in tunnels.iter_mut() {
+        ws.send(Message::text("bye")).await.unwrap();
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(admin).await == 0.0 }).await,
+        "closed by the backend: released"
+    );
+    assert!(eventually(WAIT, || async { open_at(backends) == 0 }).await);
+}
+
 fn open_at(backends: &[WsBackend]) -> u64 {
     backends.iter().map(|b| b.open.load(Relaxed)).sum()
 }
@@ -244,14 +259,7 @@ async fn h2_tunnels_echo_reach_the_owner_and_hold_their_slot_until_either_side_c
         "closed by the client: released"
     );
     // The backend closes the others.
-    for ws in &mut tunnels {
-        ws.send(Message::text("bye")).await.unwrap();
-    }
-    assert!(
-        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
-        "closed by the backend: released"
-    );
-    assert!(eventually(WAIT, || async { open_at(&backends) == 0 }).await);
+    the_backends_close(&mut tunnels, running.admin, &backends).await;
     drop((reset, ended));
 }
 
@@ -308,13 +316,7 @@ async fn a_hot_room_over_h2_spills_once_its_owner_holds_its_cap() {
         *per_backend.entry(backend).or_default() += 1;
         held.push(ws);
     }
-    let owner = per_backend.values().copied().max().unwrap();
-    let cap = (1.25 * f64::from(tunnels) / 3.0).ceil() as usize;
-    assert!(
-        owner <= cap,
-        "owner holds {owner} > cap {cap}: {per_backend:?}"
-    );
-    assert!(per_backend.len() > 1, "the room spilled: {per_backend:?}");
+    spilled_under_the_cap(&per_backend, tunnels, 3);
     assert_eq!(in_flight(running.admin).await, f64::from(tunnels));
     // The whole connection goes: every stream with it.
     drop((held, client));
@@ -540,14 +542,7 @@ async fn h2_tunnels_reach_an_h2c_cluster_by_extended_connect() {
         eventually(WAIT, || async { in_flight(running.admin).await == 3.0 }).await,
         "reset by the client: released"
     );
-    for ws in &mut tunnels {
-        ws.send(Message::text("bye")).await.unwrap();
-    }
-    assert!(
-        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
-        "closed by the backend: released"
-    );
-    assert!(eventually(WAIT, || async { open_at(&backends) == 0 }).await);
+    the_backends_close(&mut tunnels, running.admin, &backends).await;
 }
 
 /// An HTTP/1.1 client's WebSocket handshake reaches an h2c cluster as
