@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use foldhash::fast::RandomState;
-
 use tokio::runtime::{Handle, RuntimeFlavor};
 
 use super::connection::Conn;
