@@ -313,25 +313,26 @@ fn check_target(with: &Figures) {
 /// lets every proxy put twice the mean on the hot key's owner).
 const ISSUE_FLEET: (usize, usize, usize) = (4, 6, 6);
 
-/// The backends' reports reach the proxies, are kept from the clients, and
-/// cut the hot key owner's load by more than a tenth.
+/// The backends' reports reach the proxies and are kept from the clients;
+/// they cut the hot key owner's load by more than a tenth and keep it
+/// within 1.35 of the mean (issue 29's target). With the fleet's cap (not
+/// rounded up) and each proxy held to its own cap too: 1.117 to 1.216
+/// with reports over five runs, 1.78 to 1.81 without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_cut_a_hot_keys_peak_across_four_proxies() {
+async fn reports_keep_the_busiest_backend_within_1_35_of_the_mean() {
     let (proxies, backends, clients) = ISSUE_FLEET;
     let (with, without) = compare(Fleet::new(proxies, backends, clients)).await;
     check_cut(&with, &without);
+    check_target(&with);
 }
 
-/// Issue 29's absolute target, with `report_rule=share`: each proxy takes
-/// its share of the room a report shows (its in flight over the view's
-/// total) plus the slot its own completion freed, so the proxies that hear
-/// of a dip in the hot owner's load do not all fill it. Measured 1.196 to
-/// 1.273 with reports over three runs (1.77 to 1.81 without). The issue's
-/// view alone (`reports_cut_a_hot_keys_peak_across_four_proxies`) measured
-/// 1.341 to 1.386: every proxy that sees the room a dip left takes it (one
-/// proxy with all 24 clients, its own count exact: 1.234 to 1.246).
+/// The same with `report_rule=share`: each proxy takes its share of the
+/// room a report shows (its in flight over the view's total) plus the slot
+/// its own completion freed. 1.100 with reports in one run (1.79
+/// without); at other sizes the plain view does as well or better (see
+/// the README's *Many balancers, one cap*).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_keep_the_busiest_backend_within_1_35_of_the_mean() {
+async fn the_share_rule_keeps_the_busiest_backend_within_1_35_too() {
     let (proxies, backends, clients) = ISSUE_FLEET;
     let fleet = Fleet {
         policy: SHARE_POLICY,
@@ -344,8 +345,9 @@ async fn reports_keep_the_busiest_backend_within_1_35_of_the_mean() {
 
 /// The same experiment with the numbers in `LOADRING_FLEET`
 /// (`PROXIES,BACKENDS,CLIENTS`); 8 proxies over 5 backends, 2 clients each,
-/// without it, with `report_rule=share`. Asserts the cut (with more than
-/// one proxy); `LOADRING_FLEET_TARGET=1` asserts the 1.35 target too.
+/// without it, with the default `report_rule=view` (`LOADRING_FLEET_POLICY`:
+/// another policy). Asserts the cut (with more than one proxy);
+/// `LOADRING_FLEET_TARGET=1` asserts the 1.35 target too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_fleet_sizes() {
     let sizes: Vec<usize> = std::env::var("LOADRING_FLEET")
@@ -360,8 +362,13 @@ async fn other_fleet_sizes() {
     let [proxies, backends, clients] = sizes[..] else {
         panic!("LOADRING_FLEET=PROXIES,BACKENDS,CLIENTS, got {sizes:?}");
     };
+    // The policy, leaked once: a test process runs this test once.
+    let policy: &'static str = match std::env::var("LOADRING_FLEET_POLICY") {
+        Ok(policy) => Box::leak(policy.into_boxed_str()),
+        Err(_) => POLICY,
+    };
     let fleet = Fleet {
-        policy: SHARE_POLICY,
+        policy,
         ..Fleet::new(proxies, backends, clients)
     };
     let (with, without) = compare(fleet).await;

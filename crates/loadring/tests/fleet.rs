@@ -552,22 +552,47 @@ fn a_removed_members_report_leaves_the_mean() {
 /// picks before and after the age tell the two totals apart.
 #[test]
 fn an_expired_report_leaves_the_mean_at_its_age() {
-    for (at, home) in [(1000, 3), (1001, 2)] {
+    for (at, home) in [(1000, 0), (1001, 2)] {
         let b = balancer("c_murmurhash_bl", 3);
         let req = Request::key("a").at(ms(at));
         let owner = b.route(&req).unwrap().unwrap().addr().to_string();
-        let other = endpoints(3)
-            .into_iter()
-            .find(|e| e.addr() != owner)
-            .unwrap();
-        b.report_load(other.addr(), LoadReport::new(6).at(ms(0)))
-            .unwrap();
-        // Fresh: total 6 + picks, cap ceil(1.25 (T + 1) / 3) = 4 from the
-        // first pick; expired: the local counts, cap 1, 1, 2 for T = 0, 1, 2.
+        b.report_load(&owner, LoadReport::new(2).at(ms(0))).unwrap();
+        // Fresh: the owner's load is 2 + its picks, the total 2 + the
+        // picks, the fleet's cap max(floor(1.25 (T + 1) / 3), ceil((T + 1) / 3))
+        // = 1, 2, 2 for T = 2, 3, 4: the owner is full from the first pick.
+        // Expired: the local counts, cap ceil(1.25 (T + 1) / 3) = 1, 1, 2
+        // for T = 0, 1, 2.
         let held: Vec<Pick> = (0..3).map(|_| b.pick(&req).unwrap()).collect();
         let at_owner = held.iter().filter(|p| p.addr() == owner).count();
         assert_eq!(at_owner, home, "at {at} ms");
     }
+}
+
+/// A report only tightens what one balancer sends: an owner that the
+/// fleet's view shows with room still takes no more of this balancer's
+/// requests than its own cap, ceil(1.25 (T + 1) / 4) on its own total.
+#[test]
+fn reports_never_let_a_balancer_pass_its_own_cap() {
+    let b = balancer("c_murmurhash_bl", 4);
+    let req = Request::key("a").at(ms(1));
+    let owner = b.route(&req).unwrap().unwrap().addr().to_string();
+    let other = endpoints(4)
+        .into_iter()
+        .find(|e| e.addr() != owner)
+        .unwrap();
+    b.report_load(&owner, LoadReport::new(0).at(ms(0))).unwrap();
+    b.report_load(other.addr(), LoadReport::new(8).at(ms(0)))
+        .unwrap();
+    // The view: total 8 + picks, the fleet's cap max(floor(1.25 (T + 1) / 4),
+    // ceil((T + 1) / 4)) = 3 at T = 8 and 9, and the owner at 0 then 1: room
+    // for both picks. Its own cap: 1 at T = 0 and at T = 1.
+    let held: Vec<Pick> = (0..2).map(|_| b.pick(&req).unwrap()).collect();
+    let at_owner = held.iter().filter(|p| p.addr() == owner).count();
+    assert_eq!(at_owner, 1);
+    assert!(
+        held.iter().all(|p| p.addr() != other.addr()),
+        "{other:?} is full"
+    );
 }
 
 #[test]

@@ -201,6 +201,13 @@ impl FleetState {
         self.next_sweep.store(0, Relaxed);
     }
 
+    /// Whether a report is counted in the sum (it is while a sweep is due
+    /// some time; a pick that races a sweep in progress may see none).
+    #[inline]
+    pub(crate) fn counts_reports(&self) -> bool {
+        self.next_sweep.load(Relaxed) != u64::MAX
+    }
+
     /// Whether a sweep may be due at `now` (µs): one read, no claim.
     #[inline]
     pub(crate) fn sweep_due_at(&self, now: u64) -> bool {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::inflight::fleet::{micros, with_offset};
 use crate::inflight::pool::Pool;
+use crate::util::bounded::LoadFactor;
 
 /// Picks without a time of their own read the process clock once in this
 /// many (per thread) to see whether a report has expired: reading it on
@@ -34,6 +35,8 @@ pub(crate) struct FleetView<'a> {
     max_age: u64,
     /// `report_rule=share` (see [`FleetView::share_cap`]).
     share: bool,
+    /// Whether the loads include reports (see [`FleetView::reported`]).
+    reported: bool,
 }
 
 impl<'a> FleetView<'a> {
@@ -44,7 +47,7 @@ impl<'a> FleetView<'a> {
     pub(crate) fn new(pool: &'a Pool, at: Option<Duration>) -> Self {
         let fleet = pool.fleet();
         let on = fleet.has_reports();
-        let view = FleetView {
+        let mut view = FleetView {
             pool,
             on,
             whole: pool.is_whole(),
@@ -52,9 +55,14 @@ impl<'a> FleetView<'a> {
             now: Cell::new(None),
             max_age: if on { fleet.max_age.load(Relaxed) } else { 0 },
             share: on && fleet.share.load(Relaxed),
+            reported: on,
         };
         if on && view.whole {
             view.sweep_if_due();
+            // For the whole membership, while one is counted in the sum; for a
+            // subset, once any has come (its freshness is per endpoint, and
+            // checking every member would cost the pick `O(n)`).
+            view.reported = fleet.counts_reports();
         }
         view
     }
@@ -132,6 +140,29 @@ impl<'a> FleetView<'a> {
         fresh.then_some(offset)
     }
 
+    /// Whether the loads include reports: then loadring's cap is the
+    /// fleet's ([`FleetView::cap`]) and a pick keeps to its own cap too
+    /// ([`FleetView::try_reserve_bounded`]).
+    #[inline]
+    pub(crate) fn reported(&self) -> bool {
+        self.reported
+    }
+
+    /// loadring's cap of an endpoint of weight `weight` among members of
+    /// total weight `weight_sum` at `total` in flight: rounded up
+    /// ([`LoadFactor::cap`]) while the balancer counts only its own
+    /// requests, rounded down to no less than the fair share
+    /// ([`LoadFactor::fleet_cap`]) while the loads include reports: there
+    /// the rounding would be the whole fleet's margin.
+    #[inline]
+    pub(crate) fn cap(&self, factor: LoadFactor, total: u64, weight: u32, weight_sum: u64) -> u64 {
+        if self.reported {
+            factor.fleet_cap(total, weight, weight_sum)
+        } else {
+            factor.cap(total, weight, weight_sum)
+        }
+    }
+
     /// Endpoint `i`'s load: the fleet view, else requests in flight here.
     #[inline]
     pub(crate) fn load(&self, i: usize) -> u64 {
@@ -200,14 +231,45 @@ impl<'a> FleetView<'a> {
     /// [`FleetView::share_cap`] allows).
     #[inline]
     pub(crate) fn try_reserve(&self, i: usize, cap: u64) -> bool {
-        let Some(offset) = self.offset(i) else {
+        self.try_reserve_within(i, cap, u64::MAX)
+    }
+
+    /// Reserves a slot on endpoint `i` under loadring's cap `cap` (from
+    /// [`FleetView::cap`], of weight `weight` among `weight_sum`). While the
+    /// loads include reports, also within the cap its own
+    /// requests alone give it (rounded up, on its own total): a report only
+    /// ever tightens what one balancer sends. A report that shows room
+    /// which other balancers are filling at the same moment would
+    /// otherwise let each of them send more than its own cap, and the
+    /// fleet's worst instant would be worse than without reports.
+    #[inline]
+    pub(crate) fn try_reserve_bounded(
+        &self,
+        i: usize,
+        cap: u64,
+        factor: LoadFactor,
+        weight: u32,
+        weight_sum: u64,
+    ) -> bool {
+        if !self.reported {
             return self.pool.try_reserve(i, cap);
+        }
+        let own = factor.cap(self.pool.total_load(), weight, weight_sum);
+        self.try_reserve_within(i, cap, own)
+    }
+
+    /// [`FleetView::try_reserve`] with the local count also kept below `own`.
+    #[inline]
+    fn try_reserve_within(&self, i: usize, cap: u64, own: u64) -> bool {
+        let Some(offset) = self.offset(i) else {
+            return self.pool.try_reserve(i, cap.min(own));
         };
         if cap == 0 {
             return false;
         }
         if self.share {
             if let Some(allowed) = self.share_cap(i, cap) {
+                let allowed = allowed.min(own);
                 return allowed > 0 && self.pool.try_reserve(i, allowed);
             }
         }
@@ -216,7 +278,7 @@ impl<'a> FleetView<'a> {
         local_cap > 0
             && self
                 .pool
-                .try_reserve(i, u64::try_from(local_cap).unwrap_or(u64::MAX))
+                .try_reserve(i, u64::try_from(local_cap).unwrap_or(u64::MAX).min(own))
     }
 }
 

@@ -268,6 +268,9 @@ pub(crate) struct Hashing<T: Placement> {
     uniform: bool,
     /// Bounded: each endpoint's cap at total 0, the least cap it can have.
     floors: Vec<u64>,
+    /// The placement caps loads with a rule of its own (HAProxy's), not
+    /// loadring's cap.
+    own_rule: bool,
 }
 
 impl<T: Placement> Hashing<T> {
@@ -283,11 +286,12 @@ impl<T: Placement> Hashing<T> {
                 .windows(2)
                 .all(|w| w[0].weight() == w[1].weight());
         let sum = pool.weight_sum();
-        // Caps grow with the total: the cap at total 0 is the least.
+        // Caps grow with the total: the cap at total 0 is the least (of
+        // the fleet's cap, never above the local one: see FleetView::cap).
         let floors = match bound {
             Some(Bound::Factor(_)) if own_rule => vec![own_floor.unwrap_or(0); pool.len()],
             Some(Bound::Factor(factor)) => (0..pool.len())
-                .map(|i| factor.cap(0, pool.weight(i), sum))
+                .map(|i| factor.fleet_cap(0, pool.weight(i), sum))
                 .collect(),
             Some(Bound::Envoy(rule)) => (0..pool.len())
                 .map(|i| rule.cap(0, pool.weight(i), sum))
@@ -300,6 +304,7 @@ impl<T: Placement> Hashing<T> {
             bound,
             uniform,
             floors,
+            own_rule,
         })
     }
 
@@ -364,10 +369,34 @@ impl<T: Placement> Hashing<T> {
     /// The cap of endpoint `owner` with `total` in flight: the scheme's own
     /// rule if it has one.
     #[inline]
-    fn cap_at(&self, factor: LoadFactor, total: u64, owner: usize) -> u64 {
+    fn cap_at(&self, view: &FleetView<'_>, factor: LoadFactor, total: u64, owner: usize) -> u64 {
         self.placement
             .own_cap(factor, total, owner, &self.pool)
-            .unwrap_or_else(|| factor.cap(total, self.pool.weight(owner), self.pool.weight_sum()))
+            .unwrap_or_else(|| {
+                view.cap(
+                    factor,
+                    total,
+                    self.pool.weight(owner),
+                    self.pool.weight_sum(),
+                )
+            })
+    }
+
+    /// Reserves a slot on `i` under `cap`, [`Hashing::cap_at`]'s: the
+    /// scheme's own rule alone, or loadring's cap, which reported loads
+    /// only tighten (see [`FleetView::try_reserve_bounded`]).
+    #[inline]
+    fn try_reserve_under(
+        &self,
+        view: &FleetView<'_>,
+        factor: LoadFactor,
+        i: usize,
+        cap: u64,
+    ) -> bool {
+        if self.own_rule || !view.reported() {
+            return view.try_reserve(i, cap);
+        }
+        view.try_reserve_bounded(i, cap, factor, self.pool.weight(i), self.pool.weight_sum())
     }
 
     /// The owners met walking clockwise from `start` over every entry once,
@@ -457,14 +486,17 @@ impl<T: Placement> Hashing<T> {
                 }
                 let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
                     let total = view.total_load();
-                    (total, factor.cap(total, self.pool.weight(0), weight_sum))
+                    (
+                        total,
+                        view.cap(factor, total, self.pool.weight(0), weight_sum),
+                    )
                 });
                 let cap = if self.uniform {
                     uniform_cap
                 } else {
-                    self.cap_at(factor, total, owner)
+                    self.cap_at(&view, factor, total, owner)
                 };
-                if cap > floor && view.try_reserve(owner, cap) {
+                if cap > floor && self.try_reserve_under(&view, factor, owner, cap) {
                     return Ok(owner);
                 }
             }
@@ -489,8 +521,8 @@ impl<T: Placement> Hashing<T> {
         let total = view.total_load();
         let mut lightest: Option<(usize, u128, u128)> = None;
         for i in (0..self.pool.len()).filter(|&i| self.pool.eligible(i, req)) {
-            let cap = self.cap_at(factor, total, i);
-            if view.try_reserve(i, cap) {
+            let cap = self.cap_at(view, factor, total, i);
+            if self.try_reserve_under(view, factor, i, cap) {
                 return Ok(i);
             }
             let (load, cap) = (u128::from(view.load(i)), u128::from(cap.max(1)));
@@ -590,7 +622,7 @@ impl<T: Placement> Hashing<T> {
 
     /// The cap the next pick applies to endpoint `i`, in `view`.
     fn cap_of(&self, view: &FleetView<'_>, factor: LoadFactor, i: usize) -> u64 {
-        self.cap_at(factor, view.total_load(), i)
+        self.cap_at(view, factor, view.total_load(), i)
     }
 
     /// Envoy's rule: the most in flight the next pick may leave on `i`

@@ -344,8 +344,24 @@ impl NginxModulo {
     }
 
     /// The generic cap of endpoint `i` with `total` in flight.
-    fn cap_at(&self, factor: LoadFactor, total: u64, i: usize) -> u64 {
-        factor.cap(total, self.pool.weight(i), self.pool.weight_sum())
+    fn cap_at(&self, view: &FleetView<'_>, factor: LoadFactor, total: u64, i: usize) -> u64 {
+        view.cap(factor, total, self.pool.weight(i), self.pool.weight_sum())
+    }
+
+    /// Reserves a slot on `i` under its cap at `total` (reported loads
+    /// only tighten it: [`FleetView::try_reserve_bounded`]).
+    fn try_reserve_under(
+        &self,
+        view: &FleetView<'_>,
+        factor: LoadFactor,
+        total: u64,
+        i: usize,
+    ) -> bool {
+        let cap = self.cap_at(view, factor, total, i);
+        if !view.reported() {
+            return view.try_reserve(i, cap);
+        }
+        view.try_reserve_bounded(i, cap, factor, self.pool.weight(i), self.pool.weight_sum())
     }
 
     fn pick_bounded(
@@ -362,7 +378,7 @@ impl NginxModulo {
                 continue;
             }
             let total = *total.get_or_insert_with(|| view.total_load());
-            if view.try_reserve(i, self.cap_at(factor, total, i)) {
+            if self.try_reserve_under(&view, factor, total, i) {
                 return Ok(i);
             }
         }
@@ -405,7 +421,7 @@ impl Picker for NginxModulo {
     fn try_reserve(&self, i: usize) -> bool {
         let view = FleetView::new(&self.pool, None);
         match self.bound {
-            Some(factor) => view.try_reserve(i, self.cap_at(factor, view.total_load(), i)),
+            Some(factor) => self.try_reserve_under(&view, factor, view.total_load(), i),
             None => {
                 self.pool.reserve(i);
                 true
@@ -423,7 +439,7 @@ impl Picker for NginxModulo {
 
     fn cap(&self, i: usize) -> Option<u64> {
         let view = FleetView::new(&self.pool, None);
-        Some(self.cap_at(self.bound?, view.total_load(), i))
+        Some(self.cap_at(&view, self.bound?, view.total_load(), i))
     }
 
     fn layout(&self) -> Option<Layout> {

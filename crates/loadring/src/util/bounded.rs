@@ -159,6 +159,40 @@ impl LoadFactor {
         }
     }
 
+    /// The cap under loads the backends report for a whole fleet of
+    /// balancers: `max(floor(F * (total + 1) * w / W), ceil((total + 1) * w / W))`.
+    ///
+    /// [`LoadFactor::cap`] rounds up, which adds up to one request to every
+    /// cap. One balancer sees its own requests, and its caps rounded up are
+    /// the rule every other implementation applies. Under a fleet's reports
+    /// the same request is the whole fleet's margin: at 4 in flight per
+    /// backend, `ceil(1.25 * 33 / 8) = 6` lets the owner of a hot key hold
+    /// 1.5 times the mean, where the factor promised 1.25. So the fleet's
+    /// cap is rounded down, and never below the endpoint's fair share
+    /// rounded up: the members' caps then still add up to at least
+    /// `total + 1`, room for every request when all are eligible (the
+    /// capacity argument of the rounded-up cap). It is at most
+    /// [`LoadFactor::cap`] and grows with `total` as it does.
+    #[inline]
+    pub(crate) fn fleet_cap(&self, total: u64, weight: u32, weight_sum: u64) -> u64 {
+        if weight_sum == 0 {
+            return 0;
+        }
+        let share = (u128::from(total) + 1) * u128::from(weight);
+        let top = u128::from(self.num) * share;
+        let bottom = u128::from(self.den) * u128::from(weight_sum);
+        // As in `cap`: 64-bit division in all practical cases.
+        if let (Ok(top), Ok(bottom), Ok(share)) = (
+            u64::try_from(top),
+            u64::try_from(bottom),
+            u64::try_from(share),
+        ) {
+            return (top / bottom).max(share.div_ceil(weight_sum));
+        }
+        let fair = share.div_ceil(u128::from(weight_sum));
+        u64::try_from((top / bottom).max(fair)).unwrap_or(u64::MAX)
+    }
+
     /// The factor as a float, for display.
     pub fn as_f64(&self) -> f64 {
         self.num as f64 / self.den as f64
@@ -227,6 +261,71 @@ mod tests {
     fn huge_values_do_not_overflow() {
         let f = LoadFactor::parse_decimal("load_factor", "1000").unwrap();
         assert_eq!(f.cap(u64::MAX - 1, u32::MAX, u64::from(u32::MAX)), u64::MAX);
+        assert_eq!(
+            f.fleet_cap(u64::MAX - 1, u32::MAX, u64::from(u32::MAX)),
+            u64::MAX
+        );
+    }
+
+    #[test]
+    fn fleet_caps_round_down_but_never_below_the_fair_share() {
+        let f = LoadFactor::DEFAULT;
+        // 8 endpoints, 32 in flight: 1.25 * 33 / 8 = 5.16, rounded down to 5
+        // (the local cap rounds up to 6).
+        assert_eq!(f.fleet_cap(32, 1, 8), 5);
+        assert_eq!(f.cap(32, 1, 8), 6);
+        // 8 endpoints, 8 in flight: 1.25 * 9 / 8 = 1.41 rounds down to 1,
+        // below the fair share 9 / 8, rounded up: 2.
+        assert_eq!(f.fleet_cap(8, 1, 8), 2);
+        // Exact products are not rounded: 1.25 * 8 / 4 = 2.5 -> 2; 1.25 * 16 / 4 = 5.
+        assert_eq!(f.fleet_cap(7, 1, 4), 2);
+        assert_eq!(f.fleet_cap(15, 1, 4), 5);
+        // Weighted: floor(1.5 * 10 * 3 / 4) = 11; fair share ceil(30 / 4) = 8.
+        let f = LoadFactor::parse_decimal("load_factor", "1.5").unwrap();
+        assert_eq!(f.fleet_cap(9, 3, 4), 11);
+        assert_eq!(f.fleet_cap(9, 0, 4), 0, "weight 0 has no room");
+        assert_eq!(f.fleet_cap(9, 1, 0), 0);
+    }
+
+    /// The properties the bounded walk relies on: at most the local cap,
+    /// growing with the total, and room for every request over the members.
+    #[test]
+    fn fleet_caps_hold_every_request_and_grow_with_the_total() {
+        for factor in ["1.01", "1.25", "1.5", "2", "3.7"] {
+            let f = LoadFactor::parse_decimal("load_factor", factor).unwrap();
+            for weights in [
+                &[1u32, 1, 1][..],
+                &[1, 2, 3, 4],
+                &[5],
+                &[1, 1, 1, 1, 1, 1, 1, 100],
+            ] {
+                let sum: u64 = weights.iter().map(|&w| u64::from(w)).sum();
+                for total in 0..200u64 {
+                    let caps: Vec<u64> = weights
+                        .iter()
+                        .map(|&w| f.fleet_cap(total, w, sum))
+                        .collect();
+                    assert!(
+                        caps.iter().sum::<u64>() > total,
+                        "{factor} {weights:?} at {total}: {caps:?} cannot hold {}",
+                        total + 1
+                    );
+                    for (&w, &cap) in weights.iter().zip(&caps) {
+                        assert!(cap <= f.cap(total, w, sum), "{factor} w={w} at {total}");
+                        assert!(
+                            cap <= f.fleet_cap(total + 1, w, sum),
+                            "{factor} w={w} at {total}"
+                        );
+                        // Never past F times the share unless the share itself is.
+                        let share = (total + 1) as f64 * f64::from(w) / sum as f64;
+                        assert!(
+                            cap as f64 <= (f.as_f64() * share).max(share.ceil()) + 1e-9,
+                            "{factor} w={w} at {total}: {cap}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]
