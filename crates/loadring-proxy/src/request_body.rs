@@ -143,6 +143,18 @@ impl Outgoing {
         Outgoing { read, rest }
     }
 
+    /// A body of these chunks and trailers, read whole.
+    #[cfg(test)]
+    pub(crate) fn from_chunks(chunks: Vec<Bytes>, trailers: Option<HeaderMap>) -> Self {
+        Outgoing::new(
+            Buffered {
+                chunks: chunks.into(),
+                trailers,
+            },
+            None,
+        )
+    }
+
     /// The first chunk already read from the client, when it has 1 to
     /// `max` bytes: taken without waiting, to go out with the head.
     pub(crate) fn pop_small(&mut self, max: usize) -> Option<Bytes> {

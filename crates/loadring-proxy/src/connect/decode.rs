@@ -116,11 +116,12 @@ impl Decoder {
                     return Ok(Step::Data(buf.split().freeze()));
                 }
                 State::DataEnd => {
-                    if buf.len() < 2 {
-                        return Ok(Step::More);
-                    }
-                    if &buf[..2] != b"\r\n" {
+                    let seen = &buf[..buf.len().min(2)];
+                    if !b"\r\n".starts_with(seen) {
                         return Err(UpstreamError::Chunked("no CRLF after a chunk's data"));
+                    }
+                    if seen.len() < 2 {
+                        return Ok(Step::More);
                     }
                     buf.advance(2);
                     self.state = State::Size;

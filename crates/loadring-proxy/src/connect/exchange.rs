@@ -78,21 +78,27 @@ pub(crate) async fn exchange(
                 }
                 Ok(None) => {}
             }
-            match conn.poll_fill(cx) {
-                Poll::Ready(Ok(0)) => {
-                    let closed = if answered {
-                        UpstreamError::Closed("in the middle of the response head")
-                    } else {
-                        UpstreamError::Closed("before a response")
-                    };
-                    return sent(write_failed.take().unwrap_or(closed), answered);
+            let error = match conn.poll_fill(cx) {
+                Poll::Ready(Ok(0)) if answered => {
+                    UpstreamError::Closed("in the middle of the response head")
                 }
-                Poll::Ready(Ok(_)) => answered = true,
-                Poll::Ready(Err(e)) => {
-                    return sent(write_failed.take().unwrap_or(e.into()), answered);
+                Poll::Ready(Ok(0)) => UpstreamError::Closed("before a response"),
+                Poll::Ready(Ok(_)) => {
+                    answered = true;
+                    continue;
                 }
+                Poll::Ready(Err(e)) => e.into(),
                 Poll::Pending => break,
+            };
+            // Closed (or reset) before a byte of the request went out:
+            // the request is still whole.
+            if !writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
+                if let (Some(parts), Some(w)) = (parts.take(), writer.take()) {
+                    let request = Request::from_parts(parts, w.into_unsent_body());
+                    return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
+                }
             }
+            return sent(write_failed.take().unwrap_or(error), answered);
         }
         if write_failed.is_some() {
             return Poll::Pending;

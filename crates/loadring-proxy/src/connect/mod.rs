@@ -22,6 +22,8 @@ mod connection;
 mod decode;
 mod error;
 mod exchange;
+#[cfg(test)]
+mod exchange_tests;
 mod h2;
 pub(crate) mod pool;
 mod request;

@@ -339,7 +339,7 @@ pub(crate) fn give_back(
 
 /// Idle connections of `pool` on this worker (or in the shared pool).
 #[cfg(test)]
-fn idle_count(pool: usize) -> usize {
+pub(crate) fn idle_count(pool: usize) -> usize {
     with_idle(|idle| idle.pools.get(&pool).map_or(0, |p| p.idle)).unwrap_or(0)
 }
 
