@@ -16,9 +16,13 @@ use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_rustls::rustls::ClientConfig;
 use tokio_rustls::TlsConnector;
 
-/// What a read asks room for in a connection's buffer: an idle
+/// What a read asks room for in a connection's buffer at first: an idle
 /// connection per endpoint and worker adds up, so a small one.
 const READ_BUFFER: usize = 4096;
+/// The most a read asks room for: a large body is read in pieces that
+/// grow while each read fills its room (fewer reads and frames), as hyper's
+/// client did.
+const MAX_READ_BUFFER: usize = 64 * 1024;
 
 /// A connection to a backend: cleartext, or TLS over it.
 #[derive(Debug)]
@@ -150,6 +154,8 @@ impl<O: Unpin> AsyncWrite for Observed<O> {
 pub(crate) struct Conn {
     pub(crate) stream: Stream,
     pub(crate) buf: BytesMut,
+    /// The room the next read asks for.
+    read_size: usize,
     /// Exchanges it carried before the current one.
     pub(crate) served: u32,
 }
@@ -159,6 +165,7 @@ impl Conn {
         Conn {
             stream,
             buf: BytesMut::new(),
+            read_size: READ_BUFFER,
             served: 0,
         }
     }
@@ -172,9 +179,23 @@ impl Conn {
     /// end of its stream.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         if self.buf.capacity() - self.buf.len() < READ_BUFFER / 4 {
-            self.buf.reserve(READ_BUFFER);
+            self.buf.reserve(self.read_size);
         }
-        tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.buf)
+        let room = self.buf.capacity() - self.buf.len();
+        let polled = tokio_util::io::poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n == room) {
+            self.read_size = (self.read_size * 2).min(MAX_READ_BUFFER);
+        }
+        polled
+    }
+
+    /// Its exchange over, before it idles: a buffer grown for a large body
+    /// is let go (idle connections add up), the next reads start small.
+    pub(crate) fn rest(&mut self) {
+        if self.buf.capacity() > 2 * READ_BUFFER {
+            self.buf = BytesMut::new();
+        }
+        self.read_size = READ_BUFFER;
     }
 
     /// Whether an idle connection can carry a request: nothing arrived on

@@ -535,3 +535,26 @@ async fn a_request_never_written_comes_back_whole() {
     let body = request.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "hello");
 }
+
+/// A large body is read in pieces that grow past the first read's 4 KiB
+/// (fewer reads), and the connection goes back to the pool with a small
+/// buffer again.
+#[tokio::test]
+async fn a_large_body_is_read_in_growing_pieces_and_the_buffer_shrinks_after() {
+    const LEN: usize = 4 << 20;
+    let mut answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {LEN}\r\n\r\n").into_bytes();
+    answer.resize(answer.len() + LEN, b'x');
+    let (addr, _told) = scripted(vec![Act::Read, Act::Write(answer), Act::Hold]).await;
+    let upstream = upstream();
+    let mut body = send(&upstream, &addr, get()).await.unwrap().into_body();
+    let (mut total, mut largest) = (0, 0);
+    while let Some(frame) = tokio::time::timeout(WAIT, body.frame()).await.unwrap() {
+        let data = frame.unwrap().into_data().unwrap();
+        total += data.len();
+        largest = largest.max(data.len());
+    }
+    assert_eq!(total, LEN);
+    assert!(largest > 4096, "pieces of at most {largest} bytes");
+    let conn = pool::take(upstream.pool, &addr).expect("kept");
+    assert!(conn.buf.capacity() <= 8192, "{}", conn.buf.capacity());
+}

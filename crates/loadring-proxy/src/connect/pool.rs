@@ -324,6 +324,7 @@ pub(crate) fn give_back(
     idle_timeout: Duration,
 ) {
     conn.served = conn.served.saturating_add(1);
+    conn.rest();
     let expires = Instant::now() + idle_timeout;
     // Without a pool (the thread is exiting) the connection closes.
     let start = with_idle(|idle| idle.give_back(pool, addr, conn, keepalive, expires));
