@@ -55,6 +55,8 @@ struct H1Body {
     reusable: bool,
     upgrade: bool,
     home: Home,
+    /// An error met, given at the next poll (see [`H1Body::fail`]).
+    failed: Option<UpstreamError>,
 }
 
 impl UpstreamBody {
@@ -75,6 +77,7 @@ impl UpstreamBody {
             reusable: keep_alive && !matches!(framing, Framing::Eof | Framing::Upgrade),
             upgrade: framing == Framing::Upgrade,
             home,
+            failed: None,
         };
         // A body with nothing in it (a 204, an answer to HEAD) may never be
         // polled.
@@ -121,15 +124,29 @@ impl H1Body {
         }
     }
 
-    fn fail(&mut self, error: UpstreamError) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
+    /// Closes the connection; the error comes at the next poll. The data
+    /// given before it may still sit in the client connection's write
+    /// buffer: a poll that is not ready lets hyper flush it (the client
+    /// gets what came, then the cut), where an error at once would make it
+    /// drop the connection with that data unsent.
+    fn fail(
+        &mut self,
+        error: UpstreamError,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
         self.conn = None;
-        Poll::Ready(Some(Err(error)))
+        self.failed = Some(error);
+        cx.waker().wake_by_ref();
+        Poll::Pending
     }
 
     fn poll_frame(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, UpstreamError>>> {
+        if let Some(error) = self.failed.take() {
+            return Poll::Ready(Some(Err(error)));
+        }
         let Some(conn) = self.conn.as_mut() else {
             return Poll::Ready(None);
         };
@@ -149,7 +166,7 @@ impl H1Body {
         loop {
             let step = match self.decoder.step(&mut conn.buf) {
                 Ok(step) => step,
-                Err(e) => return self.fail(e),
+                Err(e) => return self.fail(e, cx),
             };
             match step {
                 Step::Data(data) => {
@@ -175,11 +192,11 @@ impl H1Body {
                                 self.finish();
                                 Poll::Ready(None)
                             }
-                            Err(e) => self.fail(e),
+                            Err(e) => self.fail(e, cx),
                         };
                     }
                     Poll::Ready(Ok(_)) => {}
-                    Poll::Ready(Err(e)) => return self.fail(e.into()),
+                    Poll::Ready(Err(e)) => return self.fail(e.into(), cx),
                     Poll::Pending => return Poll::Pending,
                 },
             }
