@@ -15,6 +15,10 @@ use super::request::RequestWriter;
 use super::response::{framing, parse_head};
 use crate::request_body::Outgoing;
 
+/// The most interim (1xx) answers read before the final one: a backend
+/// sending them without end would keep the request busy until its timeout.
+const MAX_INTERIM: u32 = 16;
+
 /// A response head, and what is left to write of the request.
 #[derive(Debug)]
 pub(crate) struct Answer {
@@ -53,6 +57,7 @@ pub(crate) async fn exchange(
     // Kept to give the request back until a byte of it is written.
     let mut parts = Some(parts);
     let mut answered = false;
+    let mut interim = 0;
     let mut write_failed: Option<UpstreamError> = None;
     poll_fn(|cx| {
         loop {
@@ -63,6 +68,11 @@ pub(crate) async fn exchange(
                     if head.status.is_informational()
                         && head.status != StatusCode::SWITCHING_PROTOCOLS
                     {
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            let why = format!("more than {MAX_INTERIM} interim (1xx) answers");
+                            return sent(UpstreamError::InvalidHead(why), answered);
+                        }
                         continue;
                     }
                     let framing = match framing(to_head, &head) {

@@ -361,6 +361,11 @@ async fn hostile_answers_are_clear_errors_and_close_the_connection() {
             Act::Hold,
             "invalid response head",
         ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\n".repeat(17),
+            Act::Hold,
+            "invalid response head: more than 16 interim (1xx) answers",
+        ),
     ];
     for (answer, then, want) in cases {
         let what = String::from_utf8_lossy(&answer[..answer.len().min(60)]).into_owned();
