@@ -77,10 +77,11 @@ fn outcome(succeeded: bool, latency: Duration, report: Option<LoadReport>) -> Ou
     }
 }
 
-/// What a backend's response body must be to be guarded.
-pub trait BackendBody: Body<Data = Bytes, Error = hyper::Error> + Unpin + Send + 'static {}
+/// What a backend's response body must be to be guarded: any error it
+/// ends with goes to the client's side as a [`BoxError`].
+pub trait BackendBody: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static {}
 
-impl<B: Body<Data = Bytes, Error = hyper::Error> + Unpin + Send + 'static> BackendBody for B {}
+impl<B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static> BackendBody for B {}
 
 impl<B: BackendBody> GuardedBody<B> {
     /// Wraps `inner`, holding `pick` until the backend is done with it;

@@ -16,7 +16,7 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::connect::{Failure, Held, Upstream};
+use crate::connect::{Failure, Upstream, UpstreamBody};
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
@@ -214,8 +214,11 @@ impl Head {
 }
 
 /// How one try on one endpoint ended.
+// The answer is the common case and lives only until it is taken apart:
+// boxing it would cost an allocation per request to shrink a local.
+#[allow(clippy::large_enum_variant)]
 enum Tried {
-    Answer(Response<Incoming>, Held),
+    Answer(Response<UpstreamBody>),
     Failed(Failure),
     /// The request was not in hand any more (a streamed body already sent).
     Gone,
@@ -585,7 +588,7 @@ impl Forwarder {
                         }
                     }
                     match connection.send(request).await {
-                        Ok((response, held)) => Tried::Answer(response, held),
+                        Ok(response) => Tried::Answer(response),
                         Err(failure) => Tried::Failed(failure),
                     }
                 };
@@ -634,10 +637,10 @@ impl Forwarder {
                 }
             };
             match result {
-                Ok(Tried::Answer(response, held)) => {
+                Ok(Tried::Answer(response)) => {
                     if let Some(why) = malformed_framing(response.headers()) {
                         // Its connection is closed with it: its state is unknown.
-                        drop((response, held));
+                        drop(response);
                         self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(
                             cluster = name,
@@ -652,7 +655,7 @@ impl Forwarder {
                         );
                     }
                     if let Some(why) = tunnel.as_ref().and_then(|t| t.unusable(response.status())) {
-                        drop((response, held));
+                        drop(response);
                         self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(cluster = name, endpoint = upstream.addr(), "{why}");
                         return self.refuse(
@@ -692,10 +695,10 @@ impl Forwarder {
                             let mut response = response;
                             let protocol = response.headers().get(header::UPGRADE).cloned();
                             strip_hop_by_hop(response.headers_mut());
-                            return tunnel.open(response, protocol, held, pick, started);
+                            return tunnel.open(response, protocol, pick, started);
                         }
                     }
-                    let (mut head, incoming) = response.into_parts();
+                    let (mut head, body) = response.into_parts();
                     strip_hop_by_hop(&mut head.headers);
                     let report = self.take_report(&mut head.headers, &upstream);
                     let on_client_gone = if config.abort_on_close {
@@ -703,16 +706,10 @@ impl Forwarder {
                     } else {
                         OnClientGone::Drain
                     };
-                    let guarded = GuardedBody::new(
-                        held.into_body(incoming),
-                        pick,
-                        started,
-                        succeeded,
-                        timeout,
-                        on_client_gone,
-                    )
-                    .with_report(report)
-                    .with_grpc(tally);
+                    let guarded =
+                        GuardedBody::new(body, pick, started, succeeded, timeout, on_client_gone)
+                            .with_report(report)
+                            .with_grpc(tally);
                     return Response::from_parts(head, guarded.boxed_unsync());
                 }
                 Ok(Tried::NoExtendedConnect) => {

@@ -60,10 +60,9 @@ async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Dura
     };
     let attempt = async {
         let connection = client.checkout(upstream.shared_addr(), false).await.ok()?;
-        let (response, held) = connection.send(request).await.ok()?;
+        let response = connection.send(request).await.ok()?;
         let ok = response.status().is_success() || response.status().is_redirection();
-        let (_, body) = response.into_parts();
-        held.into_body(body).collect().await.ok()?;
+        response.into_body().collect().await.ok()?;
         Some(ok)
     };
     matches!(

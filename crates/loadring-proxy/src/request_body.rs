@@ -142,6 +142,33 @@ impl Outgoing {
     fn new(read: Buffered, rest: Option<Incoming>) -> Self {
         Outgoing { read, rest }
     }
+
+    /// A body of these chunks and trailers, read whole.
+    #[cfg(test)]
+    pub(crate) fn from_chunks(chunks: Vec<Bytes>, trailers: Option<HeaderMap>) -> Self {
+        Outgoing::new(
+            Buffered {
+                chunks: chunks.into(),
+                trailers,
+            },
+            None,
+        )
+    }
+
+    /// The first chunk already read from the client, when it has 1 to
+    /// `max` bytes: taken without waiting, to go out with the head.
+    pub(crate) fn pop_small(&mut self, max: usize) -> Option<Bytes> {
+        let first = self.read.chunks.front()?;
+        if first.is_empty() || first.len() > max {
+            return None;
+        }
+        self.read.chunks.pop_front()
+    }
+
+    /// Puts `chunk` (taken by [`Outgoing::pop_small`]) back in front.
+    pub(crate) fn put_back(&mut self, chunk: Bytes) {
+        self.read.chunks.push_front(chunk);
+    }
 }
 
 impl Body for Outgoing {

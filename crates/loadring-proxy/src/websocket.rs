@@ -24,7 +24,7 @@ use tokio_rustls::rustls::crypto::SecureRandom;
 
 use crate::cluster::Backend;
 use crate::config::BackendProtocol;
-use crate::connect::Held;
+use crate::connect::UpstreamBody;
 use crate::proxy_body::{empty_body, ProxyBody};
 
 /// A client's request to switch protocols, its side of the tunnel to come.
@@ -193,14 +193,16 @@ impl Tunnel {
     /// side closes, `pick` held until then.
     pub(crate) fn open(
         self,
-        mut response: Response<Incoming>,
+        mut response: Response<UpstreamBody>,
         protocol: Option<HeaderValue>,
-        held: Held,
         pick: Pick<Backend>,
         started: Instant,
     ) -> Response<ProxyBody> {
-        let backend = hyper::upgrade::on(&mut response);
-        let (mut head, _) = response.into_parts();
+        // An HTTP/2 backend's stream is hyper's; an HTTP/1.1 backend's
+        // switched connection is the body's.
+        let h2_backend = hyper::upgrade::on(&mut response);
+        let (mut head, body) = response.into_parts();
+        let h1_backend = body.into_upgraded();
         match self.asked {
             Asked::Upgrade(asked) => {
                 head.headers
@@ -227,12 +229,24 @@ impl Tunnel {
         }
         let client = self.client;
         tokio::spawn(async move {
-            let joined = tokio::try_join!(client, backend);
-            // The backend's connection is the tunnel's now: not pooled.
-            drop(held);
-            match joined {
-                Ok((client, backend)) => {
-                    if let Err(e) = copy_until_either_closes(client, backend).await {
+            // The backend's connection is the tunnel's now: never pooled.
+            let copied = match h1_backend {
+                Some(backend) => match client.await {
+                    Ok(client) => Ok(copy_until_either_closes(TokioIo::new(client), backend).await),
+                    Err(e) => Err(e),
+                },
+                None => match tokio::try_join!(client, h2_backend) {
+                    Ok((client, backend)) => Ok(copy_until_either_closes(
+                        TokioIo::new(client),
+                        TokioIo::new(backend),
+                    )
+                    .await),
+                    Err(e) => Err(e),
+                },
+            };
+            match copied {
+                Ok(closed) => {
+                    if let Err(e) = closed {
                         tracing::debug!("tunnel closed: {e}");
                     }
                     // Closed by either side: the endpoint did its part.
@@ -284,13 +298,14 @@ fn accept_key(key: &HeaderValue) -> HeaderValue {
 /// sent passed on, then the other side's writing shut down), then closes
 /// both, as nginx ends a tunnel: a WebSocket has no use for a half-closed
 /// connection, and a peer that left must not hold the slot.
-async fn copy_until_either_closes(
-    client: hyper::upgrade::Upgraded,
-    backend: hyper::upgrade::Upgraded,
-) -> std::io::Result<()> {
+async fn copy_until_either_closes<C, B>(client: C, backend: B) -> std::io::Result<()>
+where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+    B: tokio::io::AsyncRead + tokio::io::AsyncWrite,
+{
     use tokio::io::AsyncWriteExt;
-    let (mut client_reads, mut client_writes) = tokio::io::split(TokioIo::new(client));
-    let (mut backend_reads, mut backend_writes) = tokio::io::split(TokioIo::new(backend));
+    let (mut client_reads, mut client_writes) = tokio::io::split(client);
+    let (mut backend_reads, mut backend_writes) = tokio::io::split(backend);
     let up = async {
         tokio::io::copy(&mut client_reads, &mut backend_writes).await?;
         backend_writes.shutdown().await

@@ -144,6 +144,57 @@ async fn a_body_that_stalls_is_cut_after_the_timeout_and_the_slot_released() {
     );
 }
 
+/// A backend that closes its connection in the middle of a body (10 of
+/// 100 bytes): the client gets what came, its connection is closed (the
+/// body truncated), the slot is released as a failure, and the next
+/// request goes on a new upstream connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_by_the_backend_is_cut_for_the_client_and_the_slot_released() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicU64::new(0));
+    let count = accepted.clone();
+    let backend = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count.fetch_add(1, SeqCst);
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let reply = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789";
+            let _ = stream.write_all(reply.as_bytes()).await;
+            // Dropped: closed mid-body.
+        }
+    });
+    let mut c = cluster("default", "rr", &[], &[addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    for round in 1..=2u64 {
+        let reply = raw_exchange(
+            proxy.addr,
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let (head, body) = reply.split_once("\r\n\r\n").expect(&reply);
+        assert!(head.starts_with("HTTP/1.1 200"), "{reply}");
+        assert_eq!(
+            body, "0123456789",
+            "the body is cut where the backend cut it"
+        );
+        assert!(
+            eventually(STEP, || async { balancer.total_in_flight() == 0 }).await,
+            "round {round}: the slot is released"
+        );
+        assert_eq!(accepted.load(SeqCst), round, "a new connection each time");
+    }
+    backend.abort();
+}
+
 /// A connection that ends (a clean EOF, then hyper closes it) when it has
 /// waited `idle` for a request after answering one: a keep-alive timeout,
 /// as nginx's `keepalive_timeout`. A new connection waits for its first

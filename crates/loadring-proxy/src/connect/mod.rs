@@ -4,42 +4,46 @@
 //!
 //! A request stays on its own task: it takes an idle connection of its
 //! worker (no lock shared with other workers, see [`pool`]) or makes one,
-//! hands itself over (moved, not copied) and reads the answer. The
-//! connection's task is spawned on the same worker when it is made.
+//! writes itself (moved, not copied) and reads the answer, HTTP/1.1 being
+//! spoken here ([`exchange`], [`request`], [`response`], [`decode`]): no
+//! task per connection, no channel between a request and its connection.
+//! HTTP/2 (`h2c`) stays hyper's client ([`h2`]).
 //!
 //! What went wrong is told apart for the retry rules (docs/proxy.md,
 //! *Retries*): no connection ([`Failure::Connect`]), a request the
 //! connection never wrote ([`Failure::Unsent`], with the request itself
-//! back when hyper returns it), and one that was written
-//! ([`Failure::Sent`]), `stale` when it met a reused connection closed
-//! before any byte of an answer came (a backend closing an idle keep-alive
-//! connection at that instant never read it).
-//!
-//! A request can also be handed to a connection whose task is ending (the
-//! backend had just closed it): it then sits in a queue nobody reads, and
-//! its answer would never come while the sender is held. The request
-//! watches its connection's task, and when the task is gone it lets the
-//! sender go, which returns the queued request unsent.
+//! back when it is in hand), and one that was written ([`Failure::Sent`]),
+//! `stale` when it met a reused connection closed before any byte of an
+//! answer came (a backend closing an idle keep-alive connection at that
+//! instant never read it).
 
 mod body;
 mod connection;
+mod decode;
+mod error;
+mod exchange;
+#[cfg(test)]
+mod exchange_tests;
 mod h2;
 pub(crate) mod pool;
+mod request;
+mod response;
+mod upgraded;
 
-use std::io;
-use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::HOST;
 use http::uri::{Authority, Scheme};
 use http::{Request, Response, Uri, Version};
-use hyper::body::Incoming;
 use tokio_rustls::rustls::ClientConfig;
 
+use body::Home;
 pub(crate) use body::UpstreamBody;
 pub(crate) use connection::ConnectError;
 use connection::{connect, Conn};
+pub(crate) use error::UpstreamError;
+use exchange::{exchange, ExchangeError};
 
 use crate::config::BackendProtocol;
 use crate::request_body::Outgoing;
@@ -66,14 +70,14 @@ pub(crate) enum Failure {
     /// No connection could be made: nothing reached the backend.
     Connect(ConnectError),
     /// The connection did not write the request: nothing of it reached the
-    /// backend. The request itself when hyper gave it back.
+    /// backend. The request itself when it is in hand.
     Unsent {
-        error: hyper::Error,
+        error: UpstreamError,
         request: Option<Box<Request<Outgoing>>>,
     },
     /// The request was written (maybe in part) and no response came.
     Sent {
-        error: hyper::Error,
+        error: UpstreamError,
         /// On a reused connection, closed before any byte of an answer.
         stale: bool,
     },
@@ -93,7 +97,7 @@ impl Failure {
         match self {
             Failure::Connect(_) => false,
             Failure::Unsent { .. } => true,
-            Failure::Sent { error, .. } => closed_before_a_response(error),
+            Failure::Sent { error, .. } => error.closed_before_a_response(),
         }
     }
 }
@@ -162,22 +166,19 @@ impl Upstream {
                 match (!fresh).then(|| pool::take(self.pool, addr)).flatten() {
                     Some(conn) => conn,
                     None => {
-                        Box::pin(connect(
-                            addr,
-                            self.connect_timeout,
-                            self.idle_timeout,
-                            self.tls.as_ref(),
-                        ))
-                        .await?
+                        Box::pin(connect(addr, self.connect_timeout, self.tls.as_ref())).await?
                     }
                 },
             ),
         };
         Ok(Checkout {
             conn,
-            pool: self.pool,
-            keepalive: self.keepalive,
-            addr: addr.clone(),
+            home: Home {
+                pool: self.pool,
+                keepalive: self.keepalive,
+                addr: addr.clone(),
+                idle_timeout: self.idle_timeout,
+            },
             tls: self.tls.is_some(),
         })
     }
@@ -196,20 +197,8 @@ enum Sender {
 #[derive(Debug)]
 pub(crate) struct Checkout {
     conn: Sender,
-    pool: usize,
-    keepalive: usize,
-    addr: Arc<str>,
+    home: Home,
     tls: bool,
-}
-
-/// The connection that carried a response, until its body has ended.
-#[derive(Debug)]
-pub(crate) struct Held {
-    /// `None` when its task ended before the response was read.
-    conn: Option<Conn>,
-    pool: usize,
-    keepalive: usize,
-    addr: Arc<str>,
 }
 
 impl Checkout {
@@ -234,84 +223,46 @@ impl Checkout {
     }
 
     /// Sends `request` (origin-form target, `Host` set) and waits for the
-    /// response head; the connection comes back with it, to give back once
-    /// the body has ended ([`Held::into_body`]).
+    /// response head. Over HTTP/1.1 the body holds the connection, and
+    /// gives it back to this worker's pool once it has ended.
     ///
     /// # Errors
     /// See [`Failure`]; the connection is closed then.
     pub(crate) async fn send(
         self,
         request: Request<Outgoing>,
-    ) -> Result<(Response<Incoming>, Held), Failure> {
-        let Checkout {
-            conn,
-            pool,
-            keepalive,
-            addr,
-            tls,
-        } = self;
+    ) -> Result<Response<UpstreamBody>, Failure> {
+        let Checkout { conn, home, tls } = self;
         let mut conn = match conn {
             Sender::H1(conn) => conn,
             Sender::H2(conn) => {
-                let request = h2_request(request, &addr, tls);
+                let request = h2_request(request, &home.addr, tls);
                 let mut sender = conn.sender;
                 return match sender.try_send_request(request).await {
-                    Ok(response) => Ok((
-                        response,
-                        Held {
-                            conn: None,
-                            pool,
-                            keepalive,
-                            addr,
-                        },
-                    )),
-                    Err(e) => Err(failure(e, false)),
+                    Ok(response) => Ok(response.map(UpstreamBody::h2)),
+                    Err(e) => Err(h2_failure(e)),
                 };
             }
         };
-        conn.begin();
         let reused = conn.is_reused();
-        let mut sending = pin!(conn.sender.try_send_request(request));
-        let result = tokio::select! {
-            biased;
-            result = &mut sending => result,
-            _ = &mut conn.ended => {
-                // The task is gone: a request it never read is returned
-                // once the sender lets go of the queue it sits in.
-                let answered = conn.answered();
-                drop(conn);
-                return match sending.await {
-                    Ok(response) => Ok((response, Held { conn: None, pool, keepalive, addr })),
-                    Err(e) => Err(failure(e, reused && !answered)),
-                };
+        match exchange(&mut conn, request).await {
+            Ok(exchange::Answer {
+                head,
+                framing,
+                writer,
+            }) => {
+                let keep_alive = response::keeps_alive(&head);
+                let body = UpstreamBody::h1(conn, framing, writer, keep_alive, home);
+                Ok(Response::from_parts(head, body))
             }
-        };
-        match result {
-            Ok(response) => Ok((
-                response,
-                Held {
-                    conn: Some(conn),
-                    pool,
-                    keepalive,
-                    addr,
-                },
-            )),
-            Err(e) => Err(failure(e, reused && !conn.answered())),
-        }
-    }
-}
-
-impl Held {
-    /// The response body, that gives the connection back to this worker's
-    /// pool once it has ended (or closes it if it is dropped before).
-    pub(crate) fn into_body(self, incoming: Incoming) -> UpstreamBody {
-        UpstreamBody::new(incoming, self)
-    }
-
-    /// Gives the connection back (its exchange over).
-    fn give_back(mut self) {
-        if let Some(conn) = self.conn.take() {
-            pool::give_back(self.pool, &self.addr, conn, self.keepalive);
+            Err(ExchangeError::Unsent(error, request)) => Err(Failure::Unsent {
+                error,
+                request: Some(request),
+            }),
+            Err(ExchangeError::Sent { error, answered }) => {
+                let stale = reused && !answered && error.closed_before_a_response();
+                Err(Failure::Sent { error, stale })
+            }
         }
     }
 }
@@ -343,40 +294,19 @@ fn h2_request(mut request: Request<Outgoing>, addr: &str, tls: bool) -> Request<
     request
 }
 
-fn failure(
-    mut e: hyper::client::conn::TrySendError<Request<Outgoing>>,
-    unanswered_on_reused: bool,
-) -> Failure {
+fn h2_failure(mut e: hyper::client::conn::TrySendError<Request<Outgoing>>) -> Failure {
     let request = e.take_message();
     let error = e.into_error();
     if request.is_some() || error.is_canceled() {
         return Failure::Unsent {
-            error,
+            error: UpstreamError::H2(error),
             request: request.map(Box::new),
         };
     }
-    let stale = unanswered_on_reused && closed_before_a_response(&error);
-    Failure::Sent { error, stale }
-}
-
-/// Whether `error` says the connection closed (or was reset) before a
-/// response began.
-pub(crate) fn closed_before_a_response(error: &hyper::Error) -> bool {
-    if error.is_incomplete_message() || error.is_canceled() || error.is_closed() {
-        return true;
+    // HTTP/2 gives back a request the connection never took: a written one
+    // is never resent on a fresh connection.
+    Failure::Sent {
+        error: UpstreamError::H2(error),
+        stale: false,
     }
-    let mut source = std::error::Error::source(error);
-    while let Some(e) = source {
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            use io::ErrorKind::*;
-            if matches!(
-                io.kind(),
-                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
-            ) {
-                return true;
-            }
-        }
-        source = e.source();
-    }
-    false
 }

@@ -14,26 +14,52 @@
 //! a cluster of many endpoints keeps one or more idle connections per
 //! endpoint and worker (1,024 endpoints: thousands), and their buffers are
 //! most of the process's memory.
+//!
+//! No task watches an idle connection. A take looks at it first (one read
+//! that does not wait, [`Conn::is_usable`]): closed by the backend, or with
+//! a stray byte on it, it is dropped and the next one looked at. An idle
+//! connection is closed once it has been idle for the upstream's idle
+//! timeout: at a take, or by the worker's sweep, a timer task that runs
+//! every [`SWEEP_PERIOD`] while the worker has idle connections (and
+//! ends when it has none). So a quiet proxy keeps an idle connection at
+//! most the idle timeout plus [`SWEEP_PERIOD`].
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock, Mutex};
 
+use std::time::Duration;
+
 use foldhash::fast::RandomState;
 use tokio::runtime::{Handle, RuntimeFlavor};
+// tokio's clock (the system's, unless a test pauses it).
+use tokio::time::Instant;
 
 use super::connection::Conn;
 
 /// Give-backs between two sweeps of a worker's closed connections (those
-/// of endpoints gone from the membership are never taken again).
+/// of endpoints gone from the membership are never taken again), on a busy
+/// worker whose timer sweep would come later.
 const SWEEP_EVERY: u32 = 4096;
 
-/// An idle connection and when it was given back (a count, not a time:
-/// the order is all that matters).
+/// How often a worker with idle connections sweeps them.
+pub(crate) const SWEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// An idle connection, when it was given back (a count, not a time: the
+/// order is all that matters) and when it is closed unless used.
 struct Parked {
     stamp: u64,
+    expires: Instant,
     conn: Conn,
+}
+
+impl Parked {
+    /// Whether it can stay: not past its idle timeout, and nothing came on
+    /// it.
+    fn keeps(&mut self, now: Instant) -> bool {
+        now < self.expires && self.conn.is_usable()
+    }
 }
 
 /// One pool's idle connections on one worker.
@@ -51,22 +77,19 @@ struct Pool {
 }
 
 impl Pool {
-    fn take(&mut self, addr: &str) -> Option<Conn> {
+    fn take(&mut self, addr: &str, now: Instant) -> Option<Conn> {
         let list = self.by_addr.get_mut(addr)?;
-        let mut i = list.len();
         let mut taken = None;
-        while i > 0 {
-            i -= 1;
-            let conn = &list[i].conn;
-            if conn.sender.is_closed() || conn.shared.is_closed() {
-                // Removed in place: the list stays oldest first.
-                list.remove(i);
-                self.idle -= 1;
-                continue;
+        while let Some(mut parked) = list.pop() {
+            self.idle -= 1;
+            if now >= parked.expires {
+                // The older ones expired before it.
+                self.idle -= list.len();
+                list.clear();
+                break;
             }
-            if conn.sender.is_ready() && conn.shared.try_take() {
-                taken = Some(list.remove(i).conn);
-                self.idle -= 1;
+            if parked.conn.is_usable() {
+                taken = Some(parked.conn);
                 break;
             }
         }
@@ -76,9 +99,9 @@ impl Pool {
         taken
     }
 
-    fn give_back(&mut self, addr: &Arc<str>, conn: Conn, keepalive: usize) {
+    fn give_back(&mut self, addr: &Arc<str>, conn: Conn, keepalive: usize, expires: Instant) {
         if keepalive == 0 {
-            // Dropping the sender ends the connection.
+            // Dropped: closed.
             return;
         }
         let stamp = self.next_stamp;
@@ -87,7 +110,11 @@ impl Pool {
             Some(list) => list,
             None => self.by_addr.entry(addr.clone()).or_default(),
         };
-        list.push(Parked { stamp, conn });
+        list.push(Parked {
+            stamp,
+            expires,
+            conn,
+        });
         self.order.push_back((stamp, addr.clone()));
         self.idle += 1;
         while self.idle > keepalive {
@@ -134,11 +161,12 @@ impl Pool {
         self.order = live.into();
     }
 
-    /// Drops the connections whose task has ended.
-    fn sweep(&mut self) {
+    /// Closes the connections past their idle timeout or that the
+    /// backend closed.
+    fn sweep(&mut self, now: Instant) {
         let mut idle = 0;
         self.by_addr.retain(|_, list| {
-            list.retain(|p| !p.conn.sender.is_closed() && !p.conn.shared.is_closed());
+            list.retain_mut(|p| p.keeps(now));
             idle += list.len();
             !list.is_empty()
         });
@@ -153,30 +181,75 @@ struct Idle {
     /// replaced by reloads leave it at the next sweep.
     pools: HashMap<usize, Pool, RandomState>,
     given_back: u32,
+    /// A sweeper task runs for these connections.
+    sweeping: bool,
 }
 
 impl Idle {
-    fn sweep(&mut self) {
+    fn sweep(&mut self, now: Instant) {
         self.pools.retain(|_, pool| {
-            pool.sweep();
+            pool.sweep(now);
             pool.idle > 0
         });
     }
 
-    fn take(&mut self, pool: usize, addr: &str) -> Option<Conn> {
-        self.pools.get_mut(&pool)?.take(addr)
+    fn take(&mut self, pool: usize, addr: &str, now: Instant) -> Option<Conn> {
+        self.pools.get_mut(&pool)?.take(addr, now)
     }
 
-    fn give_back(&mut self, pool: usize, addr: &Arc<str>, conn: Conn, keepalive: usize) {
+    /// Parks `conn`; true when a sweeper must be started.
+    fn give_back(
+        &mut self,
+        pool: usize,
+        addr: &Arc<str>,
+        conn: Conn,
+        keepalive: usize,
+        expires: Instant,
+    ) -> bool {
         self.given_back += 1;
         if self.given_back >= SWEEP_EVERY {
             self.given_back = 0;
-            self.sweep();
+            self.sweep(Instant::now());
         }
         self.pools
             .entry(pool)
             .or_default()
-            .give_back(addr, conn, keepalive);
+            .give_back(addr, conn, keepalive, expires);
+        let start = !self.sweeping && !self.pools.is_empty();
+        self.sweeping |= start;
+        start
+    }
+
+    /// One sweep of the timer's: false when no idle connection is left
+    /// (the sweeper ends, and the next give-back starts one).
+    fn sweep_on_timer(&mut self, now: Instant) -> bool {
+        self.sweep(now);
+        self.sweeping = !self.pools.is_empty();
+        self.sweeping
+    }
+}
+
+/// Sweeps the worker's idle connections every [`SWEEP_PERIOD`] while it
+/// has some.
+async fn sweeper() {
+    /// A sweeper dropped (its runtime shutting down) lets the next
+    /// give-back start another.
+    struct Running(bool);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            if self.0 {
+                let _ = with_idle(|idle| idle.sweeping = false);
+            }
+        }
+    }
+    let mut running = Running(true);
+    loop {
+        tokio::time::sleep(SWEEP_PERIOD).await;
+        let more = with_idle(|idle| idle.sweep_on_timer(Instant::now())).unwrap_or(false);
+        if !more {
+            running.0 = false;
+            return;
+        }
     }
 }
 
@@ -235,62 +308,136 @@ pub(crate) fn new_id() -> usize {
 /// age out). Closed ones met on the way are dropped; ones still finishing
 /// their last exchange are left for later.
 pub(crate) fn take(pool: usize, addr: &str) -> Option<Conn> {
-    with_idle(|idle| idle.take(pool, addr)).flatten()
+    let now = Instant::now();
+    with_idle(|idle| idle.take(pool, addr, now)).flatten()
 }
 
 /// Gives `conn` (its exchange over) back to this worker's pool, which
 /// keeps at most `keepalive` idle connections over all addresses: past
-/// it, the least recently used one is closed.
-pub(crate) fn give_back(pool: usize, addr: &Arc<str>, mut conn: Conn, keepalive: usize) {
-    if conn.sender.is_closed() {
-        return;
-    }
+/// it, the least recently used one is closed. Unused for `idle_timeout`,
+/// it is closed.
+pub(crate) fn give_back(
+    pool: usize,
+    addr: &Arc<str>,
+    mut conn: Conn,
+    keepalive: usize,
+    idle_timeout: Duration,
+) {
     conn.served = conn.served.saturating_add(1);
-    conn.shared.set_idle();
+    conn.rest();
+    let expires = Instant::now() + idle_timeout;
     // Without a pool (the thread is exiting) the connection closes.
-    let _ = with_idle(|idle| idle.give_back(pool, addr, conn, keepalive));
+    let start = with_idle(|idle| idle.give_back(pool, addr, conn, keepalive, expires));
+    if start == Some(true) {
+        match Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(sweeper())),
+            Err(_) => {
+                let _ = with_idle(|idle| idle.sweeping = false);
+            }
+        }
+    }
 }
 
 /// Idle connections of `pool` on this worker (or in the shared pool).
 #[cfg(test)]
-fn idle_count(pool: usize) -> usize {
+pub(crate) fn idle_count(pool: usize) -> usize {
     with_idle(|idle| idle.pools.get(&pool).map_or(0, |p| p.idle)).unwrap_or(0)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::net::SocketAddr;
 
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
 
     use super::*;
-    use crate::connect::connection::connect;
+    use crate::connect::connection::{connect, Stream};
 
     const WAIT: Duration = Duration::from_secs(10);
+    /// Longer than any test waits.
+    const IDLE: Duration = Duration::from_secs(3600);
 
-    /// A listener that keeps every connection open (`close`: drops each
-    /// at once instead).
-    async fn backend(close: bool) -> Arc<str> {
+    /// What a test backend does with each connection.
+    #[derive(Clone, Copy)]
+    enum Acts {
+        /// Keeps it open, silent.
+        Holds,
+        /// Closes it at once.
+        Closes,
+        /// Sends a byte nobody asked for.
+        Babbles,
+    }
+
+    /// A backend, and the client ends (address) of the connections it saw
+    /// closed.
+    async fn backend_acting(acts: Acts) -> (Arc<str>, mpsc::UnboundedReceiver<SocketAddr>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
+        let (closed, seen) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut open = Vec::new();
-            while let Ok((stream, _)) = listener.accept().await {
-                if !close {
-                    open.push(stream);
+            while let Ok((mut stream, peer)) = listener.accept().await {
+                let closed = closed.clone();
+                match acts {
+                    Acts::Closes => continue,
+                    Acts::Babbles => stream.write_all(b"x").await.unwrap(),
+                    Acts::Holds => {}
                 }
+                tokio::spawn(async move {
+                    let mut sink = [0u8; 64];
+                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                    let _ = closed.send(peer);
+                });
             }
         });
-        addr.into()
+        (addr.into(), seen)
+    }
+
+    async fn backend(hold: bool) -> Arc<str> {
+        let acts = if hold { Acts::Holds } else { Acts::Closes };
+        backend_acting(acts).await.0
     }
 
     async fn ready(addr: &Arc<str>) -> Conn {
-        let mut conn = connect(addr, WAIT, WAIT, None).await.unwrap();
-        tokio::time::timeout(WAIT, conn.sender.ready())
-            .await
-            .unwrap()
-            .unwrap();
-        conn
+        connect(addr, WAIT, None).await.unwrap()
+    }
+
+    /// A connection told apart by its local address.
+    fn id(conn: &Conn) -> SocketAddr {
+        match &conn.stream {
+            Stream::Tcp(tcp) => tcp.local_addr().unwrap(),
+            Stream::Tls(_) => unreachable!("the tests use cleartext"),
+        }
+    }
+
+    /// Until the backend saw `id` close.
+    async fn closes(seen: &mut mpsc::UnboundedReceiver<SocketAddr>, id: SocketAddr) -> bool {
+        tokio::time::timeout(WAIT, async {
+            while let Some(closed) = seen.recv().await {
+                if closed == id {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Until something (the backend's end, a byte) is there to read.
+    async fn readable(conn: &Conn) {
+        match &conn.stream {
+            Stream::Tcp(tcp) => tokio::time::timeout(WAIT, tcp.readable())
+                .await
+                .unwrap()
+                .unwrap(),
+            Stream::Tls(_) => unreachable!("the tests use cleartext"),
+        }
+    }
+
+    fn give_back(pool: usize, addr: &Arc<str>, conn: Conn, keepalive: usize) {
+        super::give_back(pool, addr, conn, keepalive, IDLE);
     }
 
     /// Far above what a test gives back.
@@ -298,27 +445,27 @@ mod tests {
 
     #[tokio::test]
     async fn the_connection_given_back_last_is_taken_first() {
-        let addr = backend(false).await;
+        let addr = backend(true).await;
         let pool = new_id();
         let (a, b) = (ready(&addr).await, ready(&addr).await);
-        let (a_id, b_id) = (Arc::as_ptr(&a.shared), Arc::as_ptr(&b.shared));
+        let (a_id, b_id) = (id(&a), id(&b));
         give_back(pool, &addr, a, ANY);
         give_back(pool, &addr, b, ANY);
         let first = take(pool, &addr).expect("an idle connection");
-        assert_eq!(Arc::as_ptr(&first.shared), b_id);
+        assert_eq!(id(&first), b_id);
         assert_eq!(first.served, 1, "one exchange counted");
         let second = take(pool, &addr).expect("the other");
-        assert_eq!(Arc::as_ptr(&second.shared), a_id);
+        assert_eq!(id(&second), a_id);
         assert!(take(pool, &addr).is_none(), "both in use");
         assert!(take(new_id(), &addr).is_none(), "another pool has none");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn on_a_multi_thread_runtime_the_threads_share_one_pool() {
-        let addr = backend(false).await;
+        let addr = backend(true).await;
         let pool = new_id();
         let conn = ready(&addr).await;
-        let id = Arc::as_ptr(&conn.shared);
+        let conn_id = id(&conn);
         let giver = addr.clone();
         // Given back on another thread of the runtime (a blocking one: never
         // the thread this test's task runs on).
@@ -330,43 +477,93 @@ mod tests {
         .unwrap();
         assert_ne!(other, std::thread::current().id());
         let taken = take(pool, &addr).expect("the connection given back elsewhere");
-        assert_eq!(Arc::as_ptr(&taken.shared), id);
+        assert_eq!(id(&taken), conn_id);
     }
 
+    /// A connection the backend closed, or one with a byte nobody asked
+    /// for on it, is dropped when a take meets it.
     #[tokio::test]
-    async fn a_connection_the_backend_closed_is_never_taken() {
-        let addr = backend(true).await;
-        let pool = new_id();
-        // Not waited ready: the close may come first.
-        let conn = connect(&addr, WAIT, WAIT, None).await.unwrap();
-        let shared = conn.shared.clone();
-        give_back(pool, &addr, conn, ANY);
-        assert!(closes(&shared).await, "the close was seen");
-        assert!(take(pool, &addr).is_none());
-        assert_eq!(idle_count(pool), 0, "dropped when met");
+    async fn a_connection_the_backend_closed_or_wrote_on_is_never_taken() {
+        for acts in [Acts::Closes, Acts::Babbles] {
+            let (addr, _) = backend_acting(acts).await;
+            let pool = new_id();
+            let conn = ready(&addr).await;
+            readable(&conn).await;
+            give_back(pool, &addr, conn, ANY);
+            assert_eq!(idle_count(pool), 1);
+            assert!(take(pool, &addr).is_none());
+            assert_eq!(idle_count(pool), 0, "dropped when met");
+        }
     }
 
-    /// Until the connection's task has ended and marked it closed.
-    async fn closes(shared: &Arc<super::super::connection::Shared>) -> bool {
-        tokio::time::timeout(WAIT, async {
-            while !shared.is_closed() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .is_ok()
+    /// An idle connection is closed once it has been idle for its
+    /// timeout (by the worker's sweep when nothing takes it), and not
+    /// before; the sweeper ends with the last idle connection and the next
+    /// give-back starts another. Paused time: it moves only when nothing
+    /// else can run.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_closed_after_its_timeout_and_not_before() {
+        let (addr, mut seen) = backend_acting(Acts::Holds).await;
+        let pool = new_id();
+        let timeout = Duration::from_secs(60);
+        for round in 0..2 {
+            let conn = ready(&addr).await;
+            let conn_id = id(&conn);
+            super::give_back(pool, &addr, conn, ANY, timeout);
+            tokio::time::sleep(timeout - Duration::from_secs(1)).await;
+            assert_eq!(
+                idle_count(pool),
+                1,
+                "round {round}: closed before its timeout"
+            );
+            let conn = take(pool, &addr).expect("still idle, not expired");
+            assert_eq!(id(&conn), conn_id);
+            // Given back again: idle from now.
+            super::give_back(pool, &addr, conn, ANY, timeout);
+            tokio::time::sleep(timeout - Duration::from_secs(1)).await;
+            assert_eq!(idle_count(pool), 1, "round {round}: the idle time restarts");
+            tokio::time::sleep(Duration::from_secs(1) + SWEEP_PERIOD).await;
+            assert_eq!(idle_count(pool), 0, "round {round}: swept");
+            assert!(closes(&mut seen, conn_id).await, "round {round}: closed");
+            assert!(
+                !with_idle(|idle| idle.sweeping).unwrap(),
+                "round {round}: the sweeper ended with nothing left"
+            );
+        }
+    }
+
+    /// At a take, a connection past its idle timeout is closed, not
+    /// handed out, whether or not a sweep came.
+    #[tokio::test]
+    async fn a_take_never_hands_out_an_expired_connection() {
+        let addr = backend(true).await;
+        let now = Instant::now();
+        let mut pool = Pool::default();
+        let (old, new) = (ready(&addr).await, ready(&addr).await);
+        let new_id = id(&new);
+        pool.give_back(&addr, old, ANY, now + Duration::from_secs(10));
+        pool.give_back(&addr, new, ANY, now + Duration::from_secs(20));
+        let later = now + Duration::from_secs(15);
+        let taken = pool.take(&addr, later).expect("the newer one");
+        assert_eq!(id(&taken), new_id);
+        assert!(pool.take(&addr, later).is_none(), "the older one expired");
+        assert_eq!(pool.idle, 0);
+        pool.give_back(&addr, taken, ANY, now + Duration::from_secs(20));
+        assert!(pool.take(&addr, now + Duration::from_secs(20)).is_none());
+        assert_eq!(pool.idle, 0);
     }
 
     #[tokio::test]
     async fn past_keepalive_the_least_recently_used_connection_is_closed() {
         let (a, b, c) = (
-            backend(false).await,
-            backend(false).await,
-            backend(false).await,
+            backend(true).await,
+            backend_acting(Acts::Holds).await,
+            backend(true).await,
         );
+        let (b, mut b_seen) = b;
         let pool = new_id();
         let (on_a, on_b) = (ready(&a).await, ready(&b).await);
-        let (a_id, b_shared) = (Arc::as_ptr(&on_a.shared), on_b.shared.clone());
+        let (a_id, b_id) = (id(&on_a), id(&on_b));
         give_back(pool, &a, on_a, 2);
         give_back(pool, &b, on_b, 2);
         // Used again: `a`'s connection is now the most recent.
@@ -374,24 +571,27 @@ mod tests {
         give_back(pool, &a, on_a, 2);
         // A third one, another address: over the cap of 2, `b`'s goes.
         let on_c = ready(&c).await;
-        let c_id = Arc::as_ptr(&on_c.shared);
+        let c_id = id(&on_c);
         give_back(pool, &c, on_c, 2);
         assert_eq!(idle_count(pool), 2);
-        assert!(closes(&b_shared).await, "the evicted connection is closed");
+        assert!(
+            closes(&mut b_seen, b_id).await,
+            "the evicted connection is closed"
+        );
         assert!(take(pool, &b).is_none());
-        assert_eq!(take(pool, &a).map(|c| Arc::as_ptr(&c.shared)), Some(a_id));
-        assert_eq!(take(pool, &c).map(|c| Arc::as_ptr(&c.shared)), Some(c_id));
+        assert_eq!(take(pool, &a).map(|c| id(&c)), Some(a_id));
+        assert_eq!(take(pool, &c).map(|c| id(&c)), Some(c_id));
     }
 
     #[tokio::test]
     async fn keepalive_0_keeps_no_idle_connection() {
-        let addr = backend(false).await;
+        let (addr, mut seen) = backend_acting(Acts::Holds).await;
         let pool = new_id();
         let conn = ready(&addr).await;
-        let shared = conn.shared.clone();
+        let conn_id = id(&conn);
         give_back(pool, &addr, conn, 0);
         assert!(take(pool, &addr).is_none());
-        assert!(closes(&shared).await, "closed, not parked");
+        assert!(closes(&mut seen, conn_id).await, "closed, not parked");
     }
 
     /// Against a model written from the rule (docs/proxy.md, `keepalive`):
@@ -403,13 +603,13 @@ mod tests {
         const CAP: usize = 4;
         let mut addrs = Vec::new();
         for _ in 0..5 {
-            addrs.push(backend(false).await);
+            addrs.push(backend(true).await);
         }
         let pool = new_id();
         // The model: (address index, connection id), oldest first.
         let mut model: Vec<(usize, usize)> = Vec::new();
         let mut in_hand: Vec<(usize, Conn)> = Vec::new();
-        let mut ids: Vec<*const super::super::connection::Shared> = Vec::new();
+        let mut ids: Vec<SocketAddr> = Vec::new();
         let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = move |n: u64| {
             state = state
@@ -417,11 +617,8 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) % n
         };
-        let id_of = |ids: &Vec<*const _>, conn: &Conn| {
-            ids.iter()
-                .position(|p| *p == Arc::as_ptr(&conn.shared))
-                .unwrap()
-        };
+        let id_of =
+            |ids: &Vec<SocketAddr>, conn: &Conn| ids.iter().position(|p| *p == id(conn)).unwrap();
         for _ in 0..400 {
             let a = next(5) as usize;
             match next(3) {
@@ -436,7 +633,7 @@ mod tests {
                         }
                         (None, None) => {
                             let conn = ready(&addrs[a]).await;
-                            ids.push(Arc::as_ptr(&conn.shared));
+                            ids.push(id(&conn));
                             in_hand.push((a, conn));
                         }
                         (want, got) => panic!("model {want:?}, pool {:?}", got.is_some()),

@@ -1,0 +1,145 @@
+//! One HTTP/1.1 exchange, driven by the request's own task: the request
+//! written while the answer is watched for (a backend may answer before
+//! it has read the whole request, and then it may never read the rest),
+//! until the response head is in.
+
+use std::future::poll_fn;
+use std::task::Poll;
+
+use http::{response, Method, Request, StatusCode};
+
+use super::connection::Conn;
+use super::decode::Framing;
+use super::error::UpstreamError;
+use super::request::RequestWriter;
+use super::response::{framing, parse_head};
+use crate::request_body::Outgoing;
+
+/// The most interim (1xx) answers read before the final one: a backend
+/// sending them without end would keep the request busy until its timeout.
+const MAX_INTERIM: u32 = 16;
+
+/// A response head, and what is left to write of the request.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) head: response::Parts,
+    pub(crate) framing: Framing,
+    /// The request's rest when the answer came first (written while the
+    /// body is read); `None` once it all went out.
+    pub(crate) writer: Option<Box<RequestWriter>>,
+}
+
+/// Why no response head came.
+#[derive(Debug)]
+pub(crate) enum ExchangeError {
+    /// Nothing of the request was written: here it is, whole.
+    Unsent(UpstreamError, Box<Request<Outgoing>>),
+    /// The request was written, maybe in part; `answered` when any byte
+    /// of an answer came.
+    Sent {
+        error: UpstreamError,
+        answered: bool,
+    },
+}
+
+/// Writes `request` on `conn` and reads the response head, skipping
+/// interim (1xx) answers but `101 Switching Protocols`.
+///
+/// # Errors
+/// See [`ExchangeError`]. The connection must be closed then.
+pub(crate) async fn exchange(
+    conn: &mut Conn,
+    request: Request<Outgoing>,
+) -> Result<Answer, ExchangeError> {
+    let (parts, body) = request.into_parts();
+    let to_head = parts.method == Method::HEAD;
+    let mut writer = Some(RequestWriter::new(&parts, body));
+    // Kept to give the request back until a byte of it is written.
+    let mut parts = Some(parts);
+    let mut answered = false;
+    let mut interim = 0;
+    let mut write_failed: Option<UpstreamError> = None;
+    poll_fn(|cx| {
+        loop {
+            let sent = |error, answered| Poll::Ready(Err(ExchangeError::Sent { error, answered }));
+            match parse_head(&mut conn.buf) {
+                Err(error) => return sent(error, answered),
+                Ok(Some(head)) => {
+                    if head.status.is_informational()
+                        && head.status != StatusCode::SWITCHING_PROTOCOLS
+                    {
+                        interim += 1;
+                        if interim > MAX_INTERIM {
+                            let why = format!("more than {MAX_INTERIM} interim (1xx) answers");
+                            return sent(UpstreamError::InvalidHead(why), answered);
+                        }
+                        continue;
+                    }
+                    let framing = match framing(to_head, &head) {
+                        Ok(f) => f,
+                        Err(error) => return sent(error, answered),
+                    };
+                    let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
+                    return Poll::Ready(Ok(Answer {
+                        head,
+                        framing,
+                        writer,
+                    }));
+                }
+                Ok(None) => {}
+            }
+            let error = match conn.poll_fill(cx) {
+                Poll::Ready(Ok(0)) if answered => {
+                    UpstreamError::Closed("in the middle of the response head")
+                }
+                Poll::Ready(Ok(0)) => UpstreamError::Closed("before a response"),
+                Poll::Ready(Ok(_)) => {
+                    answered = true;
+                    continue;
+                }
+                Poll::Ready(Err(e)) => e.into(),
+                Poll::Pending => break,
+            };
+            // Closed (or reset) before a byte of the request went out:
+            // the request is still whole.
+            if !writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
+                if let (Some(parts), Some(w)) = (parts.take(), writer.take()) {
+                    let request = Request::from_parts(parts, w.into_unsent_body());
+                    return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
+                }
+            }
+            return sent(write_failed.take().unwrap_or(error), answered);
+        }
+        if write_failed.is_some() {
+            return Poll::Pending;
+        }
+        let Some(w) = writer.as_mut() else {
+            return Poll::Pending;
+        };
+        match w.poll_write(&mut conn.stream, cx) {
+            Poll::Ready(Err(error)) if !w.wrote_anything() => {
+                let body = writer.take().map(RequestWriter::into_unsent_body);
+                if let (Some(parts), Some(body)) = (parts.take(), body) {
+                    let request = Request::from_parts(parts, body);
+                    return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
+                }
+                return Poll::Ready(Err(ExchangeError::Sent { error, answered }));
+            }
+            Poll::Ready(Err(error)) => {
+                if matches!(error, UpstreamError::Io(_)) {
+                    // The backend may have answered and closed before
+                    // reading the rest: its answer is still to be read.
+                    write_failed = Some(error);
+                } else {
+                    return Poll::Ready(Err(ExchangeError::Sent { error, answered }));
+                }
+            }
+            Poll::Ready(Ok(())) | Poll::Pending => {}
+        }
+        if writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
+            parts = None;
+        }
+        Poll::Pending
+    })
+    .await
+}

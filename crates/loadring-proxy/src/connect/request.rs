@@ -1,0 +1,325 @@
+//! A request written to a backend's connection: its head, then its body
+//! framed by its length (`Content-Length` as given, or the body's known
+//! size) or chunked (with its trailers) when the length is unknown.
+//!
+//! The head and a small first chunk of the body go out in one write: one
+//! system call, one TCP segment, as a backend reading the head expects.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{request, HeaderMap, Method};
+use http_body::Body;
+use tokio::io::AsyncWrite;
+
+use super::connection::Stream;
+use super::error::UpstreamError;
+use crate::request_body::Outgoing;
+
+/// A body chunk up to this size is copied next to its framing (and the
+/// first one next to the head) rather than written as a piece of its own.
+const COPY_UP_TO: usize = 8 * 1024;
+
+/// The most pieces handed to one vectored write.
+const MAX_SLICES: usize = 16;
+
+#[derive(Debug, Clone, Copy)]
+enum Framing {
+    None,
+    Length { declared: u64, sent: u64 },
+    Chunked,
+}
+
+/// What is left to write of one request.
+#[derive(Debug)]
+pub(crate) struct RequestWriter {
+    /// Bytes ready to go, in order.
+    queue: VecDeque<Bytes>,
+    /// The body, until its end has been read.
+    body: Option<Outgoing>,
+    framing: Framing,
+    /// The first body chunk, copied next to the head: put back in the body
+    /// if nothing was written.
+    first: Option<Bytes>,
+    wrote: bool,
+    unflushed: bool,
+}
+
+impl RequestWriter {
+    /// The request's head encoded, its body to follow.
+    pub(crate) fn new(parts: &request::Parts, mut body: Outgoing) -> Self {
+        let mut head = BytesMut::with_capacity(256 + 32 * parts.headers.len());
+        let target = match (&parts.method, parts.uri.path_and_query()) {
+            (&Method::CONNECT, _) => parts.uri.authority().map_or("/", |a| a.as_str()),
+            (_, Some(pq)) => pq.as_str(),
+            (_, None) => "/",
+        };
+        head.put_slice(parts.method.as_str().as_bytes());
+        head.put_u8(b' ');
+        head.put_slice(target.as_bytes());
+        head.put_slice(b" HTTP/1.1\r\n");
+        write_fields(&mut head, &parts.headers);
+        let framing = framing(parts, &body, &mut head);
+        head.put_slice(b"\r\n");
+        let mut writer = RequestWriter {
+            queue: VecDeque::new(),
+            body: None,
+            framing,
+            first: None,
+            wrote: false,
+            unflushed: false,
+        };
+        if matches!(framing, Framing::None) {
+            writer.queue.push_back(head.freeze());
+            return writer;
+        }
+        // A chunk already read from the client goes with the head.
+        if let Some(chunk) = body.pop_small(COPY_UP_TO) {
+            match writer.frame_data(&chunk, &mut head) {
+                Ok(()) => writer.first = Some(chunk),
+                // Over its length: the error comes when it is read again.
+                Err(_) => body.put_back(chunk),
+            }
+        }
+        writer.queue.push_back(head.freeze());
+        writer.body = Some(body);
+        writer
+    }
+
+    /// Whether any byte of the request went out.
+    pub(crate) fn wrote_anything(&self) -> bool {
+        self.wrote
+    }
+
+    /// Whether all of it went out.
+    pub(crate) fn is_done(&self) -> bool {
+        self.queue.is_empty() && self.body.is_none() && !self.unflushed
+    }
+
+    /// The body of a request nothing of which was written, as it was.
+    pub(crate) fn into_unsent_body(self) -> Outgoing {
+        let mut body = self.body.unwrap_or_else(Outgoing::empty);
+        if let Some(first) = self.first {
+            body.put_back(first);
+        }
+        body
+    }
+
+    /// Writes what it can: ready once the whole request went out.
+    ///
+    /// # Errors
+    /// The socket failed, the client's body failed, or the body did not
+    /// match its `Content-Length`.
+    pub(crate) fn poll_write(
+        &mut self,
+        stream: &mut Stream,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), UpstreamError>> {
+        loop {
+            if !self.queue.is_empty() {
+                let n = ready!(self.poll_queue(stream, cx))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero).into()));
+                }
+                self.wrote = true;
+                self.unflushed = true;
+                self.first = None;
+                self.advance(n);
+                continue;
+            }
+            if let Some(body) = self.body.as_mut() {
+                let frame = ready!(Pin::new(body).poll_frame(cx));
+                let mut out = BytesMut::new();
+                match frame {
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) if data.is_empty() => {}
+                        Ok(data) if data.len() > COPY_UP_TO => {
+                            self.prefix(data.len(), &mut out)?;
+                            if !out.is_empty() {
+                                self.queue.push_back(out.split().freeze());
+                            }
+                            self.queue.push_back(data);
+                            if matches!(self.framing, Framing::Chunked) {
+                                self.queue.push_back(Bytes::from_static(b"\r\n"));
+                            }
+                        }
+                        Ok(data) => self.frame_data(&data, &mut out)?,
+                        Err(frame) => {
+                            if let (Ok(trailers), Framing::Chunked) =
+                                (frame.into_trailers(), self.framing)
+                            {
+                                self.end(Some(&trailers), &mut out)?;
+                            }
+                        }
+                    },
+                    Some(Err(e)) => {
+                        self.body = None;
+                        return Poll::Ready(Err(UpstreamError::RequestBody(e)));
+                    }
+                    None => self.end(None, &mut out)?,
+                }
+                if !out.is_empty() {
+                    self.queue.push_back(out.freeze());
+                }
+                continue;
+            }
+            if self.unflushed {
+                ready!(Pin::new(&mut *stream).poll_flush(cx))?;
+                self.unflushed = false;
+            }
+            return Poll::Ready(Ok(()));
+        }
+    }
+
+    /// One write of the queue's front pieces.
+    fn poll_queue(&self, stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        if self.queue.len() == 1 || !stream.is_write_vectored() {
+            return Pin::new(stream).poll_write(cx, &self.queue[0]);
+        }
+        let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+        let mut n = 0;
+        for (slot, piece) in slices.iter_mut().zip(&self.queue) {
+            *slot = IoSlice::new(piece);
+            n += 1;
+        }
+        Pin::new(stream).poll_write_vectored(cx, &slices[..n])
+    }
+
+    fn advance(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else {
+                return;
+            };
+            if n < front.len() {
+                let _ = front.split_to(n);
+                return;
+            }
+            n -= front.len();
+            self.queue.pop_front();
+        }
+    }
+
+    /// `data` (not empty) framed into `out`.
+    fn frame_data(&mut self, data: &[u8], out: &mut BytesMut) -> Result<(), UpstreamError> {
+        self.prefix(data.len(), out)?;
+        out.put_slice(data);
+        if matches!(self.framing, Framing::Chunked) {
+            out.put_slice(b"\r\n");
+        }
+        Ok(())
+    }
+
+    /// What goes before `len` bytes of data: a chunk's size line when
+    /// chunked; with a length, the count checked against it.
+    fn prefix(&mut self, len: usize, out: &mut BytesMut) -> Result<(), UpstreamError> {
+        match &mut self.framing {
+            Framing::Chunked => {
+                use std::fmt::Write as _;
+                let _ = write!(ByteWriter(out), "{len:x}\r\n");
+            }
+            Framing::Length { declared, sent } => {
+                let total = *sent + len as u64;
+                if total > *declared {
+                    return Err(UpstreamError::RequestBodyLength {
+                        declared: *declared,
+                        sent: total,
+                    });
+                }
+                *sent = total;
+            }
+            Framing::None => {}
+        }
+        Ok(())
+    }
+
+    /// The body's end: the last chunk and the trailers, or the length's
+    /// check.
+    fn end(
+        &mut self,
+        trailers: Option<&HeaderMap>,
+        out: &mut BytesMut,
+    ) -> Result<(), UpstreamError> {
+        self.body = None;
+        match self.framing {
+            Framing::None => {}
+            Framing::Length { declared, sent } => {
+                if sent != declared {
+                    return Err(UpstreamError::RequestBodyLength { declared, sent });
+                }
+            }
+            Framing::Chunked => {
+                out.put_slice(b"0\r\n");
+                if let Some(trailers) = trailers {
+                    write_fields(out, trailers);
+                }
+                out.put_slice(b"\r\n");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `name: value` lines.
+fn write_fields(out: &mut BytesMut, headers: &HeaderMap) {
+    for (name, value) in headers {
+        out.put_slice(name.as_str().as_bytes());
+        out.put_slice(b": ");
+        out.put_slice(value.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+}
+
+/// How the body is framed, its header added to `head` when the request
+/// has none.
+fn framing(parts: &request::Parts, body: &Outgoing, head: &mut BytesMut) -> Framing {
+    if let Some(declared) = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        return if declared == 0 && body.is_end_stream() {
+            Framing::None
+        } else {
+            Framing::Length { declared, sent: 0 }
+        };
+    }
+    if parts.headers.contains_key(TRANSFER_ENCODING) {
+        return Framing::Chunked;
+    }
+    if body.is_end_stream() {
+        // A body that is empty, said so where one is expected (as clients do).
+        if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH) {
+            head.put_slice(b"content-length: 0\r\n");
+        }
+        return Framing::None;
+    }
+    match body.size_hint().exact() {
+        Some(n) => {
+            use std::fmt::Write as _;
+            let _ = write!(ByteWriter(head), "content-length: {n}\r\n");
+            Framing::Length {
+                declared: n,
+                sent: 0,
+            }
+        }
+        None => {
+            head.put_slice(b"transfer-encoding: chunked\r\n");
+            Framing::Chunked
+        }
+    }
+}
+
+/// Formats into a byte buffer.
+struct ByteWriter<'a>(&'a mut BytesMut);
+
+impl std::fmt::Write for ByteWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.put_slice(s.as_bytes());
+        Ok(())
+    }
+}
