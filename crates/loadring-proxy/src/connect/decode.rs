@@ -3,13 +3,13 @@
 //!
 //! Memory stays bounded whatever the backend sends: data is handed on as
 //! it comes (never gathered), and a chunk-size line or the trailers must
-//! fit in [`MAX_LINE`] and [`super::response::MAX_HEAD`] bytes.
+//! fit in [`MAX_LINE`] and [`super::fields::MAX_HEAD`] bytes.
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 
 use super::error::UpstreamError;
-use super::response::{headers_of, MAX_HEAD, MAX_HEADERS};
+use super::fields::{headers_of, ranges, MAX_HEAD, MAX_HEADERS};
 
 /// The longest chunk-size line read (size and extensions), as a guard
 /// against a backend that never ends one.
@@ -156,7 +156,7 @@ impl Decoder {
                     let trailers = if empty {
                         None
                     } else {
-                        let ranges = super::response::ranges(buf, fields)?;
+                        let ranges = ranges(buf, fields)?;
                         let bytes = buf.split_to(len).freeze();
                         Some(headers_of(&bytes, ranges)?)
                     };

@@ -24,6 +24,7 @@ mod error;
 mod exchange;
 #[cfg(test)]
 mod exchange_tests;
+mod fields;
 mod h2;
 pub(crate) mod pool;
 mod request;
