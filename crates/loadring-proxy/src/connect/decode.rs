@@ -188,6 +188,19 @@ impl Decoder {
         }
     }
 
+    /// The most bytes a [`Step::More`] may leave in the buffer in the
+    /// present state: the bounds of the module's doc, that the property
+    /// tests hold the decoder to.
+    #[cfg(test)]
+    pub(super) fn held_limit(&self) -> usize {
+        match self.state {
+            State::Size => MAX_LINE - 1,
+            State::Trailers => MAX_HEAD,
+            State::DataEnd => 1,
+            State::Length(_) | State::Data(_) | State::Eof | State::Done => 0,
+        }
+    }
+
     /// After a chunk's data, whether the body's end is already in `buf`
     /// (the usual case: the last chunk comes in the same read), so that
     /// the body says it has ended with its last data.

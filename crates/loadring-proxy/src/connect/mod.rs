@@ -18,6 +18,8 @@
 //! instant never read it).
 
 mod body;
+#[cfg(test)]
+mod codec_props;
 mod connection;
 mod decode;
 mod error;
