@@ -35,7 +35,9 @@ pub(crate) struct FleetView<'a> {
     max_age: u64,
     /// `report_rule=share` (see [`FleetView::share_cap`]).
     share: bool,
-    /// Whether the loads include reports (see [`FleetView::reported`]).
+    /// Whether the loads include reports: then loadring's cap is the
+    /// fleet's ([`FleetView::cap`]) and a pick keeps to its own cap too
+    /// ([`FleetView::try_reserve_bounded`]).
     reported: bool,
 }
 
@@ -140,22 +142,15 @@ impl<'a> FleetView<'a> {
         fresh.then_some(offset)
     }
 
-    /// Whether the loads include reports: then loadring's cap is the
-    /// fleet's ([`FleetView::cap`]) and a pick keeps to its own cap too
-    /// ([`FleetView::try_reserve_bounded`]).
-    #[inline]
-    pub(crate) fn reported(&self) -> bool {
-        self.reported
-    }
-
-    /// loadring's cap of an endpoint of weight `weight` among members of
-    /// total weight `weight_sum` at `total` in flight: rounded up
+    /// loadring's cap of endpoint `i` (by its weight among the pool's) at
+    /// `total` in flight: rounded up
     /// ([`LoadFactor::cap`]) while the balancer counts only its own
     /// requests, rounded down to no less than the fair share
     /// ([`LoadFactor::fleet_cap`]) while the loads include reports: there
     /// the rounding would be the whole fleet's margin.
     #[inline]
-    pub(crate) fn cap(&self, factor: LoadFactor, total: u64, weight: u32, weight_sum: u64) -> u64 {
+    pub(crate) fn cap(&self, factor: LoadFactor, total: u64, i: usize) -> u64 {
+        let (weight, weight_sum) = (self.pool.weight(i), self.pool.weight_sum());
         if self.reported {
             factor.fleet_cap(total, weight, weight_sum)
         } else {
@@ -235,7 +230,7 @@ impl<'a> FleetView<'a> {
     }
 
     /// Reserves a slot on endpoint `i` under loadring's cap `cap` (from
-    /// [`FleetView::cap`], of weight `weight` among `weight_sum`). While the
+    /// [`FleetView::cap`]). While the
     /// loads include reports, also within the cap its own
     /// requests alone give it (rounded up, on its own total): a report only
     /// ever tightens what one balancer sends. A report that shows room
@@ -243,18 +238,15 @@ impl<'a> FleetView<'a> {
     /// otherwise let each of them send more than its own cap, and the
     /// fleet's worst instant would be worse than without reports.
     #[inline]
-    pub(crate) fn try_reserve_bounded(
-        &self,
-        i: usize,
-        cap: u64,
-        factor: LoadFactor,
-        weight: u32,
-        weight_sum: u64,
-    ) -> bool {
+    pub(crate) fn try_reserve_bounded(&self, i: usize, cap: u64, factor: LoadFactor) -> bool {
         if !self.reported {
             return self.pool.try_reserve(i, cap);
         }
-        let own = factor.cap(self.pool.total_load(), weight, weight_sum);
+        let own = factor.cap(
+            self.pool.total_load(),
+            self.pool.weight(i),
+            self.pool.weight_sum(),
+        );
         self.try_reserve_within(i, cap, own)
     }
 

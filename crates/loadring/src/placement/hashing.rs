@@ -372,14 +372,7 @@ impl<T: Placement> Hashing<T> {
     fn cap_at(&self, view: &FleetView<'_>, factor: LoadFactor, total: u64, owner: usize) -> u64 {
         self.placement
             .own_cap(factor, total, owner, &self.pool)
-            .unwrap_or_else(|| {
-                view.cap(
-                    factor,
-                    total,
-                    self.pool.weight(owner),
-                    self.pool.weight_sum(),
-                )
-            })
+            .unwrap_or_else(|| view.cap(factor, total, owner))
     }
 
     /// Reserves a slot on `i` under `cap`, [`Hashing::cap_at`]'s: the
@@ -393,10 +386,10 @@ impl<T: Placement> Hashing<T> {
         i: usize,
         cap: u64,
     ) -> bool {
-        if self.own_rule || !view.reported() {
+        if self.own_rule {
             return view.try_reserve(i, cap);
         }
-        view.try_reserve_bounded(i, cap, factor, self.pool.weight(i), self.pool.weight_sum())
+        view.try_reserve_bounded(i, cap, factor)
     }
 
     /// The owners met walking clockwise from `start` over every entry once,
@@ -465,7 +458,6 @@ impl<T: Placement> Hashing<T> {
         owner_of_key: &mut Option<usize>,
     ) -> Result<usize, PickError> {
         let view = FleetView::new(&self.pool, req.at);
-        let weight_sum = self.pool.weight_sum();
         // The total and the uniform cap, read at the first endpoint that needs
         // them: most picks never do.
         let mut at_total: Option<(u64, u64)> = None;
@@ -486,10 +478,7 @@ impl<T: Placement> Hashing<T> {
                 }
                 let (total, uniform_cap) = *at_total.get_or_insert_with(|| {
                     let total = view.total_load();
-                    (
-                        total,
-                        view.cap(factor, total, self.pool.weight(0), weight_sum),
-                    )
+                    (total, view.cap(factor, total, 0))
                 });
                 let cap = if self.uniform {
                     uniform_cap

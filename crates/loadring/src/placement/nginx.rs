@@ -345,7 +345,7 @@ impl NginxModulo {
 
     /// The generic cap of endpoint `i` with `total` in flight.
     fn cap_at(&self, view: &FleetView<'_>, factor: LoadFactor, total: u64, i: usize) -> u64 {
-        view.cap(factor, total, self.pool.weight(i), self.pool.weight_sum())
+        view.cap(factor, total, i)
     }
 
     /// Reserves a slot on `i` under its cap at `total` (reported loads
@@ -357,11 +357,7 @@ impl NginxModulo {
         total: u64,
         i: usize,
     ) -> bool {
-        let cap = self.cap_at(view, factor, total, i);
-        if !view.reported() {
-            return view.try_reserve(i, cap);
-        }
-        view.try_reserve_bounded(i, cap, factor, self.pool.weight(i), self.pool.weight_sum())
+        view.try_reserve_bounded(i, self.cap_at(view, factor, total, i), factor)
     }
 
     fn pick_bounded(
