@@ -103,30 +103,46 @@ pub fn host_part(text: &str) -> Option<&str> {
     let text = text.trim();
     let host = if let Some(rest) = text.strip_prefix('[') {
         let (literal, after) = rest.split_once(']')?;
-        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
+        if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port))
+            || literal.bytes().any(is_forbidden)
+        {
             return None;
         }
         literal
-    } else if text.bytes().filter(|&b| b == b':').nth(1).is_some() && text.parse::<IpAddr>().is_ok()
-    {
-        // A bare IPv6 literal (only in route settings: a Host needs
-        // brackets). It has two colons at least: every request's host is
-        // checked, and parsing each one as an address is most of the cost.
-        return Some(text);
     } else {
-        match text.rsplit_once(':') {
-            Some((host, port)) if is_port(port) => host,
+        // One pass over every request's host: where its last colon is,
+        // whether it has two (a bare IPv6 literal, only in route settings:
+        // a Host needs brackets), and whether it holds a character no host
+        // has.
+        let mut colons = 0;
+        let mut last_colon = None;
+        let mut forbidden = false;
+        for (i, b) in text.bytes().enumerate() {
+            match b {
+                b':' => {
+                    colons += 1;
+                    last_colon = Some(i);
+                }
+                b if is_forbidden(b) => forbidden = true,
+                _ => {}
+            }
+        }
+        if colons >= 2 && text.parse::<IpAddr>().is_ok() {
+            return Some(text);
+        }
+        let host = match last_colon {
+            Some(i) if is_port(&text[i + 1..]) => &text[..i],
             Some(_) => return None,
             None => text,
+        };
+        // The port passed, so the character was in the host.
+        if forbidden {
+            return None;
         }
+        host
     };
-    // An IP literal passes this too: never empty, none of these characters.
-    let bare = host.strip_suffix('.').unwrap_or(host);
-    if bare.is_empty()
-        || bare
-            .bytes()
-            .any(|b| matches!(b, b'[' | b']' | b'/' | b'@' | b' '))
-    {
+    // An IP literal passes this too: never empty.
+    if host.strip_suffix('.').unwrap_or(host).is_empty() {
         return None;
     }
     Some(host)
@@ -138,6 +154,11 @@ pub fn canonical_host(host: &str) -> String {
         return ip.to_canonical().to_string();
     }
     host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
+}
+
+/// A character no host has.
+fn is_forbidden(b: u8) -> bool {
+    matches!(b, b'[' | b']' | b'/' | b'@' | b' ')
 }
 
 fn is_port(text: &str) -> bool {
@@ -159,7 +180,10 @@ pub fn resolve_dot_segments(path: &str) -> Result<Cow<'_, str>, Refused> {
                 ".." | ".%2e" | "%2e." | "%2e%2e"
             )
     };
-    if !path.split('/').any(|s| is_dot(s) || is_dot_dot(s)) {
+    // Every request's path: most have no dot and no escape at all.
+    if !path.bytes().any(|b| b == b'.' || b == b'%')
+        || !path.split('/').any(|s| is_dot(s) || is_dot_dot(s))
+    {
         return Ok(Cow::Borrowed(path));
     }
     let mut out: Vec<&str> = Vec::new();
@@ -191,6 +215,37 @@ pub fn resolve_dot_segments(path: &str) -> Result<Cow<'_, str>, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule as docs/proxy.md states it, written plainly: the single
+    /// pass of [`host_part`] must agree with it on any text.
+    fn host_part_spec(text: &str) -> Option<&str> {
+        let text = text.trim();
+        let host = if let Some(rest) = text.strip_prefix('[') {
+            let (literal, after) = rest.split_once(']')?;
+            if !(after.is_empty() || after.strip_prefix(':').is_some_and(is_port)) {
+                return None;
+            }
+            literal
+        } else if text.matches(':').count() >= 2 && text.parse::<IpAddr>().is_ok() {
+            return Some(text);
+        } else {
+            match text.rsplit_once(':') {
+                Some((host, port)) if is_port(port) => host,
+                Some(_) => return None,
+                None => text,
+            }
+        };
+        let bare = host.strip_suffix('.').unwrap_or(host);
+        let forbidden = ['[', ']', '/', '@', ' '];
+        (!bare.is_empty() && !bare.contains(forbidden)).then_some(host)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn host_part_agrees_with_its_rule(text in "[ \\[\\]:/@.a-f0-9x]{0,24}") {
+            proptest::prop_assert_eq!(host_part(&text), host_part_spec(&text));
+        }
+    }
 
     #[test]
     fn hosts_normalize() {
