@@ -202,14 +202,17 @@ impl Head {
     }
 
     fn from_request(request: Request<Outgoing>) -> (Head, Outgoing) {
-        let (mut parts, body) = request.into_parts();
-        let head = Head {
+        let (parts, body) = request.into_parts();
+        (Head::from_parts(parts), body)
+    }
+
+    fn from_parts(mut parts: http::request::Parts) -> Head {
+        Head {
             method: parts.method,
             uri: parts.uri,
             headers: parts.headers,
             protocol: parts.extensions.remove(),
-        };
-        (head, body)
+        }
     }
 }
 
@@ -569,11 +572,13 @@ impl Forwarder {
                         return Tried::Gone;
                     };
                     // Copied only when the request may have to be sent again
-                    // after it was written: a stale reused connection, or a
-                    // closed one with a retry left for an idempotent request.
+                    // after it was written (a retry left for an idempotent
+                    // request) over a connection that keeps it (HTTP/2):
+                    // HTTP/1.1 gives a written request's head back.
                     let resend = replayable
-                        && ((connection.is_reused() && !fresh_connection)
-                            || (idempotent && attempt < retries));
+                        && !connection.returns_written_requests()
+                        && idempotent
+                        && attempt < retries;
                     let this_head = match (resend, head.as_ref()) {
                         (true, Some(h)) => h.copy(),
                         _ => match head.take() {
@@ -621,9 +626,17 @@ impl Forwarder {
                         self.counters.reused_connection_retry();
                         fresh_connection = true;
                     }
-                    Tried::Failed(Failure::Sent { error, stale: true })
-                        if !fresh_connection && replayable && head.is_some() =>
+                    Tried::Failed(Failure::Sent {
+                        error,
+                        stale: true,
+                        head: written,
+                    }) if !fresh_connection
+                        && replayable
+                        && (head.is_some() || written.is_some()) =>
                     {
+                        if let Some(written) = written {
+                            head = Some(Head::from_parts(*written));
+                        }
                         tracing::debug!(
                             cluster = name,
                             endpoint = upstream.addr(),
@@ -669,8 +682,13 @@ impl Forwarder {
                     self.metrics
                         .request(&self.label, &upstream, status.as_u16());
                     // A trailers-only gRPC answer has its status here.
-                    let grpc_failed = match crate::grpc::status(response.headers()) {
-                        Some(code) if grpc => {
+                    let grpc_status = if grpc {
+                        crate::grpc::status(response.headers())
+                    } else {
+                        None
+                    };
+                    let grpc_failed = match grpc_status {
+                        Some(code) => {
                             self.metrics
                                 .grpc_response(&self.label, upstream.shared_addr(), code);
                             crate::grpc::is_failure(code)
@@ -733,8 +751,11 @@ impl Forwarder {
                         "no response from the backend",
                     );
                 }
-                Ok(Tried::Failed(failure)) => {
+                Ok(Tried::Failed(mut failure)) => {
                     self.attempt_failed(pick, started, &upstream, 502);
+                    if let Some(written) = failure.take_head() {
+                        head = Some(Head::from_parts(written));
+                    }
                     let in_hand = head.is_some() && (replayable || returned_body.is_some());
                     let retryable = in_hand
                         && match classify(&failure) {

@@ -6,13 +6,13 @@
 use std::future::poll_fn;
 use std::task::Poll;
 
-use http::{response, Method, Request, StatusCode};
+use http::{request, response, Method, Request, StatusCode};
 
 use super::connection::Conn;
 use super::decode::Framing;
 use super::error::UpstreamError;
 use super::request::RequestWriter;
-use super::response::{framing, parse_head};
+use super::response::{body_and_reuse, parse_head};
 use crate::request_body::Outgoing;
 
 /// The most interim (1xx) answers read before the final one: a backend
@@ -24,6 +24,8 @@ const MAX_INTERIM: u32 = 16;
 pub(crate) struct Answer {
     pub(crate) head: response::Parts,
     pub(crate) framing: Framing,
+    /// Whether the connection may carry another exchange after this one.
+    pub(crate) keep_alive: bool,
     /// The request's rest when the answer came first (written while the
     /// body is read); `None` once it all went out.
     pub(crate) writer: Option<Box<RequestWriter>>,
@@ -35,11 +37,27 @@ pub(crate) enum ExchangeError {
     /// Nothing of the request was written: here it is, whole.
     Unsent(UpstreamError, Box<Request<Outgoing>>),
     /// The request was written, maybe in part; `answered` when any byte
-    /// of an answer came.
+    /// of an answer came. `head` is the request's head, kept until an
+    /// answer came so that a resend need not copy it ahead.
     Sent {
         error: UpstreamError,
         answered: bool,
+        head: Option<Box<request::Parts>>,
     },
+}
+
+/// The answer that no response head came after (part of) the request went
+/// out.
+fn sent(
+    error: UpstreamError,
+    answered: bool,
+    parts: &mut Option<request::Parts>,
+) -> Poll<Result<Answer, ExchangeError>> {
+    Poll::Ready(Err(ExchangeError::Sent {
+        error,
+        answered,
+        head: parts.take().map(Box::new),
+    }))
 }
 
 /// Writes `request` on `conn` and reads the response head, skipping
@@ -54,16 +72,16 @@ pub(crate) async fn exchange(
     let (parts, body) = request.into_parts();
     let to_head = parts.method == Method::HEAD;
     let mut writer = Some(RequestWriter::new(&parts, body));
-    // Kept to give the request back until a byte of it is written.
+    // Kept until an answer comes: whole (with the body) while nothing of it
+    // was written, the head alone for a resend after that.
     let mut parts = Some(parts);
     let mut answered = false;
     let mut interim = 0;
     let mut write_failed: Option<UpstreamError> = None;
     poll_fn(|cx| {
         loop {
-            let sent = |error, answered| Poll::Ready(Err(ExchangeError::Sent { error, answered }));
             match parse_head(&mut conn.buf) {
-                Err(error) => return sent(error, answered),
+                Err(error) => return sent(error, answered, &mut parts),
                 Ok(Some(head)) => {
                     if head.status.is_informational()
                         && head.status != StatusCode::SWITCHING_PROTOCOLS
@@ -71,18 +89,19 @@ pub(crate) async fn exchange(
                         interim += 1;
                         if interim > MAX_INTERIM {
                             let why = format!("more than {MAX_INTERIM} interim (1xx) answers");
-                            return sent(UpstreamError::InvalidHead(why), answered);
+                            return sent(UpstreamError::InvalidHead(why), answered, &mut parts);
                         }
                         continue;
                     }
-                    let framing = match framing(to_head, &head) {
-                        Ok(f) => f,
-                        Err(error) => return sent(error, answered),
+                    let read = match body_and_reuse(to_head, &head) {
+                        Ok(read) => read,
+                        Err(error) => return sent(error, answered, &mut parts),
                     };
                     let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
                     return Poll::Ready(Ok(Answer {
                         head,
-                        framing,
+                        framing: read.framing,
+                        keep_alive: read.keep_alive,
                         writer,
                     }));
                 }
@@ -108,7 +127,7 @@ pub(crate) async fn exchange(
                     return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
                 }
             }
-            return sent(write_failed.take().unwrap_or(error), answered);
+            return sent(write_failed.take().unwrap_or(error), answered, &mut parts);
         }
         if write_failed.is_some() {
             return Poll::Pending;
@@ -123,7 +142,7 @@ pub(crate) async fn exchange(
                     let request = Request::from_parts(parts, body);
                     return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
                 }
-                return Poll::Ready(Err(ExchangeError::Sent { error, answered }));
+                return sent(error, answered, &mut parts);
             }
             Poll::Ready(Err(error)) => {
                 if matches!(error, UpstreamError::Io(_)) {
@@ -131,13 +150,10 @@ pub(crate) async fn exchange(
                     // reading the rest: its answer is still to be read.
                     write_failed = Some(error);
                 } else {
-                    return Poll::Ready(Err(ExchangeError::Sent { error, answered }));
+                    return sent(error, answered, &mut parts);
                 }
             }
             Poll::Ready(Ok(())) | Poll::Pending => {}
-        }
-        if writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
-            parts = None;
         }
         Poll::Pending
     })

@@ -489,18 +489,30 @@ async fn a_reused_connection_closed_before_an_answer_is_stale() {
         .await
         .unwrap();
     assert_eq!(idle_count(upstream.pool), 1);
-    let failure = send(&upstream, &addr, get()).await.unwrap_err();
+    let mut failure = send(&upstream, &addr, get()).await.unwrap_err();
     assert!(
         matches!(failure, Failure::Sent { stale: true, .. }),
         "{failure:?}"
     );
     assert!(failure.closed_before_a_response());
+    assert_written_head_back(&mut failure);
     let (addr, _told) = scripted(vec![Act::Read, Act::Close]).await;
-    let failure = send(&upstream, &addr, get()).await.unwrap_err();
+    let mut failure = send(&upstream, &addr, get()).await.unwrap_err();
     assert!(
         matches!(failure, Failure::Sent { stale: false, .. }),
         "{failure:?}"
     );
+    assert_written_head_back(&mut failure);
+}
+
+/// A written request comes back with its head as it was (a resend makes
+/// no copy ahead), once.
+fn assert_written_head_back(failure: &mut Failure) {
+    let head = failure.take_head().expect("the written request's head");
+    assert_eq!(head.method, http::Method::GET);
+    assert_eq!(head.uri, "/p?q=1");
+    assert_eq!(head.headers["host"], "test");
+    assert!(failure.take_head().is_none());
 }
 
 /// A connection reset before anything was written gives the request back

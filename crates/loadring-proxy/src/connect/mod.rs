@@ -83,6 +83,9 @@ pub(crate) enum Failure {
         error: UpstreamError,
         /// On a reused connection, closed before any byte of an answer.
         stale: bool,
+        /// The request's head, when the connection kept it (HTTP/1.1): a
+        /// resend needs no copy made ahead.
+        head: Option<Box<http::request::Parts>>,
     },
 }
 
@@ -92,6 +95,14 @@ impl Failure {
         match self {
             Failure::Connect(e) => e,
             Failure::Unsent { error, .. } | Failure::Sent { error, .. } => error,
+        }
+    }
+
+    /// The written request's head, when the connection gave it back.
+    pub(crate) fn take_head(&mut self) -> Option<http::request::Parts> {
+        match self {
+            Failure::Sent { head, .. } => head.take().map(|h| *h),
+            _ => None,
         }
     }
 
@@ -205,14 +216,11 @@ pub(crate) struct Checkout {
 }
 
 impl Checkout {
-    /// Whether the connection carried an exchange before.
-    pub(crate) fn is_reused(&self) -> bool {
-        // HTTP/2 gives back a request the connection never took (refused
-        // stream, GOAWAY): nothing to copy ahead for.
-        match &self.conn {
-            Sender::H1(conn) => conn.is_reused(),
-            Sender::H2(_) => false,
-        }
+    /// Whether a request written and not answered comes back with its
+    /// head ([`Failure::Sent`]): over HTTP/1.1 it does, and a resend needs
+    /// no copy made ahead; HTTP/2 keeps it.
+    pub(crate) fn returns_written_requests(&self) -> bool {
+        matches!(self.conn, Sender::H1(_))
     }
 
     /// Whether the backend accepts HTTP/2 extended CONNECT (RFC 8441),
@@ -252,9 +260,9 @@ impl Checkout {
             Ok(exchange::Answer {
                 head,
                 framing,
+                keep_alive,
                 writer,
             }) => {
-                let keep_alive = response::keeps_alive(&head);
                 let body = UpstreamBody::h1(conn, framing, writer, keep_alive, home);
                 Ok(Response::from_parts(head, body))
             }
@@ -262,9 +270,13 @@ impl Checkout {
                 error,
                 request: Some(request),
             }),
-            Err(ExchangeError::Sent { error, answered }) => {
+            Err(ExchangeError::Sent {
+                error,
+                answered,
+                head,
+            }) => {
                 let stale = reused && !answered && error.closed_before_a_response();
-                Err(Failure::Sent { error, stale })
+                Err(Failure::Sent { error, stale, head })
             }
         }
     }
@@ -311,5 +323,6 @@ fn h2_failure(mut e: hyper::client::conn::TrySendError<Request<Outgoing>>) -> Fa
     Failure::Sent {
         error: UpstreamError::H2(error),
         stale: false,
+        head: None,
     }
 }

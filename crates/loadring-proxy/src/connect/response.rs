@@ -5,8 +5,8 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{HeaderName, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{response, HeaderMap, Response, StatusCode, Version};
+use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::{response, Response, StatusCode, Version};
 
 use super::decode::Framing;
 use super::error::UpstreamError;
@@ -61,74 +61,106 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
     Ok(Some(parts))
 }
 
-/// The comma-separated tokens of every `name` field.
-fn tokens<'a>(headers: &'a HeaderMap, name: &HeaderName) -> impl Iterator<Item = &'a [u8]> {
-    headers
-        .get_all(name)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+/// The comma-separated tokens of one field value.
+fn tokens(value: &HeaderValue) -> impl Iterator<Item = &[u8]> {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|t| !t.is_empty())
 }
 
+/// What a response head says of its body and its connection: how the
+/// body ends, and whether the connection may carry another exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BodyAndReuse {
+    pub(crate) framing: Framing,
+    pub(crate) keep_alive: bool,
+}
+
 /// How the body of `head` (the answer to a HEAD request when `to_head`)
-/// ends.
+/// ends, and whether the connection may carry another exchange after it:
+/// HTTP/1.1 unless `Connection` says `close`, HTTP/1.0 only when it says
+/// `keep-alive` (RFC 9112 6.3 and 9.3). One pass over the fields: every
+/// response is read this way.
 ///
 /// # Errors
 /// Its framing cannot be trusted: `Transfer-Encoding` not ending in
 /// chunked, or an invalid or twice different `Content-Length`.
-pub(crate) fn framing(to_head: bool, head: &response::Parts) -> Result<Framing, UpstreamError> {
-    let status = head.status;
-    if status == StatusCode::SWITCHING_PROTOCOLS {
-        return Ok(Framing::Upgrade);
+pub(crate) fn body_and_reuse(
+    to_head: bool,
+    head: &response::Parts,
+) -> Result<BodyAndReuse, UpstreamError> {
+    let mut chunked_last: Option<bool> = None;
+    let mut length: Option<u64> = None;
+    let mut has_length = false;
+    let mut length_error: Option<&'static str> = None;
+    let (mut close, mut keep_alive) = (false, false);
+    for (name, value) in &head.headers {
+        if name == TRANSFER_ENCODING {
+            // The last token of all the fields' is the one that counts.
+            let last = tokens(value).last();
+            chunked_last = Some(match last {
+                Some(token) => token.eq_ignore_ascii_case(b"chunked"),
+                None => chunked_last.unwrap_or(false),
+            });
+        } else if name == CONTENT_LENGTH {
+            has_length = true;
+            for token in tokens(value) {
+                if length_error.is_some() {
+                    break;
+                }
+                let n = std::str::from_utf8(token)
+                    .ok()
+                    .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|t| t.parse::<u64>().ok());
+                match (n, length) {
+                    (None, _) => length_error = Some("invalid Content-Length"),
+                    (Some(n), Some(l)) if l != n => {
+                        length_error = Some("two different Content-Length values");
+                    }
+                    (Some(n), _) => length = Some(n),
+                }
+            }
+        } else if name == CONNECTION {
+            for token in tokens(value) {
+                close |= token.eq_ignore_ascii_case(b"close");
+                keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
     }
-    if to_head
+    let keep_alive = match head.version {
+        Version::HTTP_11 => !close,
+        Version::HTTP_10 => keep_alive && !close,
+        _ => false,
+    };
+    let status = head.status;
+    let framing = if status == StatusCode::SWITCHING_PROTOCOLS {
+        Framing::Upgrade
+    } else if to_head
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
-        return Ok(Framing::Empty);
-    }
-    let headers = &head.headers;
-    if headers.contains_key(TRANSFER_ENCODING) {
-        return match tokens(headers, &TRANSFER_ENCODING).last() {
-            Some(last) if last.eq_ignore_ascii_case(b"chunked") => Ok(Framing::Chunked),
-            _ => Err(UpstreamError::Framing(
-                "Transfer-Encoding does not end in chunked",
-            )),
-        };
-    }
-    let mut length = None;
-    for token in tokens(headers, &CONTENT_LENGTH) {
-        let n = std::str::from_utf8(token)
-            .ok()
-            .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|t| t.parse::<u64>().ok())
-            .ok_or(UpstreamError::Framing("invalid Content-Length"))?;
-        if length.is_some_and(|l| l != n) {
+        Framing::Empty
+    } else if let Some(chunked) = chunked_last {
+        if !chunked {
             return Err(UpstreamError::Framing(
-                "two different Content-Length values",
+                "Transfer-Encoding does not end in chunked",
             ));
         }
-        length = Some(n);
-    }
-    if headers.contains_key(CONTENT_LENGTH) && length.is_none() {
+        Framing::Chunked
+    } else if let Some(why) = length_error {
+        return Err(UpstreamError::Framing(why));
+    } else if has_length && length.is_none() {
         return Err(UpstreamError::Framing("invalid Content-Length"));
-    }
-    Ok(length.map_or(Framing::Eof, Framing::Length))
-}
-
-/// Whether the connection may carry another exchange after this answer:
-/// HTTP/1.1 unless it says `close`, HTTP/1.0 only when it says
-/// `keep-alive`.
-pub(crate) fn keeps_alive(head: &response::Parts) -> bool {
-    let has =
-        |token: &[u8]| tokens(&head.headers, &CONNECTION).any(|t| t.eq_ignore_ascii_case(token));
-    match head.version {
-        Version::HTTP_11 => !has(b"close"),
-        Version::HTTP_10 => has(b"keep-alive") && !has(b"close"),
-        _ => false,
-    }
+    } else {
+        length.map_or(Framing::Eof, Framing::Length)
+    };
+    Ok(BodyAndReuse {
+        framing,
+        keep_alive,
+    })
 }
 
 #[cfg(test)]
@@ -142,7 +174,93 @@ mod tests {
 
     fn framed(to_head: bool, text: &str) -> Result<Framing, String> {
         let parts = head(text)?.ok_or("partial")?;
-        framing(to_head, &parts).map_err(|e| e.to_string())
+        body_and_reuse(to_head, &parts)
+            .map(|read| read.framing)
+            .map_err(|e| e.to_string())
+    }
+
+    fn keeps_alive(parts: &response::Parts) -> bool {
+        body_and_reuse(false, parts).unwrap().keep_alive
+    }
+
+    /// The rules written plainly, a lookup per field name: the one pass
+    /// of [`body_and_reuse`] must agree with them on any head.
+    fn body_and_reuse_spec(to_head: bool, head: &response::Parts) -> Result<BodyAndReuse, String> {
+        let all = |name| {
+            head.headers
+                .get_all(name)
+                .iter()
+                .flat_map(tokens)
+                .collect::<Vec<_>>()
+        };
+        let connection = all(CONNECTION);
+        let has = |token: &[u8]| connection.iter().any(|t| t.eq_ignore_ascii_case(token));
+        let keep_alive = match head.version {
+            Version::HTTP_11 => !has(b"close"),
+            Version::HTTP_10 => has(b"keep-alive") && !has(b"close"),
+            _ => false,
+        };
+        let status = head.status;
+        let framing = if status == 101 {
+            Framing::Upgrade
+        } else if to_head || status.is_informational() || status == 204 || status == 304 {
+            Framing::Empty
+        } else if head.headers.contains_key(TRANSFER_ENCODING) {
+            match all(TRANSFER_ENCODING).last() {
+                Some(t) if t.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
+                _ => return Err("Transfer-Encoding does not end in chunked".into()),
+            }
+        } else {
+            let mut length = None;
+            for token in all(CONTENT_LENGTH) {
+                let n = std::str::from_utf8(token)
+                    .ok()
+                    .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .ok_or("invalid Content-Length")?;
+                if length.is_some_and(|l| l != n) {
+                    return Err("two different Content-Length values".into());
+                }
+                length = Some(n);
+            }
+            if head.headers.contains_key(CONTENT_LENGTH) && length.is_none() {
+                return Err("invalid Content-Length".into());
+            }
+            length.map_or(Framing::Eof, Framing::Length)
+        };
+        Ok(BodyAndReuse {
+            framing,
+            keep_alive,
+        })
+    }
+
+    proptest::proptest! {
+        // Cheap cases, and some disagreements need three rare fields.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4096))]
+        #[test]
+        fn one_pass_agrees_with_the_rules(
+            version in proptest::sample::select(vec!["1.0", "1.1"]),
+            status in proptest::sample::select(vec![100u16, 101, 200, 204, 304, 404]),
+            to_head: bool,
+            fields in proptest::collection::vec(proptest::sample::select(vec![
+                "transfer-encoding: chunked", "transfer-encoding: Chunked",
+                "transfer-encoding: gzip", "transfer-encoding: gzip, chunked",
+                "transfer-encoding: chunked, gzip", "transfer-encoding: ",
+                "transfer-encoding: ,", "content-length: 5", "content-length: 6",
+                "content-length: 5, 5", "content-length: 5, 6", "content-length: -1",
+                "content-length: x", "content-length: ", "content-length: 99999999999999999999999",
+                "connection: close", "connection: Keep-Alive", "connection: x, close",
+                "connection: keep-alive, ", "connection: ", "x-a: chunked",
+            ]), 0..6),
+        ) {
+            let text: String = fields.iter().map(|f| format!("{f}\r\n")).collect();
+            let text = format!("HTTP/{version} {status} X\r\n{text}\r\n");
+            let parts = head(&text).unwrap().unwrap();
+            let got = body_and_reuse(to_head, &parts).map_err(|e| e.to_string());
+            let want = body_and_reuse_spec(to_head, &parts)
+                .map_err(|why| format!("invalid response framing: {why}"));
+            proptest::prop_assert_eq!(got, want, "{}", text);
+        }
     }
 
     #[test]
@@ -195,6 +313,11 @@ mod tests {
             (
                 false,
                 "HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\n",
+                Err("invalid response framing: two different Content-Length values"),
+            ),
+            (
+                false,
+                "HTTP/1.1 200 OK\r\ncontent-length: 5, 6, x\r\n\r\n",
                 Err("invalid response framing: two different Content-Length values"),
             ),
             (
