@@ -66,6 +66,7 @@ mod endpoints;
 mod error;
 mod forward;
 mod grpc;
+mod header_timer;
 mod health;
 mod history;
 mod key;

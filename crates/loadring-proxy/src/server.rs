@@ -26,6 +26,7 @@ use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, ProxyBody};
+use crate::header_timer::HeaderTimer;
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
@@ -410,10 +411,16 @@ impl ServeClients {
         let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
         // The limit on reading a request's headers (slow clients holding
         // connections) only applies with a timer. hyper also applies it to
-        // a kept-alive connection waiting for its next request.
-        http.http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(clients.header_timeout);
+        // a kept-alive connection waiting for its next request: it arms it
+        // for every request, so the workers (current-thread runtimes) have
+        // a timer made for that (header_timer.rs); tokio's serves a
+        // listener run inside a multi-thread runtime.
+        if HeaderTimer::fits_this_runtime() {
+            http.http1().timer(HeaderTimer);
+        } else {
+            http.http1().timer(TokioTimer::new());
+        }
+        http.http1().header_read_timeout(clients.header_timeout);
         // SETTINGS_ENABLE_CONNECT_PROTOCOL: HTTP/2 clients may open
         // WebSockets with extended CONNECT (RFC 8441), see websocket.rs.
         http.http2()

@@ -666,6 +666,17 @@ async fn read_until_closed(stream: &mut TcpStream) -> String {
 /// are closed when their time is up, and then a normal request is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_clients_are_cut_and_connections_over_the_limit_refused_at_once() {
+    slow_clients_are_cut().await;
+}
+
+/// The same on a current-thread runtime, as the proxy's workers run: the
+/// header timeout is then the workers' own timer's.
+#[tokio::test]
+async fn slow_clients_are_cut_on_a_current_thread_runtime() {
+    slow_clients_are_cut().await;
+}
+
+async fn slow_clients_are_cut() {
     let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
     let limits = ClientLimits {
         header_timeout: Duration::from_millis(500),

@@ -1,0 +1,374 @@
+//! The timer behind the client connections' header read timeout: hyper
+//! arms it for every request (and for each kept-alive connection waiting
+//! for its next one), so it must cost next to nothing.
+//!
+//! tokio's timer wheel is exact and general: each sleep takes the driver's
+//! lock to be registered and again to be removed, three times the work of
+//! the rest of a header read. Here a sleep is a slot in its worker
+//! thread's list (a waker and a deadline); one task per thread wakes the
+//! slots whose deadline passed, then sleeps until the earliest left. A
+//! sleep therefore never ends early, and ends late by at most that task's
+//! own timer's lateness.
+//!
+//! Limits: for current-thread runtimes only (the proxy's workers; see
+//! [`HeaderTimer::fits_this_runtime`]): a sleep belongs to the thread it
+//! was first polled on, and its sweeper must run there too. A sleep
+//! dropped on another thread would leave its slot until its deadline (a
+//! generation number keeps it from touching another sleep's).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// How long the sweeping task sleeps at most between two looks: a bound on
+/// a sleep's lateness should a shorter one come after a longer one.
+const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
+
+/// A [`hyper::rt::Timer`] whose sleeps are slots in their thread's list.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct HeaderTimer;
+
+impl HeaderTimer {
+    /// Whether the runtime this is called on keeps each task on one
+    /// thread, as this timer needs (a current-thread runtime).
+    pub(crate) fn fits_this_runtime() -> bool {
+        tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+        })
+    }
+}
+
+impl hyper::rt::Timer for HeaderTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        self.sleep_until(Instant::now() + duration)
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
+        Box::pin(SlotSleep {
+            deadline,
+            slot: None,
+        })
+    }
+}
+
+/// A sleep until `deadline`, its slot taken when first polled.
+#[derive(Debug)]
+struct SlotSleep {
+    deadline: Instant,
+    slot: Option<SlotKey>,
+}
+
+impl hyper::rt::Sleep for SlotSleep {}
+
+impl Future for SlotSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let deadline = self.deadline;
+        let key = self.slot;
+        let (ready, key) = with_slots(|slots| match key {
+            Some(key) => (slots.poll(key, cx.waker()), Some(key)),
+            None => (false, Some(slots.insert(deadline, cx.waker().clone()))),
+        });
+        self.slot = key;
+        if ready {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for SlotSleep {
+    fn drop(&mut self) {
+        if let Some(key) = self.slot {
+            with_slots(|slots| slots.remove(key));
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotKey {
+    index: u32,
+    generation: u32,
+}
+
+#[derive(Debug)]
+enum State {
+    Free,
+    Waiting(Waker),
+    Fired,
+}
+
+#[derive(Debug)]
+struct Slot {
+    deadline: Instant,
+    generation: u32,
+    state: State,
+}
+
+/// One thread's sleeps.
+#[derive(Debug, Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    waiting: usize,
+    /// A task sweeps these slots.
+    sweeping: bool,
+}
+
+impl Slots {
+    fn insert(&mut self, deadline: Instant, waker: Waker) -> SlotKey {
+        self.waiting += 1;
+        if !self.sweeping {
+            self.sweeping = start_sweeping();
+        }
+        match self.free.pop() {
+            Some(index) => {
+                let slot = &mut self.slots[index as usize];
+                slot.deadline = deadline;
+                slot.state = State::Waiting(waker);
+                SlotKey {
+                    index,
+                    generation: slot.generation,
+                }
+            }
+            None => {
+                let index = u32::try_from(self.slots.len()).unwrap_or(u32::MAX);
+                self.slots.push(Slot {
+                    deadline,
+                    generation: 0,
+                    state: State::Waiting(waker),
+                });
+                SlotKey {
+                    index,
+                    generation: 0,
+                }
+            }
+        }
+    }
+
+    fn get_mut(&mut self, key: SlotKey) -> Option<&mut Slot> {
+        self.slots
+            .get_mut(key.index as usize)
+            .filter(|slot| slot.generation == key.generation && !matches!(slot.state, State::Free))
+    }
+
+    /// Whether the slot fired; else its waker is the latest.
+    fn poll(&mut self, key: SlotKey, waker: &Waker) -> bool {
+        match self.get_mut(key) {
+            // Gone: dropped on this thread under another key, or polled on
+            // another thread than its own; firing is the safe answer.
+            Some(Slot {
+                state: State::Waiting(current),
+                ..
+            }) => {
+                if !current.will_wake(waker) {
+                    current.clone_from(waker);
+                }
+                false
+            }
+            _ => true,
+        }
+    }
+
+    fn remove(&mut self, key: SlotKey) {
+        let Some(slot) = self.get_mut(key) else {
+            return;
+        };
+        let was_waiting = matches!(slot.state, State::Waiting(_));
+        slot.state = State::Free;
+        slot.generation = slot.generation.wrapping_add(1);
+        if was_waiting {
+            self.waiting -= 1;
+        }
+        self.free.push(key.index);
+    }
+
+    /// Fires the slots due at `now` (their wakers into `due`); the
+    /// earliest deadline of those left, if any.
+    fn fire_due(&mut self, now: Instant, due: &mut Vec<Waker>) -> Option<Instant> {
+        let mut earliest: Option<Instant> = None;
+        for slot in &mut self.slots {
+            if !matches!(slot.state, State::Waiting(_)) {
+                continue;
+            }
+            if slot.deadline <= now {
+                if let State::Waiting(waker) = std::mem::replace(&mut slot.state, State::Fired) {
+                    due.push(waker);
+                }
+                self.waiting -= 1;
+            } else {
+                earliest = Some(earliest.map_or(slot.deadline, |e| e.min(slot.deadline)));
+            }
+        }
+        earliest
+    }
+}
+
+thread_local! {
+    static SLOTS: RefCell<Slots> = RefCell::new(Slots::default());
+}
+
+/// `f` over this thread's slots; `None`'s worth (nothing) while the
+/// thread is exiting.
+fn with_slots<R: Default>(f: impl FnOnce(&mut Slots) -> R) -> R {
+    SLOTS
+        .try_with(|slots| f(&mut slots.borrow_mut()))
+        .unwrap_or_default()
+}
+
+/// Starts this thread's sweeping task; false outside a runtime.
+fn start_sweeping() -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            drop(runtime.spawn(sweep(Sweeping)));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// Held by the sweeping task: dropped with it (its runtime shutting down,
+/// even before it first ran), it lets the next sleep start another.
+struct Sweeping;
+
+impl Drop for Sweeping {
+    fn drop(&mut self) {
+        with_slots(|slots| slots.sweeping = false);
+    }
+}
+
+/// Wakes this thread's sleeps as their deadlines pass, while there are
+/// some.
+async fn sweep(_sweeping: Sweeping) {
+    let mut due = Vec::new();
+    loop {
+        let now = Instant::now();
+        let earliest = with_slots(|slots| {
+            let earliest = slots.fire_due(now, &mut due);
+            if earliest.is_none() && slots.waiting == 0 {
+                // Ends here, under the same borrow: a sleep registered
+                // after this starts a new sweeper.
+                slots.sweeping = false;
+                None
+            } else {
+                Some(earliest.unwrap_or(now + LOOK_AT_LEAST_EVERY))
+            }
+        });
+        // Woken outside the borrow: a woken task may run its own sleeps.
+        for waker in due.drain(..) {
+            waker.wake();
+        }
+        let Some(earliest) = earliest else {
+            return;
+        };
+        let until = earliest.min(now + LOOK_AT_LEAST_EVERY);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper::rt::Timer as _;
+
+    use super::*;
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn poll_once(sleep: &mut Pin<Box<dyn hyper::rt::Sleep>>) -> Poll<()> {
+        sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    fn waiting() -> usize {
+        with_slots(|slots| slots.waiting)
+    }
+
+    #[tokio::test]
+    async fn sleeps_end_after_their_deadlines_never_before() {
+        let start = Instant::now();
+        let deadlines: Vec<Instant> = (1..=8)
+            .map(|i| start + Duration::from_millis(25 * i))
+            .collect();
+        let sleeps = deadlines.iter().map(|&deadline| async move {
+            HeaderTimer.sleep_until(deadline).await;
+            Instant::now() >= deadline
+        });
+        let ended = tokio::time::timeout(WAIT, futures_util::future::join_all(sleeps))
+            .await
+            .expect("every sleep ends");
+        assert_eq!(ended, [true; 8], "none ends before its deadline");
+        assert_eq!(waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sleep_gives_its_slot_back_and_the_sweeper_stops() {
+        let far = Instant::now() + Duration::from_secs(3600);
+        let mut sleeps: Vec<_> = (0..100).map(|_| HeaderTimer.sleep_until(far)).collect();
+        for sleep in &mut sleeps {
+            assert_eq!(poll_once(sleep), Poll::Pending);
+        }
+        assert_eq!(waiting(), 100);
+        assert!(with_slots(|slots| slots.sweeping));
+        drop(sleeps);
+        assert_eq!(waiting(), 0);
+        assert_eq!(with_slots(|slots| slots.free.len()), 100);
+        // The sweeper sees nothing left at its next look, and ends.
+        tokio::time::timeout(WAIT, async {
+            while with_slots(|slots| slots.sweeping) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("the sweeper ends");
+        // A new sleep starts another, and reuses a slot.
+        let mut again = HeaderTimer.sleep(Duration::from_millis(20));
+        assert_eq!(poll_once(&mut again), Poll::Pending);
+        assert_eq!(
+            with_slots(|slots| (slots.slots.len(), slots.sweeping)),
+            (100, true)
+        );
+        tokio::time::timeout(WAIT, again).await.expect("it ends");
+    }
+
+    /// A runtime shut down before its sweeper first ran leaves no
+    /// sweeper thought to be running.
+    #[test]
+    fn a_runtime_gone_before_its_sweeper_ran_lets_the_next_start_one() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut sleep = HeaderTimer.sleep(Duration::from_secs(60));
+        runtime.block_on(async { assert_eq!(poll_once(&mut sleep), Poll::Pending) });
+        assert!(with_slots(|slots| slots.sweeping));
+        drop(runtime);
+        assert!(!with_slots(|slots| slots.sweeping));
+        drop(sleep);
+        assert_eq!(waiting(), 0);
+    }
+
+    #[test]
+    fn an_old_key_touches_no_newer_sleep_in_its_slot() {
+        let mut slots = Slots {
+            // No runtime here: nothing to start.
+            sweeping: true,
+            ..Slots::default()
+        };
+        let later = Instant::now() + Duration::from_secs(60);
+        let old = slots.insert(later, Waker::noop().clone());
+        slots.remove(old);
+        let new = slots.insert(later, Waker::noop().clone());
+        assert_eq!(new.index, old.index, "the slot is reused");
+        assert!(slots.poll(old, Waker::noop()), "an old key reads as ended");
+        slots.remove(old);
+        assert_eq!(slots.waiting, 1, "the newer sleep still waits");
+        assert!(!slots.poll(new, Waker::noop()));
+        let mut due = Vec::new();
+        assert_eq!(slots.fire_due(later, &mut due), None);
+        assert_eq!((due.len(), slots.waiting), (1, 0));
+        assert!(slots.poll(new, Waker::noop()), "fired");
+    }
+}
