@@ -10,9 +10,9 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{request, HeaderMap, Method};
+use http::{request, HeaderMap, HeaderValue, Method};
 use http_body::Body;
 use tokio::io::AsyncWrite;
 
@@ -37,7 +37,10 @@ enum Framing {
 /// What is left to write of one request.
 #[derive(Debug)]
 pub(crate) struct RequestWriter {
-    /// Bytes ready to go, in order.
+    /// The head (and a small first body chunk) not yet written: kept
+    /// unfrozen, so that a request without a body allocates nothing else.
+    head: BytesMut,
+    /// Bytes ready to go after the head, in order.
     queue: VecDeque<Bytes>,
     /// The body, until its end has been read.
     body: Option<Outgoing>,
@@ -62,10 +65,11 @@ impl RequestWriter {
         head.put_u8(b' ');
         head.put_slice(target.as_bytes());
         head.put_slice(b" HTTP/1.1\r\n");
-        write_fields(&mut head, &parts.headers);
-        let framing = framing(parts, &body, &mut head);
+        let said = write_fields(&mut head, &parts.headers);
+        let framing = framing(parts, said, &body, &mut head);
         head.put_slice(b"\r\n");
         let mut writer = RequestWriter {
+            head: BytesMut::new(),
             queue: VecDeque::new(),
             body: None,
             framing,
@@ -74,7 +78,7 @@ impl RequestWriter {
             unflushed: false,
         };
         if matches!(framing, Framing::None) {
-            writer.queue.push_back(head.freeze());
+            writer.head = head;
             return writer;
         }
         // A chunk already read from the client goes with the head.
@@ -85,7 +89,7 @@ impl RequestWriter {
                 Err(_) => body.put_back(chunk),
             }
         }
-        writer.queue.push_back(head.freeze());
+        writer.head = head;
         writer.body = Some(body);
         writer
     }
@@ -97,7 +101,7 @@ impl RequestWriter {
 
     /// Whether all of it went out.
     pub(crate) fn is_done(&self) -> bool {
-        self.queue.is_empty() && self.body.is_none() && !self.unflushed
+        self.head.is_empty() && self.queue.is_empty() && self.body.is_none() && !self.unflushed
     }
 
     /// The body of a request nothing of which was written, as it was.
@@ -120,7 +124,7 @@ impl RequestWriter {
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), UpstreamError>> {
         loop {
-            if !self.queue.is_empty() {
+            if !self.head.is_empty() || !self.queue.is_empty() {
                 let n = ready!(self.poll_queue(stream, cx))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::Error::from(io::ErrorKind::WriteZero).into()));
@@ -175,14 +179,19 @@ impl RequestWriter {
         }
     }
 
-    /// One write of the queue's front pieces.
+    /// One write of the front pieces: what is left of the head, then the
+    /// queue's.
     fn poll_queue(&self, stream: &mut Stream, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        if self.queue.len() == 1 || !stream.is_write_vectored() {
-            return Pin::new(stream).poll_write(cx, &self.queue[0]);
+        let head = (!self.head.is_empty()).then_some(&self.head[..]);
+        let mut pieces = head.into_iter().chain(self.queue.iter().map(|b| &b[..]));
+        let pieces_left = usize::from(head.is_some()) + self.queue.len();
+        if pieces_left == 1 || !stream.is_write_vectored() {
+            let first = pieces.next().unwrap_or_default();
+            return Pin::new(stream).poll_write(cx, first);
         }
         let mut slices = [IoSlice::new(&[]); MAX_SLICES];
         let mut n = 0;
-        for (slot, piece) in slices.iter_mut().zip(&self.queue) {
+        for (slot, piece) in slices.iter_mut().zip(pieces) {
             *slot = IoSlice::new(piece);
             n += 1;
         }
@@ -190,6 +199,9 @@ impl RequestWriter {
     }
 
     fn advance(&mut self, mut n: usize) {
+        let from_head = n.min(self.head.len());
+        self.head.advance(from_head);
+        n -= from_head;
         while n > 0 {
             let Some(front) = self.queue.front_mut() else {
                 return;
@@ -263,22 +275,42 @@ impl RequestWriter {
     }
 }
 
+/// What the fields said of the body's framing, seen while they were
+/// written (no lookup by name).
+#[derive(Debug, Clone, Copy, Default)]
+struct Said<'a> {
+    /// The first `Content-Length`.
+    content_length: Option<&'a HeaderValue>,
+    transfer_encoding: bool,
+}
+
 /// `name: value` lines.
-fn write_fields(out: &mut BytesMut, headers: &HeaderMap) {
+fn write_fields<'a>(out: &mut BytesMut, headers: &'a HeaderMap) -> Said<'a> {
+    let mut said = Said::default();
     for (name, value) in headers {
+        if name == CONTENT_LENGTH {
+            said.content_length.get_or_insert(value);
+        } else if name == TRANSFER_ENCODING {
+            said.transfer_encoding = true;
+        }
         out.put_slice(name.as_str().as_bytes());
         out.put_slice(b": ");
         out.put_slice(value.as_bytes());
         out.put_slice(b"\r\n");
     }
+    said
 }
 
 /// How the body is framed, its header added to `head` when the request
 /// has none.
-fn framing(parts: &request::Parts, body: &Outgoing, head: &mut BytesMut) -> Framing {
-    if let Some(declared) = parts
-        .headers
-        .get(CONTENT_LENGTH)
+fn framing(
+    parts: &request::Parts,
+    said: Said<'_>,
+    body: &Outgoing,
+    head: &mut BytesMut,
+) -> Framing {
+    if let Some(declared) = said
+        .content_length
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok())
     {
@@ -288,7 +320,7 @@ fn framing(parts: &request::Parts, body: &Outgoing, head: &mut BytesMut) -> Fram
             Framing::Length { declared, sent: 0 }
         };
     }
-    if parts.headers.contains_key(TRANSFER_ENCODING) {
+    if said.transfer_encoding {
         return Framing::Chunked;
     }
     if body.is_end_stream() {

@@ -10,7 +10,7 @@ use http::{response, Response, StatusCode, Version};
 
 use super::decode::Framing;
 use super::error::UpstreamError;
-use super::fields::{headers_of, ranges};
+use super::fields::{headers_of, spans};
 pub(crate) use super::fields::{MAX_HEAD, MAX_HEADERS};
 
 /// A response head taken off `buf`, `None` until it is whole.
@@ -52,12 +52,12 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
     };
-    let fields = ranges(buf, parsed.headers)?;
+    let fields = spans(buf, parsed.headers);
     let bytes = buf.split_to(len).freeze();
     let (mut parts, ()) = Response::new(()).into_parts();
     parts.status = status;
     parts.version = version;
-    parts.headers = headers_of(&bytes, fields)?;
+    parts.headers = headers_of(&bytes, &fields)?;
     Ok(Some(parts))
 }
 
