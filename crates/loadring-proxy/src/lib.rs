@@ -60,6 +60,7 @@ mod cluster;
 mod config;
 mod connect;
 mod dashboard;
+mod drain;
 mod duration;
 mod endpoint_counters;
 mod endpoints;

@@ -15,7 +15,6 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -24,6 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
+use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, ProxyBody};
 use crate::header_timer::HeaderTimer;
@@ -405,7 +405,7 @@ impl ServeClients {
             drain_timeout,
             ..
         } = &self;
-        let graceful = GracefulShutdown::new();
+        let drain = Drain::new();
         // HTTP/1.1 or HTTP/2, told apart by the connection preface (h2c
         // with prior knowledge; over TLS, what ALPN chose).
         let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -464,7 +464,7 @@ impl ServeClients {
                     });
                     match tls {
                         None => {
-                            let connection = graceful.watch(
+                            let connection = drain.enter().watch(
                                 http.serve_connection_with_upgrades(TokioIo::new(stream), service)
                                     .into_owned(),
                             );
@@ -477,7 +477,7 @@ impl ServeClients {
                         }
                         Some(tls) => {
                             let acceptor = TlsAcceptor::from(tls.current());
-                            let (http, watcher) = (http.clone(), graceful.watcher());
+                            let (http, entered) = (http.clone(), drain.enter());
                             let handshake_timeout = clients.header_timeout;
                             tokio::spawn(async move {
                                 let _slot = slot;
@@ -497,7 +497,7 @@ impl ServeClients {
                                 let connection = http
                                     .serve_connection_with_upgrades(TokioIo::new(stream), service)
                                     .into_owned();
-                                if let Err(e) = watcher.watch(connection).await {
+                                if let Err(e) = entered.watch(connection).await {
                                     tracing::debug!("client {peer}: {e}");
                                 }
                             });
@@ -510,7 +510,7 @@ impl ServeClients {
         }
         drop(listener);
         let drain_timeout = *drain_timeout;
-        if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        if tokio::time::timeout(drain_timeout, drain.stop())
             .await
             .is_err()
         {
