@@ -597,7 +597,7 @@ impl Forwarder {
                         Err(failure) => Tried::Failed(failure),
                     }
                 };
-                let tried_once = match tokio::time::timeout(timeout, trying).await {
+                let tried_once = match crate::slot_timer::timeout(timeout, trying).await {
                     Ok(t) => t,
                     Err(elapsed) => break Err(elapsed),
                 };

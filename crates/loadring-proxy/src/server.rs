@@ -26,10 +26,10 @@ use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, ProxyBody};
-use crate::header_timer::HeaderTimer;
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
+use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
 use loadring_discovery::Discovery;
@@ -413,10 +413,12 @@ impl ServeClients {
         // connections) only applies with a timer. hyper also applies it to
         // a kept-alive connection waiting for its next request: it arms it
         // for every request, so the workers (current-thread runtimes) have
-        // a timer made for that (header_timer.rs); tokio's serves a
-        // listener run inside a multi-thread runtime.
-        if HeaderTimer::fits_this_runtime() {
-            http.http1().timer(HeaderTimer);
+        // a timer made for that, which their requests' timeouts use too
+        // (slot_timer.rs); tokio's serves a listener run inside a
+        // multi-thread runtime.
+        if SlotTimer::fits_this_runtime() {
+            http.http1().timer(SlotTimer);
+            crate::slot_timer::use_on_this_thread();
         } else {
             http.http1().timer(TokioTimer::new());
         }

@@ -144,6 +144,46 @@ async fn a_body_that_stalls_is_cut_after_the_timeout_and_the_slot_released() {
     );
 }
 
+/// A backend that reads the request and never answers: with `timeout`
+/// 300 ms the client gets 504, its upstream connection is closed and the
+/// slot released. On both kinds of runtime: a worker's (current-thread)
+/// times requests on its own timer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_never_answers_gets_504_after_the_timeout() {
+    never_answered().await;
+}
+
+#[tokio::test]
+async fn a_backend_that_never_answers_gets_504_on_a_current_thread_runtime() {
+    never_answered().await;
+}
+
+async fn never_answered() {
+    let backend = raw_backend("").await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.timeout = Duration::from_millis(300);
+    let proxy = start(c).await;
+    let reply = tokio::time::timeout(
+        STEP,
+        raw_exchange(
+            proxy.addr,
+            "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ),
+    )
+    .await
+    .expect("an answer from the proxy");
+    assert!(reply.starts_with("HTTP/1.1 504"), "{reply}");
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "the upstream connection is closed"
+    );
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    assert!(
+        eventually(STEP, || async { balancer.total_in_flight() == 0 }).await,
+        "the slot is released"
+    );
+}
+
 /// A backend that closes its connection in the middle of a body (10 of
 /// 100 bytes): the client gets what came, its connection is closed (the
 /// body truncated), the slot is released as a failure, and the next

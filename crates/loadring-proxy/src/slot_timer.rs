@@ -1,36 +1,40 @@
-//! The timer behind the client connections' header read timeout: hyper
-//! arms it for every request (and for each kept-alive connection waiting
-//! for its next one), so it must cost next to nothing.
+//! The timer of a worker thread's requests: the header read timeout of
+//! its client connections (hyper arms it for every request, and for each
+//! kept-alive connection waiting for its next one) and each request's own
+//! timeout. Both are set for every request, so they must cost next to
+//! nothing.
 //!
 //! tokio's timer wheel is exact and general: each sleep takes the driver's
-//! lock to be registered and again to be removed, three times the work of
-//! the rest of a header read. Here a sleep is a slot in its worker
-//! thread's list (a waker and a deadline); one task per thread wakes the
-//! slots whose deadline passed, then sleeps until the earliest left. A
-//! sleep therefore never ends early, and ends late by at most that task's
-//! own timer's lateness.
+//! lock to be registered and again to be removed, more work than the rest
+//! of a header read. Here a sleep is a slot in its worker thread's list (a
+//! waker and a deadline); one task per thread wakes the slots whose
+//! deadline passed, then sleeps until the earliest left (woken sooner when
+//! an earlier one comes). A sleep therefore never ends early, and ends late
+//! by at most that task's own timer's lateness.
 //!
 //! Limits: for current-thread runtimes only (the proxy's workers; see
-//! [`HeaderTimer::fits_this_runtime`]): a sleep belongs to the thread it
-//! was first polled on, and its sweeper must run there too. A sleep
-//! dropped on another thread would leave its slot until its deadline (a
-//! generation number keeps it from touching another sleep's).
+//! [`SlotTimer::fits_this_runtime`] and [`use_on_this_thread`]): a sleep
+//! belongs to the thread it was first polled on, and its sweeper must run
+//! there too. A sleep dropped on another thread would leave its slot until
+//! its deadline (a generation number keeps it from touching another
+//! sleep's). [`timeout`] falls back to tokio's timer on other threads.
 
 use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// How long the sweeping task sleeps at most between two looks: a bound on
-/// a sleep's lateness should a shorter one come after a longer one.
+use pin_project_lite::pin_project;
+
+/// How long the sweeping task sleeps at most between two looks.
 const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
 /// A [`hyper::rt::Timer`] whose sleeps are slots in their thread's list.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct HeaderTimer;
+pub(crate) struct SlotTimer;
 
-impl HeaderTimer {
+impl SlotTimer {
     /// Whether the runtime this is called on keeps each task on one
     /// thread, as this timer needs (a current-thread runtime).
     pub(crate) fn fits_this_runtime() -> bool {
@@ -40,16 +44,68 @@ impl HeaderTimer {
     }
 }
 
-impl hyper::rt::Timer for HeaderTimer {
+impl hyper::rt::Timer for SlotTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         self.sleep_until(Instant::now() + duration)
     }
 
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn hyper::rt::Sleep>> {
-        Box::pin(SlotSleep {
-            deadline,
-            slot: None,
-        })
+        Box::pin(SlotSleep::until(deadline))
+    }
+}
+
+/// Lets [`timeout`] use this thread's slots: called by a worker whose
+/// runtime [fits](SlotTimer::fits_this_runtime).
+pub(crate) fn use_on_this_thread() {
+    with_slots(|slots| slots.usable = true);
+}
+
+/// The timeout [`timeout`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Elapsed;
+
+/// `fut`, unless `duration` passes first: on this thread's slots where a
+/// worker [allowed it](use_on_this_thread), else on tokio's timer.
+pub(crate) fn timeout<F: Future>(duration: Duration, fut: F) -> Timeout<F> {
+    let deadline = if with_slots(|slots| slots.usable) {
+        Deadline::Slot(SlotSleep::until(Instant::now() + duration))
+    } else {
+        Deadline::Tokio(Box::pin(tokio::time::sleep(duration)))
+    };
+    Timeout { fut, deadline }
+}
+
+#[derive(Debug)]
+enum Deadline {
+    Slot(SlotSleep),
+    Tokio(Pin<Box<tokio::time::Sleep>>),
+}
+
+pin_project! {
+    /// See [`timeout`].
+    #[derive(Debug)]
+    pub(crate) struct Timeout<F> {
+        #[pin]
+        fut: F,
+        deadline: Deadline,
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        // The future first, as tokio's timeout does: what is ready when
+        // the time is up still counts.
+        if let Poll::Ready(output) = this.fut.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        let elapsed = match this.deadline {
+            Deadline::Slot(sleep) => Pin::new(sleep).poll(cx),
+            Deadline::Tokio(sleep) => sleep.as_mut().poll(cx),
+        };
+        elapsed.map(|()| Err(Elapsed))
     }
 }
 
@@ -58,6 +114,15 @@ impl hyper::rt::Timer for HeaderTimer {
 struct SlotSleep {
     deadline: Instant,
     slot: Option<SlotKey>,
+}
+
+impl SlotSleep {
+    fn until(deadline: Instant) -> Self {
+        SlotSleep {
+            deadline,
+            slot: None,
+        }
+    }
 }
 
 impl hyper::rt::Sleep for SlotSleep {}
@@ -117,6 +182,13 @@ struct Slots {
     waiting: usize,
     /// A task sweeps these slots.
     sweeping: bool,
+    /// When the sweeping task means to look next, and its waker: a sleep
+    /// due sooner wakes it.
+    next_look: Option<(Instant, Waker)>,
+    /// [`timeout`] may use these slots (a worker's thread).
+    usable: bool,
+    /// Looks the sweeping task took before its own timer ran out.
+    early_looks: u64,
 }
 
 impl Slots {
@@ -124,6 +196,12 @@ impl Slots {
         self.waiting += 1;
         if !self.sweeping {
             self.sweeping = start_sweeping();
+        } else if let Some((next_look, _)) = &self.next_look {
+            if deadline < *next_look {
+                if let Some((_, sweeper)) = self.next_look.take() {
+                    sweeper.wake();
+                }
+            }
         }
         match self.free.pop() {
             Some(index) => {
@@ -253,6 +331,7 @@ async fn sweep(_sweeping: Sweeping) {
                 // Ends here, under the same borrow: a sleep registered
                 // after this starts a new sweeper.
                 slots.sweeping = false;
+                slots.next_look = None;
                 None
             } else {
                 Some(earliest.unwrap_or(now + LOOK_AT_LEAST_EVERY))
@@ -265,8 +344,32 @@ async fn sweep(_sweeping: Sweeping) {
         let Some(earliest) = earliest else {
             return;
         };
-        let until = earliest.min(now + LOOK_AT_LEAST_EVERY);
-        tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+        let next_look = earliest.min(now + LOOK_AT_LEAST_EVERY);
+        let mut timer = pin!(tokio::time::sleep_until(tokio::time::Instant::from_std(
+            next_look
+        )));
+        let mut armed = false;
+        poll_fn(|cx| {
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            let sooner = with_slots(|slots| {
+                // Taken by a sleep due sooner: look now.
+                if armed && slots.next_look.is_none() {
+                    slots.early_looks += 1;
+                    return true;
+                }
+                slots.next_look = Some((next_look, cx.waker().clone()));
+                false
+            });
+            armed = true;
+            if sooner {
+                Poll::Ready(())
+            } else {
+                Poll::Pending
+            }
+        })
+        .await;
     }
 }
 
@@ -282,6 +385,10 @@ mod tests {
         sleep.as_mut().poll(&mut Context::from_waker(Waker::noop()))
     }
 
+    fn poll_once_pinned<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
+        fut.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
     fn waiting() -> usize {
         with_slots(|slots| slots.waiting)
     }
@@ -293,7 +400,7 @@ mod tests {
             .map(|i| start + Duration::from_millis(25 * i))
             .collect();
         let sleeps = deadlines.iter().map(|&deadline| async move {
-            HeaderTimer.sleep_until(deadline).await;
+            SlotTimer.sleep_until(deadline).await;
             Instant::now() >= deadline
         });
         let ended = tokio::time::timeout(WAIT, futures_util::future::join_all(sleeps))
@@ -306,7 +413,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_sleep_gives_its_slot_back_and_the_sweeper_stops() {
         let far = Instant::now() + Duration::from_secs(3600);
-        let mut sleeps: Vec<_> = (0..100).map(|_| HeaderTimer.sleep_until(far)).collect();
+        let mut sleeps: Vec<_> = (0..100).map(|_| SlotTimer.sleep_until(far)).collect();
         for sleep in &mut sleeps {
             assert_eq!(poll_once(sleep), Poll::Pending);
         }
@@ -324,13 +431,69 @@ mod tests {
         .await
         .expect("the sweeper ends");
         // A new sleep starts another, and reuses a slot.
-        let mut again = HeaderTimer.sleep(Duration::from_millis(20));
+        let mut again = SlotTimer.sleep(Duration::from_millis(20));
         assert_eq!(poll_once(&mut again), Poll::Pending);
         assert_eq!(
             with_slots(|slots| (slots.slots.len(), slots.sweeping)),
             (100, true)
         );
         tokio::time::timeout(WAIT, again).await.expect("it ends");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_on_a_workers_thread_takes_a_slot() {
+        use_on_this_thread();
+        let start = Instant::now();
+        let mut pending = pin!(timeout(
+            Duration::from_millis(40),
+            std::future::pending::<()>()
+        ));
+        assert!(poll_once_pinned(pending.as_mut()).is_pending());
+        assert_eq!(waiting(), 1, "a slot, not tokio's wheel");
+        let ended = tokio::time::timeout(WAIT, pending).await;
+        assert_eq!(ended, Ok(Err(Elapsed)));
+        assert!(Instant::now() >= start + Duration::from_millis(40));
+        assert_eq!(waiting(), 0);
+        let ready = timeout(Duration::from_secs(60), async { 7 }).await;
+        assert_eq!(ready, Ok(7));
+        assert_eq!(waiting(), 0, "its slot given back");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_elsewhere_is_tokios() {
+        let ended = tokio::time::timeout(
+            WAIT,
+            timeout(Duration::from_millis(10), std::future::pending::<()>()),
+        )
+        .await;
+        assert_eq!(ended, Ok(Err(Elapsed)));
+        assert_eq!(with_slots(|slots| slots.slots.len()), 0, "no slot taken");
+    }
+
+    /// The sweeper sleeping until a later deadline is woken by a sleep due
+    /// sooner.
+    #[tokio::test]
+    async fn a_sooner_sleep_wakes_the_sweeper() {
+        let mut later = SlotTimer.sleep(Duration::from_secs(60));
+        assert_eq!(poll_once(&mut later), Poll::Pending);
+        tokio::time::timeout(WAIT, async {
+            while with_slots(|slots| slots.next_look.is_none()) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the sweeper sleeps until its next look");
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let mut sooner = SlotTimer.sleep_until(deadline);
+        assert_eq!(poll_once(&mut sooner), Poll::Pending);
+        assert!(
+            with_slots(|slots| slots.next_look.is_none()),
+            "the sweeper was woken to look again"
+        );
+        tokio::time::timeout(WAIT, sooner).await.expect("it ends");
+        assert!(Instant::now() >= deadline);
+        assert_eq!(with_slots(|slots| slots.early_looks), 1, "looked at once");
+        drop(later);
     }
 
     /// A runtime shut down before its sweeper first ran leaves no
@@ -341,7 +504,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let mut sleep = HeaderTimer.sleep(Duration::from_secs(60));
+        let mut sleep = SlotTimer.sleep(Duration::from_secs(60));
         runtime.block_on(async { assert_eq!(poll_once(&mut sleep), Poll::Pending) });
         assert!(with_slots(|slots| slots.sweeping));
         drop(runtime);
