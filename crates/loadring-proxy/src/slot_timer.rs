@@ -66,6 +66,9 @@ pub(crate) struct Elapsed;
 
 /// `fut`, unless `duration` passes first: on this thread's slots where a
 /// worker [allowed it](use_on_this_thread), else on tokio's timer.
+// Inlined: `fut` (a request's whole attempt) is built in place, not
+// copied in and out of a call.
+#[inline(always)]
 pub(crate) fn timeout<F: Future>(duration: Duration, fut: F) -> Timeout<F> {
     let deadline = if with_slots(|slots| slots.usable) {
         Deadline::Slot(SlotSleep::until(Instant::now() + duration))
