@@ -389,10 +389,11 @@ impl Forwarder {
             // Boxed like the other branch: held inline, the exchange's
             // kilobytes would be in this future's size whichever branch
             // runs, and every move of it (into hyper's box) a memcpy of them.
-            return Box::pin(self.exchange(request, peer)).await;
+            return Box::pin(self.clone().exchange(request, peer)).await;
         }
-        let this = self.clone();
-        let exchange = RunToEnd::new(async move { this.exchange(request, peer).await });
+        // The exchange itself goes in the box, not a block awaiting it:
+        // each such layer copies the whole (kilobytes) future once more.
+        let exchange = RunToEnd::new(self.clone().exchange(request, peer));
         // A bug that panics costs its request a 502, not the client's
         // connection (the task per request this replaced gave the same).
         match AssertUnwindSafe(exchange).catch_unwind().await {
@@ -408,7 +409,7 @@ impl Forwarder {
     }
 
     async fn exchange(
-        &self,
+        self,
         mut request: Request<Incoming>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {

@@ -31,6 +31,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    // Inlined: `future` goes into its box without a copy in and out of a
+    // call first.
+    #[inline(always)]
     pub(crate) fn new(future: F) -> Self {
         RunToEnd {
             inner: Some(Box::pin(future)),
