@@ -1,13 +1,15 @@
 //! Forwarding one request: the key, the attempts over the policy's
 //! candidates, the response streamed back with its guard.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures_util::FutureExt as _;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
@@ -17,6 +19,7 @@ use loadring::{LoadReport, Outcome, Pick};
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::connect::{Failure, Upstream, UpstreamBody};
+use crate::in_place::boxed_in_place;
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
 use crate::request_body::{Outgoing, ReadError, RequestBody};
@@ -264,6 +267,68 @@ pub fn local_response(status: StatusCode, text: &str) -> Response<ProxyBody> {
     response
 }
 
+/// One request being forwarded: the future [`Forwarder::forward`]
+/// returns, answered with the backend's response or the gateway's own.
+///
+/// A bug that panics while the exchange is polled costs its request a 502,
+/// not the client's connection. Unless the cluster aborts on close, a
+/// `Forwarding` dropped before its answer hands the unfinished exchange to
+/// a task of its own.
+pub struct Forwarding {
+    exchange: Exchange,
+    /// The cluster's, for the log line of a panic.
+    forwarder: Forwarder,
+}
+
+/// The exchange, boxed: how it ends when its client leaves.
+enum Exchange {
+    /// Runs on as a task when dropped unfinished.
+    ToEnd(RunToEnd<dyn Future<Output = Response<ProxyBody>> + Send>),
+    /// Dropped with its client.
+    Abortable(Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>),
+    /// Answered, or gone with a panic.
+    Over,
+}
+
+impl std::fmt::Debug for Forwarding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Forwarding")
+            .field("cluster", &self.forwarder.cluster.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Future for Forwarding {
+    type Output = Response<ProxyBody>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
+        let polled = std::panic::catch_unwind(AssertUnwindSafe(|| match &mut self.exchange {
+            Exchange::ToEnd(exchange) => Pin::new(exchange).poll(cx),
+            Exchange::Abortable(exchange) => exchange.as_mut().poll(cx),
+            Exchange::Over => Poll::Pending,
+        }));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(response)) => {
+                self.exchange = Exchange::Over;
+                Poll::Ready(response)
+            }
+            Err(_) => {
+                // What is left of the exchange is dropped here, not spawned.
+                self.exchange = Exchange::Over;
+                tracing::error!(
+                    cluster = self.forwarder.cluster.name(),
+                    "forwarding panicked"
+                );
+                Poll::Ready(local_response(
+                    StatusCode::BAD_GATEWAY,
+                    "the request could not be forwarded",
+                ))
+            }
+        }
+    }
+}
+
 /// Sends requests to one cluster.
 #[derive(Debug, Clone)]
 pub struct Forwarder {
@@ -380,31 +445,22 @@ impl Forwarder {
     /// cancel the backend's work: the exchange goes on as a task of its
     /// own, and the endpoint's slot is held until the backend is done.
     /// (It runs inline while the client waits: no task per request.)
-    pub async fn forward(
-        &self,
-        request: Request<Incoming>,
-        peer: SocketAddr,
-    ) -> Response<ProxyBody> {
-        if self.cluster.config().abort_on_close {
-            // Boxed like the other branch: held inline, the exchange's
-            // kilobytes would be in this future's size whichever branch
-            // runs, and every move of it (into hyper's box) a memcpy of them.
-            return Box::pin(self.clone().exchange(request, peer)).await;
-        }
-        // The exchange itself goes in the box, not a block awaiting it:
-        // each such layer copies the whole (kilobytes) future once more.
-        let exchange = RunToEnd::new(self.clone().exchange(request, peer));
-        // A bug that panics costs its request a 502, not the client's
-        // connection (the task per request this replaced gave the same).
-        match AssertUnwindSafe(exchange).catch_unwind().await {
-            Ok(response) => response,
-            Err(_) => {
-                tracing::error!(cluster = self.cluster.name(), "forwarding panicked");
-                local_response(
-                    StatusCode::BAD_GATEWAY,
-                    "the request could not be forwarded",
-                )
-            }
+    ///
+    /// The checks and the key are the exchange's: this only boxes it, and
+    /// the future returned is a few words (hyper moves it, and each move
+    /// copies what it holds).
+    pub fn forward(&self, request: Request<Incoming>, peer: SocketAddr) -> Forwarding {
+        // Built in its box (see `in_place`): the exchange is kilobytes.
+        let exchange = boxed_in_place!(self.clone().exchange(request, peer));
+        let exchange: Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>> = exchange;
+        let exchange = if self.cluster.config().abort_on_close {
+            Exchange::Abortable(exchange)
+        } else {
+            Exchange::ToEnd(RunToEnd::new(exchange))
+        };
+        Forwarding {
+            exchange,
+            forwarder: self.clone(),
         }
     }
 
@@ -554,53 +610,58 @@ impl Forwarder {
             let started = Instant::now();
             let mut fresh_connection = false;
             let result = loop {
-                let trying = async {
-                    let connection = match self
-                        .upstream
-                        .checkout(upstream.shared_addr(), fresh_connection)
-                        .await
-                    {
-                        Ok(c) => c,
-                        Err(e) => return Tried::Failed(Failure::Connect(e)),
-                    };
-                    if extended_connect
-                        && !connection.extended_connect(config.connect_timeout).await
-                    {
-                        return Tried::NoExtendedConnect;
-                    }
-                    let Some(outgoing) = returned_body.take().or_else(|| body.next_attempt())
-                    else {
-                        return Tried::Gone;
-                    };
-                    // Copied only when the request may have to be sent again
-                    // after it was written (a retry left for an idempotent
-                    // request) over a connection that keeps it (HTTP/2):
-                    // HTTP/1.1 gives a written request's head back.
-                    let resend = replayable
-                        && !connection.returns_written_requests()
-                        && idempotent
-                        && attempt < retries;
-                    let this_head = match (resend, head.as_ref()) {
-                        (true, Some(h)) => h.copy(),
-                        _ => match head.take() {
-                            Some(h) => h,
-                            None => return Tried::Gone,
-                        },
-                    };
-                    let mut request = this_head.request(outgoing);
-                    if !had_host {
-                        if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
-                            request.headers_mut().insert(header::HOST, host);
+                // Pinned where it is built, and the timeout given a reference:
+                // moved into the timeout, it would be copied, all its
+                // kilobytes, once into the call and once out.
+                let tried_once = {
+                    let mut trying = std::pin::pin!(async {
+                        let connection = match self
+                            .upstream
+                            .checkout(upstream.shared_addr(), fresh_connection)
+                            .await
+                        {
+                            Ok(c) => c,
+                            Err(e) => return Tried::Failed(Failure::Connect(e)),
+                        };
+                        if extended_connect
+                            && !connection.extended_connect(config.connect_timeout).await
+                        {
+                            return Tried::NoExtendedConnect;
                         }
+                        let Some(outgoing) = returned_body.take().or_else(|| body.next_attempt())
+                        else {
+                            return Tried::Gone;
+                        };
+                        // Copied only when the request may have to be sent again
+                        // after it was written (a retry left for an idempotent
+                        // request) over a connection that keeps it (HTTP/2):
+                        // HTTP/1.1 gives a written request's head back.
+                        let resend = replayable
+                            && !connection.returns_written_requests()
+                            && idempotent
+                            && attempt < retries;
+                        let this_head = match (resend, head.as_ref()) {
+                            (true, Some(h)) => h.copy(),
+                            _ => match head.take() {
+                                Some(h) => h,
+                                None => return Tried::Gone,
+                            },
+                        };
+                        let mut request = this_head.request(outgoing);
+                        if !had_host {
+                            if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
+                                request.headers_mut().insert(header::HOST, host);
+                            }
+                        }
+                        match connection.send(request).await {
+                            Ok(response) => Tried::Answer(response),
+                            Err(failure) => Tried::Failed(failure),
+                        }
+                    });
+                    match crate::slot_timer::timeout(timeout, trying.as_mut()).await {
+                        Ok(t) => t,
+                        Err(elapsed) => break Err(elapsed),
                     }
-                    match connection.send(request).await {
-                        Ok(response) => Tried::Answer(response),
-                        Err(failure) => Tried::Failed(failure),
-                    }
-                };
-                let tried_once = match crate::slot_timer::timeout(timeout, trying).await {
-                    Ok(t) => t,
-                    Err(elapsed) => break Err(elapsed),
                 };
                 match tried_once {
                     Tried::Failed(Failure::Unsent {

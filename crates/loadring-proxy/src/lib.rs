@@ -69,6 +69,7 @@ mod forward;
 mod grpc;
 mod health;
 mod history;
+mod in_place;
 mod key;
 mod load_report;
 mod metrics;

@@ -19,7 +19,7 @@ use tokio::runtime::Handle;
 /// this is dropped.
 pub(crate) struct RunToEnd<F>
 where
-    F: Future + Send + 'static,
+    F: Future + Send + ?Sized + 'static,
     F::Output: Send + 'static,
 {
     /// Boxed so that a future already polled can move to a task.
@@ -28,22 +28,22 @@ where
 
 impl<F> RunToEnd<F>
 where
-    F: Future + Send + 'static,
+    F: Future + Send + ?Sized + 'static,
     F::Output: Send + 'static,
 {
-    // Inlined: `future` goes into its box without a copy in and out of a
-    // call first.
-    #[inline(always)]
-    pub(crate) fn new(future: F) -> Self {
+    /// Takes the future boxed: built in its box by
+    /// [`boxed_in_place!`](crate::in_place::boxed_in_place), a future of
+    /// kilobytes is not copied on its way in.
+    pub(crate) fn new(future: Pin<Box<F>>) -> Self {
         RunToEnd {
-            inner: Some(Box::pin(future)),
+            inner: Some(future),
         }
     }
 }
 
 impl<F> Future for RunToEnd<F>
 where
-    F: Future + Send + 'static,
+    F: Future + Send + ?Sized + 'static,
     F::Output: Send + 'static,
 {
     type Output = F::Output;
@@ -65,7 +65,7 @@ where
 
 impl<F> Drop for RunToEnd<F>
 where
-    F: Future + Send + 'static,
+    F: Future + Send + ?Sized + 'static,
     F::Output: Send + 'static,
 {
     fn drop(&mut self) {
@@ -93,7 +93,7 @@ mod tests {
         let before = tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks();
-        let answer = RunToEnd::new(async { 42 }).await;
+        let answer = RunToEnd::new(Box::pin(async { 42 })).await;
         assert_eq!(answer, 42);
         assert_eq!(
             tokio::runtime::Handle::current()
@@ -110,11 +110,11 @@ mod tests {
         let (done_tx, done) = oneshot::channel::<()>();
         let started = Arc::new(AtomicBool::new(false));
         let s = started.clone();
-        let mut run = Box::pin(RunToEnd::new(async move {
+        let mut run = Box::pin(RunToEnd::new(Box::pin(async move {
             s.store(true, SeqCst);
             let _ = wait.await;
             let _ = done_tx.send(());
-        }));
+        })));
         // Polled once: it has started and waits.
         assert!(futures_poll_once(run.as_mut()).await.is_pending());
         assert!(started.load(SeqCst));
@@ -131,11 +131,11 @@ mod tests {
         let before = tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks();
-        let run = RunToEnd::new(async move {
+        let run = RunToEnd::new(Box::pin(async move {
             if before < usize::MAX {
                 panic!("a bug");
             }
-        });
+        }));
         let caught = std::panic::AssertUnwindSafe(run).catch_unwind().await;
         assert!(caught.is_err(), "the panic reaches the caller");
         assert_eq!(

@@ -6,11 +6,14 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use std::borrow::Cow;
 
+use futures_util::FutureExt as _;
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -25,7 +28,7 @@ use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
-use crate::forward::{local_response, Forwarder, ProxyBody};
+use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
@@ -110,23 +113,20 @@ impl Gateway {
             .find(|f| f.cluster().name() == route.cluster)
     }
 
-    /// Handles one request from `peer`.
-    pub async fn handle(
-        &self,
-        mut request: Request<Incoming>,
-        peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    /// Handles one request from `peer`: checked and routed now, answered
+    /// by the future returned (a few words: see [`Handling`]).
+    pub fn handle(&self, mut request: Request<Incoming>, peer: SocketAddr) -> Handling {
         let host = match target::check(&request) {
             // Normalised only for routes to compare: without them the
             // check is all a request's host costs.
             Ok(host) if !self.routes.is_empty() => host.map(canonical_host),
             Ok(_) => None,
-            Err(refused) => return local_response(refused.status, refused.why),
+            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
         };
         let path = match target::resolve_dot_segments(request.uri().path()) {
             Ok(Cow::Borrowed(_)) => None,
             Ok(Cow::Owned(resolved)) => Some(resolved),
-            Err(refused) => return local_response(refused.status, refused.why),
+            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
         };
         if let Some(path) = path {
             // What is routed is what is forwarded.
@@ -137,18 +137,72 @@ impl Gateway {
             };
             match resolved.parse() {
                 Ok(pq) => parts.path_and_query = Some(pq),
-                Err(_) => return local_response(StatusCode::BAD_REQUEST, "bad request target"),
+                Err(_) => {
+                    return Handling::answered(local_response(
+                        StatusCode::BAD_REQUEST,
+                        "bad request target",
+                    ))
+                }
             }
             match Uri::from_parts(parts) {
                 Ok(uri) => *request.uri_mut() = uri,
-                Err(_) => return local_response(StatusCode::BAD_REQUEST, "bad request target"),
+                Err(_) => {
+                    return Handling::answered(local_response(
+                        StatusCode::BAD_REQUEST,
+                        "bad request target",
+                    ))
+                }
             }
         }
         match self.route(host.as_deref(), request.uri().path()) {
-            Some(forwarder) => forwarder.forward(request, peer).await,
-            None => local_response(StatusCode::NOT_FOUND, "no route for this request"),
+            Some(forwarder) => Handling(Answer::Forwarding(forwarder.forward(request, peer))),
+            None => Handling::answered(local_response(
+                StatusCode::NOT_FOUND,
+                "no route for this request",
+            )),
         }
     }
+}
+
+/// The answer to one request: the future [`Gateway::handle`] returns.
+///
+/// Small on purpose: hyper moves a request's future (into its in-flight
+/// slot, into a stream's task), and each move copies all of it. The
+/// forwarding state, kilobytes, stays in its box.
+#[derive(Debug)]
+pub struct Handling(Answer);
+
+#[derive(Debug)]
+enum Answer {
+    /// The gateway's own (a refused request, no route); taken when polled.
+    Local(Option<Response<ProxyBody>>),
+    Forwarding(Forwarding),
+}
+
+impl Handling {
+    fn answered(response: Response<ProxyBody>) -> Self {
+        Handling(Answer::Local(Some(response)))
+    }
+}
+
+impl Future for Handling {
+    type Output = Response<ProxyBody>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
+        match &mut self.0 {
+            Answer::Local(response) => match response.take() {
+                Some(response) => Poll::Ready(response),
+                // Polled again after its answer: a caller's bug.
+                None => Poll::Pending,
+            },
+            Answer::Forwarding(forwarding) => Pin::new(forwarding).poll(cx),
+        }
+    }
+}
+
+/// A response as hyper's service gives it.
+fn served(response: Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
+    Ok(response)
 }
 
 /// A configured proxy with its listeners bound, not serving yet.
@@ -453,16 +507,11 @@ impl ServeClients {
                     let _ = stream.set_nodelay(true);
                     let gateway = gateway.clone();
                     let service = service_fn(move |request| {
-                        let gateway = gateway.clone();
-                        // Boxed: a request's future is kilobytes (the
-                        // forwarding state machine), and hyper moves what it
-                        // is given (into HTTP/1's in-flight slot, into each
-                        // HTTP/2 stream's task, and tokio again when that
-                        // task ends): each move a memcpy of all of it.
-                        // Behind a box each is a pointer's.
-                        Box::pin(async move {
-                            Ok::<_, Infallible>(gateway.handle(request, peer).await)
-                        })
+                        // Not boxed: the future is a few words (the
+                        // forwarding state, kilobytes, has its own box), and
+                        // hyper moves it into HTTP/1's in-flight slot or an
+                        // HTTP/2 stream's task without a copy of much.
+                        gateway.handle(request, peer).map(served)
                     });
                     match tls {
                         None => {
