@@ -285,9 +285,28 @@ enum Exchange {
     /// Runs on as a task when dropped unfinished.
     ToEnd(RunToEnd<dyn Future<Output = Response<ProxyBody>> + Send>),
     /// Dropped with its client.
-    Abortable(Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>),
+    Abortable(BoxedExchange),
     /// Answered, or gone with a panic.
     Over,
+}
+
+/// A boxed exchange with a response at its end.
+type BoxedExchange = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
+
+impl Forwarding {
+    /// `exchange`, run to its end or dropped with its client as
+    /// `forwarder`'s cluster says.
+    fn new(forwarder: Forwarder, exchange: BoxedExchange) -> Self {
+        let exchange = if forwarder.cluster.config().abort_on_close {
+            Exchange::Abortable(exchange)
+        } else {
+            Exchange::ToEnd(RunToEnd::new(exchange))
+        };
+        Forwarding {
+            exchange,
+            forwarder,
+        }
+    }
 }
 
 impl std::fmt::Debug for Forwarding {
@@ -452,16 +471,7 @@ impl Forwarder {
     pub fn forward(&self, request: Request<Incoming>, peer: SocketAddr) -> Forwarding {
         // Built in its box (see `in_place`): the exchange is kilobytes.
         let exchange = boxed_in_place!(self.clone().exchange(request, peer));
-        let exchange: Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>> = exchange;
-        let exchange = if self.cluster.config().abort_on_close {
-            Exchange::Abortable(exchange)
-        } else {
-            Exchange::ToEnd(RunToEnd::new(exchange))
-        };
-        Forwarding {
-            exchange,
-            forwarder: self.clone(),
-        }
+        Forwarding::new(self.clone(), exchange)
     }
 
     async fn exchange(
@@ -872,7 +882,87 @@ impl Forwarder {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    use tokio::sync::oneshot;
+
     use super::*;
+    use crate::config::ClusterConfig;
+
+    fn forwarder(abort_on_close: bool) -> Forwarder {
+        let mut config = ClusterConfig::new("c", "rr".parse().unwrap());
+        config.endpoints = vec!["127.0.0.1:9".parse().unwrap()];
+        config.abort_on_close = abort_on_close;
+        let cluster = Arc::new(Cluster::new(config).unwrap());
+        Forwarder::new(cluster, Arc::new(Metrics::new(true)))
+    }
+
+    fn alive_tasks() -> usize {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    }
+
+    /// A bug in an exchange costs its request a 502, whether the cluster
+    /// aborts on close or not, and what is left of it is not run again.
+    #[tokio::test]
+    async fn an_exchange_that_panics_is_answered_502_and_not_spawned() {
+        for abort_on_close in [false, true] {
+            let before = alive_tasks();
+            let exchange: BoxedExchange = Box::pin(async move {
+                if before < usize::MAX {
+                    panic!("a bug in the exchange");
+                }
+                local_response(StatusCode::OK, "unreachable")
+            });
+            let response = Forwarding::new(forwarder(abort_on_close), exchange).await;
+            assert_eq!(
+                response.status(),
+                StatusCode::BAD_GATEWAY,
+                "abort_on_close {abort_on_close}"
+            );
+            assert_eq!(alive_tasks(), before, "abort_on_close {abort_on_close}");
+        }
+    }
+
+    /// Dropped before its answer (the client left), an exchange goes on as
+    /// a task, unless the cluster aborts on close.
+    #[tokio::test]
+    async fn a_forwarding_dropped_unfinished_goes_on_unless_the_cluster_aborts() {
+        for abort_on_close in [false, true] {
+            let (go, wait) = oneshot::channel::<()>();
+            let finished = Arc::new(AtomicBool::new(false));
+            let ran_to_end = finished.clone();
+            let exchange: BoxedExchange = Box::pin(async move {
+                let _ = wait.await;
+                ran_to_end.store(true, SeqCst);
+                local_response(StatusCode::OK, "done")
+            });
+            let mut forwarding = Forwarding::new(forwarder(abort_on_close), exchange);
+            let polled = std::future::poll_fn(|cx| {
+                Poll::Ready(Pin::new(&mut forwarding).poll(cx).is_pending())
+            })
+            .await;
+            assert!(polled, "waits for its backend");
+            let before = alive_tasks();
+            drop(forwarding);
+            let spawned = alive_tasks() - before;
+            let _ = go.send(());
+            if abort_on_close {
+                assert_eq!(spawned, 0, "dropped with its client");
+                tokio::task::yield_now().await;
+                assert!(!finished.load(SeqCst));
+            } else {
+                assert_eq!(spawned, 1, "handed to a task");
+                let ran = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+                    while !finished.load(SeqCst) {
+                        tokio::task::yield_now().await;
+                    }
+                });
+                assert!(ran.await.is_ok(), "the task ran the exchange to its end");
+            }
+        }
+    }
 
     #[test]
     fn hop_by_hop_headers_go_named_ones_too() {
