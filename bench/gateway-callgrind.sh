@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Instructions per request of one proxy under valgrind's callgrind, on the
-# uniform HTTP/1.1 workload of bench/gateway.sh (same backends, same keys):
+# HTTP/1.1 workloads of bench/gateway.sh (same backends, same keys):
 # a count, not a time, so it repeats whatever else the machine is doing
 # (BENCHMARKS.md, "Instructions per request").
 #
@@ -8,6 +8,11 @@
 #   bash bench/gateway-callgrind.sh haproxy
 #   bash bench/gateway-callgrind.sh nginx
 #   CG_PROTOCOL=h2c bash bench/gateway-callgrind.sh loadring|haproxy
+#   CG_WORKLOAD=hot CG_BOUNDED=1 bash bench/gateway-callgrind.sh loadring|haproxy
+#
+# CG_WORKLOAD=hot: bench/gateway.sh's hot keys instead of the uniform ones.
+# CG_BOUNDED=1: the bounded rows of bench/gateway.sh (loadring's
+# load_factor=1.25, HAProxy's hash-balance-factor 125; not nginx).
 #
 # CG_PROTOCOL=h2c: HTTP/2 with prior knowledge instead (h2load, 16
 # connections x 16 streams, the key in the path as bench/gateway.sh's h2c
@@ -31,6 +36,14 @@ SECONDS_RUN=${CG_SECONDS:-8}
 CONNECTIONS=${CG_CONNECTIONS:-64}
 BASE=${CG_PORT:-21100}
 PROTOCOL=${CG_PROTOCOL:-http1}
+WORKLOAD=${CG_WORKLOAD:-uniform}
+BOUNDED=${CG_BOUNDED:-}
+case $WORKLOAD in uniform | hot) ;; *) echo "CG_WORKLOAD=$WORKLOAD: uniform or hot" >&2; exit 1 ;; esac
+case $BOUNDED:$which in
+    "":* | 1:loadring | 1:haproxy) ;;
+    1:*) echo "CG_BOUNDED=1: loadring or haproxy (nginx has no bound)" >&2; exit 1 ;;
+    *) echo "CG_BOUNDED=$BOUNDED: 1 or unset" >&2; exit 1 ;;
+esac
 PORT=$((BASE + 100))
 ADMIN=$BASE
 tools=(valgrind callgrind_annotate callgrind_control wrk curl)
@@ -44,7 +57,7 @@ PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
 trap cleanup EXIT
 
-"$GATEBENCH" keys --workload uniform --requests 200000 --keys 10000 --seed 42 --out "$OUT/uniform.keys"
+"$GATEBENCH" keys --workload "$WORKLOAD" --requests 200000 --keys 10000 --seed 42 --out "$OUT/$WORKLOAD.keys"
 "$GATEBENCH" backends --base-port $((BASE + 1)) --count 8 --admin-port "$ADMIN" --mean-ms 5 --seed 1 \
     2>"$OUT/backends.log" &
 PIDS+=($!)
@@ -61,13 +74,16 @@ case $which in
     loadring)
         key=header:X-Key
         if [ "$PROTOCOL" = h2c ]; then key=path; fi
-        command=("$BIN" proxy --listen "127.0.0.1:$PORT" --policy nginx_hash:consistent=true
+        policy=nginx_hash:consistent=true
+        if [ -n "$BOUNDED" ]; then policy="$policy load_factor=1.25"; fi
+        command=("$BIN" proxy --listen "127.0.0.1:$PORT" --policy "$policy"
             --key "$key" "${endpoints[@]}") ;;
     haproxy)
-        bind_options="" balance="hdr(X-Key)"
+        bind_options="" balance="hdr(X-Key)" bound=""
+        if [ -n "$BOUNDED" ]; then bound=$'    hash-balance-factor 125\n'; fi
         if [ "$PROTOCOL" = h2c ]; then bind_options=" proto h2" balance=uri; fi
-        printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s%s\n    default_backend pool\nbackend pool\n    balance %s\n    hash-type consistent\n%s' \
-            "$PORT" "$bind_options" "$balance" "$haproxy_servers" >"$OUT/haproxy.cfg"
+        printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s%s\n    default_backend pool\nbackend pool\n    balance %s\n    hash-type consistent\n%s%s' \
+            "$PORT" "$bind_options" "$balance" "$bound" "$haproxy_servers" >"$OUT/haproxy.cfg"
         command=(haproxy -db -f "$OUT/haproxy.cfg") ;;
     nginx)
         # One process (no master), as root: callgrind_control must reach it.
@@ -95,13 +111,13 @@ probe=(curl -s -o /dev/null "http://127.0.0.1:$PORT/k/probe")
 if [ "$PROTOCOL" = h2c ]; then probe=(curl -s --http2-prior-knowledge -o /dev/null "http://127.0.0.1:$PORT/k/probe"); fi
 for _ in $(seq 300); do "${probe[@]}" && break; sleep 0.2; done
 if [ "$PROTOCOL" = h2c ]; then
-    head -n 20000 "$OUT/uniform.keys" | sed "s|^|http://127.0.0.1:$PORT/k/|" >"$OUT/uniform.uris"
-    h2load -c 16 -m 16 -t 1 -n 4000 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
+    head -n 20000 "$OUT/$WORKLOAD.keys" | sed "s|^|http://127.0.0.1:$PORT/k/|" >"$OUT/$WORKLOAD.uris"
+    h2load -c 16 -m 16 -t 1 -n 4000 -i "$OUT/$WORKLOAD.uris" >/dev/null 2>&1 || true
     callgrind_control -i on "$VALGRIND" >/dev/null || true
-    h2load -c 16 -m 16 -t 1 -n 40000 -i "$OUT/uniform.uris" >"$OUT/h2load.txt" 2>&1 || true
+    h2load -c 16 -m 16 -t 1 -n 40000 -i "$OUT/$WORKLOAD.uris" >"$OUT/h2load.txt" 2>&1 || true
     requests=$(awk '/^requests:/ { print $8 }' "$OUT/h2load.txt")
 else
-    export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=1
+    export GATEBENCH_KEYS=$OUT/$WORKLOAD.keys GATEBENCH_THREADS=1
     wrk -t1 -c"$CONNECTIONS" -d3s -s bench/gateway/keys.lua "http://127.0.0.1:$PORT/" >/dev/null
     callgrind_control -i on "$VALGRIND" >/dev/null || true
     wrk -t1 -c"$CONNECTIONS" -d"${SECONDS_RUN}s" --timeout 5s -s bench/gateway/keys.lua \
@@ -117,4 +133,4 @@ for file in "$OUT"/callgrind.out.*.1; do
     count=$(callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
     total=$((total + ${count:-0}))
 done
-echo "$which ($PROTOCOL): $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
+echo "$which ($PROTOCOL, $WORKLOAD${BOUNDED:+, bounded}): $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
