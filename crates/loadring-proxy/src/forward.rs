@@ -283,18 +283,15 @@ pub struct Forwarding {
 /// The exchange, boxed: how it ends when its client leaves.
 enum Exchange {
     /// Runs on as a task when dropped unfinished.
-    ToEnd(RunToEnd<ExchangeFuture>),
+    ToEnd(RunToEnd<dyn Future<Output = Response<ProxyBody>> + Send>),
     /// Dropped with its client.
     Abortable(BoxedExchange),
     /// Answered, or gone with a panic.
     Over,
 }
 
-/// An exchange, whatever its concrete future: a response at its end.
-type ExchangeFuture = dyn Future<Output = Response<ProxyBody>> + Send;
-
-/// An exchange in its box.
-type BoxedExchange = Pin<Box<ExchangeFuture>>;
+/// A boxed exchange with a response at its end.
+type BoxedExchange = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
 
 impl Forwarding {
     /// `exchange`, run to its end or dropped with its client as

@@ -121,12 +121,12 @@ impl Gateway {
             // check is all a request's host costs.
             Ok(host) if !self.routes.is_empty() => host.map(canonical_host),
             Ok(_) => None,
-            Err(refused) => return Handling::local(refused.status, refused.why),
+            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
         };
         let path = match target::resolve_dot_segments(request.uri().path()) {
             Ok(Cow::Borrowed(_)) => None,
             Ok(Cow::Owned(resolved)) => Some(resolved),
-            Err(refused) => return Handling::local(refused.status, refused.why),
+            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
         };
         if let Some(path) = path {
             // What is routed is what is forwarded.
@@ -137,16 +137,29 @@ impl Gateway {
             };
             match resolved.parse() {
                 Ok(pq) => parts.path_and_query = Some(pq),
-                Err(_) => return Handling::local(StatusCode::BAD_REQUEST, "bad request target"),
+                Err(_) => {
+                    return Handling::answered(local_response(
+                        StatusCode::BAD_REQUEST,
+                        "bad request target",
+                    ))
+                }
             }
             match Uri::from_parts(parts) {
                 Ok(uri) => *request.uri_mut() = uri,
-                Err(_) => return Handling::local(StatusCode::BAD_REQUEST, "bad request target"),
+                Err(_) => {
+                    return Handling::answered(local_response(
+                        StatusCode::BAD_REQUEST,
+                        "bad request target",
+                    ))
+                }
             }
         }
         match self.route(host.as_deref(), request.uri().path()) {
             Some(forwarder) => Handling(Answer::Forwarding(forwarder.forward(request, peer))),
-            None => Handling::local(StatusCode::NOT_FOUND, "no route for this request"),
+            None => Handling::answered(local_response(
+                StatusCode::NOT_FOUND,
+                "no route for this request",
+            )),
         }
     }
 }
@@ -167,9 +180,8 @@ enum Answer {
 }
 
 impl Handling {
-    /// The gateway's own answer: `status`, with `text` as its body.
-    fn local(status: StatusCode, text: &str) -> Self {
-        Handling(Answer::Local(Some(local_response(status, text))))
+    fn answered(response: Response<ProxyBody>) -> Self {
+        Handling(Answer::Local(Some(response)))
     }
 }
 
