@@ -3,7 +3,7 @@
 //! accept errors (out of file descriptors) are waited out.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a client may take to send a request's headers by default (and
@@ -104,12 +104,13 @@ impl ConnectionCount {
 
 /// Accept errors (out of file descriptors and the like): each waits a
 /// little longer, up to a second, and they are logged once a second with
-/// their count, instead of a warning each.
+/// their count, instead of a warning each. One per accept loop: the
+/// backoff is the loop's own, the log line's rate is the proxy's
+/// ([`AcceptLog`]).
 #[derive(Debug)]
 pub(crate) struct AcceptErrors {
     backoff: Duration,
-    unlogged: u64,
-    last_log: Option<Instant>,
+    log: AcceptLog,
 }
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
@@ -118,29 +119,21 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 pub(crate) const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(1);
 
 impl AcceptErrors {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(log: AcceptLog) -> Self {
         AcceptErrors {
             backoff: FIRST_BACKOFF,
-            unlogged: 0,
-            last_log: None,
+            log,
         }
     }
 
-    /// Counts `error`, logs when a second has passed since the last log,
-    /// and says how long to wait before accepting again.
+    /// Counts `error`, logs when a second has passed since the proxy's
+    /// last accept warning, and says how long to wait before accepting
+    /// again.
     pub(crate) fn failed(&mut self, error: &std::io::Error) -> Duration {
-        self.unlogged += 1;
-        let now = Instant::now();
-        if self
-            .last_log
-            .is_none_or(|last| now.duration_since(last) >= ACCEPT_LOG_INTERVAL)
-        {
+        if let Some(failures) = self.log.count(Instant::now()) {
             tracing::warn!(
-                "accept: {error} ({} failed accepts since the last report); retrying with backoff",
-                self.unlogged
+                "accept: {error} ({failures} failed accepts since the last report); retrying with backoff"
             );
-            self.unlogged = 0;
-            self.last_log = Some(now);
         }
         let wait = self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
@@ -150,6 +143,39 @@ impl AcceptErrors {
     /// An accept succeeded: the next error starts the backoff again.
     pub(crate) fn succeeded(&mut self) {
         self.backoff = FIRST_BACKOFF;
+    }
+}
+
+/// The rate limit of accept warnings, shared by all of a proxy's accept
+/// loops: every worker runs out of file descriptors at the same moment, and
+/// the operator should read one line a second for the proxy, not one per
+/// worker. Locked only when an accept fails.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AcceptLog(Arc<Mutex<Unreported>>);
+
+#[derive(Debug, Default)]
+struct Unreported {
+    failures: u64,
+    last_report: Option<Instant>,
+}
+
+impl AcceptLog {
+    /// Counts a failed accept at `now`; when a report is due (the first
+    /// failure, or a second after the last report), the failures it
+    /// stands for, counted from every loop since the last report.
+    fn count(&self, now: Instant) -> Option<u64> {
+        // A panic while holding the lock left two integers that are still
+        // consistent: keep counting.
+        let mut unreported = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        unreported.failures += 1;
+        let due = unreported
+            .last_report
+            .is_none_or(|last| now.saturating_duration_since(last) >= ACCEPT_LOG_INTERVAL);
+        if !due {
+            return None;
+        }
+        unreported.last_report = Some(now);
+        Some(std::mem::take(&mut unreported.failures))
     }
 }
 
@@ -178,5 +204,26 @@ mod tests {
         assert!(count.try_open().is_none());
         drop(a);
         assert!(count.try_open().is_some());
+    }
+
+    #[test]
+    fn accept_failures_of_all_loops_share_one_report_a_second() {
+        let log = AcceptLog::default();
+        let other_worker = log.clone();
+        let start = Instant::now();
+        assert_eq!(log.count(start), Some(1), "the first failure is reported");
+        // The other worker fails a millisecond later: same second, no line.
+        assert_eq!(other_worker.count(start + Duration::from_millis(1)), None);
+        assert_eq!(log.count(start + Duration::from_millis(999)), None);
+        // A second on, one line for the three failures since the last.
+        assert_eq!(
+            other_worker.count(start + ACCEPT_LOG_INTERVAL),
+            Some(3),
+            "counts the failures of both workers since the last report"
+        );
+        assert_eq!(log.count(start + ACCEPT_LOG_INTERVAL), None);
+        // A clock read before the last report (another thread's `now`,
+        // taken earlier) is not a reason to report.
+        assert_eq!(log.count(start), None);
     }
 }

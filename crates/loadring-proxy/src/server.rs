@@ -23,7 +23,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::clients::{AcceptErrors, ClientLimits, ConnectionCount};
+use crate::clients::{AcceptErrors, AcceptLog, ClientLimits, ConnectionCount};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
@@ -372,6 +372,7 @@ impl Proxy {
             background.push(spawn_tls_reload(tls.clone())?);
         }
         let connections = ConnectionCount::new(clients.max_connections());
+        let accept_log = AcceptLog::default();
         let (stop, stopping) = watch::channel(false);
         let mut finished = Vec::new();
         for (i, listener) in workers.into_iter().enumerate() {
@@ -380,6 +381,7 @@ impl Proxy {
                 tls: tls.clone(),
                 clients,
                 connections: connections.clone(),
+                accept_log: accept_log.clone(),
                 drain_timeout,
                 stop: stopping.clone(),
             };
@@ -411,6 +413,7 @@ impl Proxy {
             tls,
             clients,
             connections,
+            accept_log,
             drain_timeout,
             stop: stopping,
         };
@@ -443,6 +446,8 @@ struct ServeClients {
     clients: ClientLimits,
     /// Shared by every worker: the limit is the process's.
     connections: ConnectionCount,
+    /// Shared too: one accept warning a second for the process.
+    accept_log: AcceptLog,
     drain_timeout: Duration,
     stop: watch::Receiver<bool>,
 }
@@ -483,7 +488,7 @@ impl ServeClients {
             .timer(TokioTimer::new())
             .enable_connect_protocol();
         let http = Arc::new(http);
-        let mut accept_errors = AcceptErrors::new();
+        let mut accept_errors = AcceptErrors::new(self.accept_log.clone());
         let mut stop = self.stop.clone();
         loop {
             tokio::select! {
