@@ -2,7 +2,7 @@
 # bench/gateway.sh: `loadring proxy` side by side with nginx and HAProxy, on
 # loopback, same backends, same requests, in one run (BENCHMARKS.md, "Gateway").
 #
-#   bash bench/gateway.sh            # about 3 minutes; prints the table
+#   bash bench/gateway.sh            # about 10 minutes; prints the table
 #
 # Needs nginx, haproxy, wrk and curl (Debian: `apt-get install -y nginx
 # haproxy wrk curl`) and cargo. It installs nothing: when something is
@@ -28,8 +28,14 @@
 #     a 1 s wrk warm-up, 1 s to drain, the backends' counts reset, then wrk
 #     (-t THREADS -c CONNECTIONS -d DURATION, bench/gateway/keys.lua), the
 #     proxy's CPU ticks (its process and children) read before and after.
-#  4. `loadring-gatebench report`: the table (stdout and OUT/report.md) and
-#     the plot (docs/gateway-bench.png).
+#     ROUNDS (3) samples of each, in rounds: each round runs the six in
+#     turn, starting two further down the list than the round before, so
+#     that each proxy is measured early, midway and late in the workload's
+#     rounds (a single 10 s sample of one proxy moves by 10-25% from one try
+#     to the next on a shared 2-core machine; see BENCHMARKS.md).
+#  4. `loadring-gatebench report`: the table (stdout and OUT/report.md),
+#     each figure the median of its samples, with the lowest and highest CPU
+#     per request, and the plot (docs/gateway-bench.png).
 #  5. The `churn` workload (loadring only): a second backends process on
 #     1,024 ports (127.0.0.1:BASE+1001..BASE+2024, admin BASE+90), the proxy
 #     reading them from an endpoints file (`--endpoints`), with
@@ -52,7 +58,8 @@
 #     Each: req/s, p99 and the proxy's CPU per request (its process and
 #     children), in OUT/protocols.md.
 #
-# Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_CONNECTIONS
+# Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_ROUNDS (3: the
+# samples of each uniform and hot row, the report showing their medians), GATEBENCH_CONNECTIONS
 # (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
 # GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
@@ -67,6 +74,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DURATION=${GATEBENCH_DURATION:-10}
+ROUNDS=${GATEBENCH_ROUNDS:-3}
 CONNECTIONS=${GATEBENCH_CONNECTIONS:-256}
 THREADS=${GATEBENCH_THREADS:-2}
 BACKENDS=${GATEBENCH_BACKENDS:-8}
@@ -88,6 +96,9 @@ for tool in nginx:nginx haproxy:haproxy wrk:wrk curl:curl h2load:nghttp2-client 
     command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
 done
 if [ "$PERF" = 1 ] && ! command -v perf >/dev/null 2>&1; then missing+=(linux-perf); fi
+case $ROUNDS in
+    '' | *[!0-9]* | 0*) echo "GATEBENCH_ROUNDS=$ROUNDS: accepted a whole number from 1" >&2; exit 1 ;;
+esac
 case $DASHBOARD in
     off | idle) ;;
     open) command -v chromium >/dev/null 2>&1 || missing+=(chromium) ;;
@@ -119,7 +130,7 @@ echo "== output in $OUT"
     echo "haproxy: $("$HAPROXY" -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1 || true)"
     echo "loadring: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-    echo "settings: ${DURATION}s per run, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms, dashboard $DASHBOARD"
+    echo "settings: ${DURATION}s per run, $ROUNDS rounds of the uniform and hot rows, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms, dashboard $DASHBOARD"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"
 
@@ -243,6 +254,9 @@ run() {
     local name=$1 label=$2 workload=$3 owner_spec=$4 endpoints=$5
     shift 6
     if ! [[ $name =~ $ONLY ]]; then return 0; fi
+    # A round's sample has files of its own (NAME.rN.*); the report takes
+    # the median of a proxy's samples.
+    if [ -n "${ROUND:-}" ] && [ "$ROUNDS" -gt 1 ]; then name=$name.r$ROUND; fi
     echo "== $name: $*"
     "$@" >"$OUT/$name.proxy.log" 2>&1 &
     PROXY_PID=$!
@@ -291,23 +305,39 @@ run() {
 
 NGINX_SPEC='nginx_hash:consistent=true'
 HAPROXY_SPEC='haproxy_hash:type=consistent'
+ROWS=6
+run_row() { # WORKLOAD INDEX: the INDEX-th proxy of the table on WORKLOAD
+    local workload=$1
+    case $2 in
+    0) run "$workload-nginx" "nginx hash consistent" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+        "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx.conf" ;;
+    1) run "$workload-haproxy" "haproxy consistent" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+        "$HAPROXY" -db -f "$OUT/haproxy.cfg" ;;
+    2) run "$workload-haproxy-bf125" "haproxy consistent bf=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+        "$HAPROXY" -db -f "$OUT/haproxy-bf125.cfg" ;;
+    3) mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
+        run "$workload-loadring-nginx" "loadring nginx_hash" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+            "$LOADRING" "${args[@]}" ;;
+    4) mapfile -t args < <(loadring_args "$NGINX_SPEC load_factor=1.25" "$OUT/nginx.endpoints")
+        run "$workload-loadring-nginx-lf125" "loadring nginx_hash lf=1.25" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
+            "$LOADRING" "${args[@]}" ;;
+    5) mapfile -t args < <(loadring_args "$HAPROXY_SPEC balance=125" "$OUT/haproxy.endpoints")
+        run "$workload-loadring-haproxy-b125" "loadring haproxy_hash b=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
+            "$LOADRING" "${args[@]}" ;;
+    esac
+}
+# Each round starts two rows further down the table (rotating): over three
+# rounds every proxy runs early, in the middle and late, so neither the
+# machine's drift nor the order favours one.
 for workload in uniform hot; do
-    run "$workload-nginx" "nginx hash consistent" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
-        "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx.conf"
-    run "$workload-haproxy" "haproxy consistent" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
-        "$HAPROXY" -db -f "$OUT/haproxy.cfg"
-    run "$workload-haproxy-bf125" "haproxy consistent bf=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
-        "$HAPROXY" -db -f "$OUT/haproxy-bf125.cfg"
-    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
-    run "$workload-loadring-nginx" "loadring nginx_hash" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
-        "$LOADRING" "${args[@]}"
-    mapfile -t args < <(loadring_args "$NGINX_SPEC load_factor=1.25" "$OUT/nginx.endpoints")
-    run "$workload-loadring-nginx-lf125" "loadring nginx_hash lf=1.25" "$workload" "$NGINX_SPEC" nginx.endpoints -- \
-        "$LOADRING" "${args[@]}"
-    mapfile -t args < <(loadring_args "$HAPROXY_SPEC balance=125" "$OUT/haproxy.endpoints")
-    run "$workload-loadring-haproxy-b125" "loadring haproxy_hash b=125" "$workload" "$HAPROXY_SPEC" haproxy.endpoints -- \
-        "$LOADRING" "${args[@]}"
+    for round in $(seq "$ROUNDS"); do
+        ROUND=$round
+        for i in $(seq 0 $((ROWS - 1))); do
+            run_row "$workload" $(((i + 2 * (round - 1)) % ROWS))
+        done
+    done
 done
+ROUND=
 
 # --- churn: 1,024 endpoints, the endpoints file rewritten every 200 ms ---
 CHURN_COUNT=${GATEBENCH_CHURN_ENDPOINTS:-1024}

@@ -5,6 +5,11 @@
 //! (the backends' [`Stats`]) and `NAME.cpu` (the proxy's CPU ticks before and
 //! after). Prints the Markdown table, writes it to `DIR/report.md`, the rows to
 //! `DIR/report.json` and, with `--plot`, the PNG.
+//!
+//! A proxy measured more than once on a workload (`bench/gateway.sh`'s
+//! rounds, each sample a line of `runs.tsv`) is one row: each figure the
+//! median of its samples, taken figure by figure, with the lowest and
+//! highest CPU per request beside it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -52,6 +57,70 @@ pub struct Row {
     pub owner_share: f64,
     /// Proxy CPU time per request, microseconds.
     pub cpu_us: f64,
+    /// The samples the row is the median of, and the lowest and highest
+    /// CPU per request among them.
+    #[serde(default = "one")]
+    pub samples: usize,
+    #[serde(default)]
+    pub cpu_us_min: f64,
+    #[serde(default)]
+    pub cpu_us_max: f64,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// The median of `values` (the mean of the middle two for an even count);
+/// 0 for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// One row per proxy and workload, in the order first measured: the median
+/// of each figure over that pair's samples.
+pub fn medians(samples: &[Row]) -> Vec<Row> {
+    let mut order: Vec<(&str, &str)> = Vec::new();
+    for r in samples {
+        let pair = (r.proxy.as_str(), r.workload.as_str());
+        if !order.contains(&pair) {
+            order.push(pair);
+        }
+    }
+    order
+        .into_iter()
+        .map(|(proxy, workload)| {
+            let of: Vec<&Row> = samples
+                .iter()
+                .filter(|r| r.proxy == proxy && r.workload == workload)
+                .collect();
+            let figure = |f: fn(&Row) -> f64| median(of.iter().map(|r| f(r)).collect());
+            let cpu = of.iter().map(|r| r.cpu_us);
+            Row {
+                proxy: proxy.to_string(),
+                workload: workload.to_string(),
+                rps: figure(|r| r.rps),
+                p50_ms: figure(|r| r.p50_ms),
+                p99_ms: figure(|r| r.p99_ms),
+                p999_ms: figure(|r| r.p999_ms),
+                // Errors are summed: one in any sample is one too many.
+                errors: of.iter().map(|r| r.errors).sum(),
+                hot_over_mean: figure(|r| r.hot_over_mean),
+                peak_over_mean: figure(|r| r.peak_over_mean),
+                owner_share: figure(|r| r.owner_share),
+                cpu_us: figure(|r| r.cpu_us),
+                samples: of.len(),
+                cpu_us_min: cpu.clone().fold(f64::INFINITY, f64::min),
+                cpu_us_max: cpu.fold(f64::NEG_INFINITY, f64::max),
+            }
+        })
+        .collect()
 }
 
 pub fn main(flags: &Flags) -> Result<(), String> {
@@ -89,6 +158,7 @@ pub fn main(flags: &Flags) -> Result<(), String> {
             after.saturating_sub(before),
         ));
     }
+    let rows = medians(&rows);
     let table = table(&rows);
     print!("{table}");
     std::fs::write(dir.join("report.md"), &table).map_err(|e| e.to_string())?;
@@ -165,17 +235,20 @@ pub fn row(
             0.0
         },
         cpu_us: ticks as f64 * TICK_US / wrk.requests.max(1) as f64,
+        samples: 1,
+        cpu_us_min: 0.0,
+        cpu_us_max: 0.0,
     }
 }
 
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req | samples (CPU min-max) |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.1}% | {:.1} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.1}% | {:.1} | {} ({:.1}-{:.1}) |\n",
             r.proxy,
             r.workload,
             r.rps,
@@ -186,7 +259,10 @@ pub fn table(rows: &[Row]) -> String {
             r.peak_over_mean,
             r.hot_over_mean,
             r.owner_share * 100.0,
-            r.cpu_us
+            r.cpu_us,
+            r.samples,
+            r.cpu_us_min,
+            r.cpu_us_max
         ));
     }
     out
@@ -258,7 +334,60 @@ mod tests {
         assert_eq!(r.peak_over_mean, 1.5);
         assert_eq!(r.owner_share, 0.9);
         assert_eq!(r.cpu_us, 500.0);
-        assert!(table(&[r])
-            .contains("| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 |"));
+        let rows = medians(&[r]);
+        assert!(table(&rows).contains(
+            "| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 | 1 (500.0-500.0) |"
+        ));
+    }
+
+    fn sample(proxy: &str, workload: &str, rps: f64, p99_ms: f64, cpu_us: f64, errors: u64) -> Row {
+        Row {
+            proxy: proxy.into(),
+            workload: workload.into(),
+            rps,
+            p50_ms: 1.0,
+            p99_ms,
+            p999_ms: 1.0,
+            errors,
+            hot_over_mean: 1.0,
+            peak_over_mean: 1.0,
+            owner_share: 1.0,
+            cpu_us,
+            samples: 1,
+            cpu_us_min: 0.0,
+            cpu_us_max: 0.0,
+        }
+    }
+
+    #[test]
+    fn samples_of_a_proxy_and_workload_become_one_row_of_medians() {
+        let rows = medians(&[
+            sample("a", "uniform", 100.0, 30.0, 40.0, 0),
+            sample("b", "uniform", 90.0, 35.0, 50.0, 0),
+            sample("a", "hot", 10.0, 3.0, 4.0, 0),
+            // Each figure's median on its own: no sample is the median of all.
+            sample("a", "uniform", 120.0, 20.0, 45.0, 1),
+            sample("a", "uniform", 110.0, 40.0, 60.0, 0),
+            sample("b", "uniform", 70.0, 31.0, 48.0, 0),
+        ]);
+        let pairs: Vec<(&str, &str, usize)> = rows
+            .iter()
+            .map(|r| (r.proxy.as_str(), r.workload.as_str(), r.samples))
+            .collect();
+        assert_eq!(
+            pairs,
+            [("a", "uniform", 3), ("b", "uniform", 2), ("a", "hot", 1)]
+        );
+        let a = &rows[0];
+        assert_eq!((a.rps, a.p99_ms, a.cpu_us), (110.0, 30.0, 45.0));
+        assert_eq!((a.cpu_us_min, a.cpu_us_max), (40.0, 60.0));
+        assert_eq!(a.errors, 1, "errors of all samples count");
+        let b = &rows[1];
+        assert_eq!(
+            (b.rps, b.p99_ms, b.cpu_us),
+            (80.0, 33.0, 49.0),
+            "even count: the middle two's mean"
+        );
+        assert!(table(&rows).contains("| 3 (40.0-60.0) |"));
     }
 }
