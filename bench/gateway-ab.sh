@@ -10,9 +10,13 @@
 # (loadring: nginx_hash:consistent=true; HAProxy: balance hdr(X-Key),
 # hash-type consistent, http-reuse always), a 1 s wrk warm-up, then
 # `wrk -t2 -c256 -dSECS` (4) with the uniform keys of bench/gateway.sh. One
-# line per run: req/s, p50/p99 ms, proxy CPU µs per request (utime + stime
-# of the process and its children), peak RSS (VmHWM, kB), errors.
-# Needs haproxy, wrk, curl; builds loadring-gatebench (release) with cargo.
+# line per run: req/s, p50/p99 ms, the proxy's CPU µs per request (utime +
+# stime of its threads) and its split into user and system time, its
+# context switches per request (voluntary: it waited for work; involuntary:
+# it was preempted), the TCP segments the machine sent per request and the
+# delayed ACKs among them (nstat: all processes, so only the difference
+# between two proxies is the proxy's), peak RSS (VmHWM, kB), errors.
+# Needs haproxy, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
 # Everything listens on 127.0.0.1; every process is stopped by pid on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +24,8 @@ BASE=${GATEBENCH_PORT:-19300}
 ROUNDS=${ROUNDS:-2}
 SECS=${SECS:-4}
 PATH=$PATH:/usr/sbin:/sbin
-for tool in haproxy wrk curl python3; do
-    command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y $tool" >&2; exit 1; }
+for tool in haproxy:haproxy wrk:wrk curl:curl python3:python3 nstat:iproute2; do
+    command -v "${tool%%:*}" >/dev/null || { echo "missing ${tool%%:*}: apt-get install -y ${tool#*:}" >&2; exit 1; }
 done
 cargo build --release -q -p loadring-gatebench
 GATEBENCH=${CARGO_TARGET_DIR:-$PWD/target}/release/loadring-gatebench
@@ -40,6 +44,18 @@ printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5
     $((BASE + 80)) "$servers" >"$OUT/haproxy.cfg"
 URL=http://127.0.0.1:$((BASE + 80))/
 export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=2
+# PID's threads: utime and stime (ticks), voluntary and involuntary context
+# switches; then the machine's TCP segments sent and delayed ACKs.
+snapshot() {
+    local user=0 system=0 waited=0 preempted=0 t
+    for t in /proc/"$1"/task/*; do
+        read -r -a stat < <(sed 's/.*) //' "$t/stat")
+        user=$((user + stat[11])) system=$((system + stat[12]))
+        waited=$((waited + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")))
+        preempted=$((preempted + $(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "$t/status")))
+    done
+    echo "$user $system $waited $preempted $(nstat -az TcpOutSegs TcpExtDelayedACKs | awk 'NR > 1 { printf "%s ", $2 }')"
+}
 for _ in $(seq "$ROUNDS"); do
     for v in "$@"; do
         if [ "$v" = haproxy ]; then
@@ -52,9 +68,9 @@ for _ in $(seq "$ROUNDS"); do
         for _ in $(seq 50); do curl -s -o /dev/null "$URL" && break; sleep 0.1; done
         wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$URL" >/dev/null
         sleep 0.5
-        c0=$("$GATEBENCH" cpu "$PP")
+        c0=$(snapshot "$PP")
         wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$URL" >"$OUT/run.wrk"
-        c1=$("$GATEBENCH" cpu "$PP")
+        c1=$(snapshot "$PP")
         rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PP/status")
         kill "$PP"; wait "$PP" 2>/dev/null || true; PP=
         python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" <<'P'
@@ -62,10 +78,14 @@ import json, re, sys
 v, c0, c1, rss, path = sys.argv[1:]
 g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
 rps = g['requests'] / (g['duration_us'] / 1e6)
-cpu = (int(c1) - int(c0)) * 10000 / g['requests']
+n = g['requests']
+user, system, waited, preempted, segments, delayed = (
+    (int(b) - int(a)) / n for a, b in zip(c0.split(), c1.split()))
 err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
 print(f"{v:>40} req/s {rps:8.0f} p50 {g['p50_us']/1000:6.2f} p99 {g['p99_us']/1000:6.2f} "
-      f"cpu_us/req {cpu:5.1f} peak_rss_kB {rss} errors {err}")
+      f"cpu_us/req {(user + system) * 1e4:5.1f} (user {user * 1e4:4.1f} sys {system * 1e4:4.1f}) "
+      f"switches/req {waited:.3f}+{preempted:.3f} segments/req {segments:.2f} (delayed acks {delayed:.3f}) "
+      f"peak_rss_kB {rss} errors {err}")
 P
     done
 done
