@@ -58,17 +58,10 @@ pub struct Row {
     /// Proxy CPU time per request, microseconds.
     pub cpu_us: f64,
     /// The samples the row is the median of, and the lowest and highest
-    /// CPU per request among them.
-    #[serde(default = "one")]
+    /// CPU per request among them (a single sample: its own).
     pub samples: usize,
-    #[serde(default)]
     pub cpu_us_min: f64,
-    #[serde(default)]
     pub cpu_us_max: f64,
-}
-
-fn one() -> usize {
-    1
 }
 
 /// The median of `values` (the mean of the middle two for an even count);
@@ -219,6 +212,7 @@ pub fn row(
         }
     }
     let ratio = |max: f64, mean: f64| if mean > 0.0 { max / mean } else { 0.0 };
+    let cpu_us = ticks as f64 * TICK_US / wrk.requests.max(1) as f64;
     Row {
         proxy: proxy.to_string(),
         workload: workload.to_string(),
@@ -234,10 +228,10 @@ pub fn row(
         } else {
             0.0
         },
-        cpu_us: ticks as f64 * TICK_US / wrk.requests.max(1) as f64,
+        cpu_us,
         samples: 1,
-        cpu_us_min: 0.0,
-        cpu_us_max: 0.0,
+        cpu_us_min: cpu_us,
+        cpu_us_max: cpu_us,
     }
 }
 
@@ -334,6 +328,7 @@ mod tests {
         assert_eq!(r.peak_over_mean, 1.5);
         assert_eq!(r.owner_share, 0.9);
         assert_eq!(r.cpu_us, 500.0);
+        assert_eq!((r.samples, r.cpu_us_min, r.cpu_us_max), (1, 500.0, 500.0));
         let rows = medians(&[r]);
         assert!(table(&rows).contains(
             "| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 | 1 (500.0-500.0) |"
@@ -354,8 +349,8 @@ mod tests {
             owner_share: 1.0,
             cpu_us,
             samples: 1,
-            cpu_us_min: 0.0,
-            cpu_us_max: 0.0,
+            cpu_us_min: cpu_us,
+            cpu_us_max: cpu_us,
         }
     }
 
