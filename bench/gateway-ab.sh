@@ -2,21 +2,24 @@
 # bench/gateway-ab.sh: A/B of gateway binaries, interleaved, each alone on the
 # machine's share in turn (BENCHMARKS.md, "Gateway", runtime layout).
 #
-#   bash bench/gateway-ab.sh haproxy /path/to/loadring-A /path/to/loadring-B
+#   bash bench/gateway-ab.sh nginx haproxy /path/to/loadring-A /path/to/loadring-B
 #
-# Each argument is `haproxy` or a `loadring` binary; ROUNDS (2) rounds of
-# all of them in order, each: the proxy on 127.0.0.1:BASE+80 in front of 8
-# `loadring-gatebench backends` (BASE+1..BASE+8, mean 5 ms), placing `X-Key`
-# (loadring: nginx_hash:consistent=true; HAProxy: balance hdr(X-Key),
-# hash-type consistent, http-reuse always), a 1 s wrk warm-up, then
+# Each argument is `nginx`, `haproxy` or a `loadring` binary; ROUNDS (2)
+# rounds of all of them in order, each: the proxy on 127.0.0.1:BASE+80 in
+# front of 8 `loadring-gatebench backends` (BASE+1..BASE+8, mean 5 ms),
+# placing `X-Key` (loadring: nginx_hash:consistent=true; nginx: hash
+# $http_x_key consistent, keepalive 256, as in bench/gateway.sh; HAProxy:
+# balance hdr(X-Key), hash-type consistent, http-reuse always), a 1 s wrk
+# warm-up, then
 # `wrk -t2 -c256 -dSECS` (4) with the uniform keys of bench/gateway.sh. One
 # line per run: req/s, p50/p99 ms, the proxy's CPU µs per request (utime +
-# stime of its threads) and its split into user and system time, its
+# stime of its threads, and of its worker processes for nginx) and its split into user and system time, its
 # context switches per request (voluntary: it waited for work; involuntary:
 # it was preempted), the TCP segments the machine sent per request and the
 # delayed ACKs among them (nstat: all processes, so only the difference
-# between two proxies is the proxy's), peak RSS (VmHWM, kB), errors.
-# Needs haproxy, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
+# between two proxies is the proxy's), peak RSS (VmHWM, kB, summed over
+# nginx's processes), errors.
+# Needs nginx or haproxy for their rows, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
 # Everything listens on 127.0.0.1; every process is stopped by pid on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +27,11 @@ BASE=${GATEBENCH_PORT:-19300}
 ROUNDS=${ROUNDS:-2}
 SECS=${SECS:-4}
 PATH=$PATH:/usr/sbin:/sbin
-for tool in haproxy:haproxy wrk:wrk curl:curl python3:python3 nstat:iproute2; do
+needs=(wrk:wrk curl:curl python3:python3 nstat:iproute2)
+for v in "$@"; do
+    case $v in nginx | haproxy) needs+=("$v:$v") ;; esac
+done
+for tool in "${needs[@]}"; do
     command -v "${tool%%:*}" >/dev/null || { echo "missing ${tool%%:*}: apt-get install -y ${tool#*:}" >&2; exit 1; }
 done
 cargo build --release -q -p loadring-gatebench
@@ -35,20 +42,54 @@ trap 'for p in $PP $BP; do kill $p 2>/dev/null || true; wait $p 2>/dev/null || t
 "$GATEBENCH" keys --workload uniform --requests 200000 --keys 10000 --seed 42 --out "$OUT/uniform.keys"
 "$GATEBENCH" backends --base-port $((BASE + 1)) --count 8 --admin-port "$BASE" --mean-ms 5 --seed 1 2>/dev/null &
 BP=$!
-args=() servers=
+args=() servers= nginx_servers=
 for i in $(seq 8); do
     args+=(-e "127.0.0.1:$((BASE + i))")
     servers+="    server s$i 127.0.0.1:$((BASE + i)) id $i"$'\n'
+    nginx_servers+="        server 127.0.0.1:$((BASE + i));"$'\n'
 done
+mkdir -p "$OUT/nginx"
+cat >"$OUT/nginx.conf" <<EOF
+daemon off;
+master_process on;
+worker_processes auto;
+pid $OUT/nginx/nginx.pid;
+error_log $OUT/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path $OUT/nginx/body;
+    proxy_temp_path $OUT/nginx/proxy;
+    fastcgi_temp_path $OUT/nginx/fastcgi;
+    uwsgi_temp_path $OUT/nginx/uwsgi;
+    scgi_temp_path $OUT/nginx/scgi;
+    upstream pool {
+        hash \$http_x_key consistent;
+$nginx_servers        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$((BASE + 80));
+        location / {
+            proxy_pass http://pool;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
 printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s\n    default_backend pool\nbackend pool\n    balance hdr(X-Key)\n    hash-type consistent\n%s' \
     $((BASE + 80)) "$servers" >"$OUT/haproxy.cfg"
 URL=http://127.0.0.1:$((BASE + 80))/
 export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=2
-# PID's threads: utime and stime (ticks), voluntary and involuntary context
-# switches; then the machine's TCP segments sent and delayed ACKs.
+# The threads of PID and of its child processes (nginx's workers): utime
+# and stime (ticks), voluntary and involuntary context switches; then the
+# machine's TCP segments sent and delayed ACKs.
+processes() { echo "$1" $(cat /proc/"$1"/task/*/children); }
 snapshot() {
-    local user=0 system=0 waited=0 preempted=0 t
-    for t in /proc/"$1"/task/*; do
+    local user=0 system=0 waited=0 preempted=0 p t
+    for t in $(for p in $(processes "$1"); do echo /proc/"$p"/task/*; done); do
         read -r -a stat < <(sed 's/.*) //' "$t/stat")
         user=$((user + stat[11])) system=$((system + stat[12]))
         waited=$((waited + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")))
@@ -60,6 +101,8 @@ for _ in $(seq "$ROUNDS"); do
     for v in "$@"; do
         if [ "$v" = haproxy ]; then
             haproxy -db -f "$OUT/haproxy.cfg" >/dev/null 2>&1 &
+        elif [ "$v" = nginx ]; then
+            nginx -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx.conf" >/dev/null 2>&1 &
         else
             "$v" proxy --listen "127.0.0.1:$((BASE + 80))" --policy nginx_hash:consistent=true \
                 --key header:X-Key "${args[@]}" 2>/dev/null &
@@ -71,7 +114,8 @@ for _ in $(seq "$ROUNDS"); do
         c0=$(snapshot "$PP")
         wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$URL" >"$OUT/run.wrk"
         c1=$(snapshot "$PP")
-        rss=$(awk '/^VmHWM:/ { print $2 }' "/proc/$PP/status")
+        rss=0
+        for p in $(processes "$PP"); do rss=$((rss + $(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status"))); done
         kill "$PP"; wait "$PP" 2>/dev/null || true; PP=
         python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" <<'P'
 import json, re, sys
