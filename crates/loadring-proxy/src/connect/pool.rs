@@ -85,7 +85,8 @@ impl Parked {
 #[derive(Default)]
 struct Pool {
     /// By backend address, oldest first.
-    by_addr: HashMap<Arc<str>, Vec<Parked>, RandomState>,
+    /// (A deque: a take under load is usually of the oldest, its front.)
+    by_addr: HashMap<Arc<str>, VecDeque<Parked>, RandomState>,
     /// Every give-back in order, (stamp, address): the front is the least
     /// recently used connection unless it was taken since (then its record
     /// is stale and skipped).
@@ -102,17 +103,24 @@ impl Pool {
     fn take(&mut self, addr: &str, now: Instant) -> Option<Conn> {
         let list = self.by_addr.get_mut(addr)?;
         // Oldest first, and all with the pool's one idle timeout: the
-        // expired ones are a prefix.
-        let expired = list.partition_point(|p| now >= p.expires);
-        if expired > 0 {
-            list.drain(..expired);
-            self.idle -= expired;
+        // expired ones are at the front.
+        while list.front().is_some_and(|p| now >= p.expires) {
+            list.pop_front();
+            self.idle -= 1;
         }
+        // Given back after it: recent. (Instants compared, not durations
+        // computed: a take looks at several.)
+        let recent_after = now.checked_sub(ACK_DELAY);
         let mut taken = None;
-        while !list.is_empty() {
-            let warm =
-                list.partition_point(|p| now.saturating_duration_since(p.since) >= ACK_DELAY);
-            let mut parked = list.remove(warm.min(list.len() - 1));
+        loop {
+            let recent = match recent_after {
+                Some(after) => list.partition_point(|p| p.since <= after),
+                None => 0,
+            };
+            // None recent: the newest.
+            let Some(mut parked) = list.remove(recent.min(list.len().saturating_sub(1))) else {
+                break;
+            };
             self.idle -= 1;
             if parked.conn.is_usable() {
                 taken = Some(parked.conn);
@@ -143,7 +151,7 @@ impl Pool {
             Some(list) => list,
             None => self.by_addr.entry(addr.clone()).or_default(),
         };
-        list.push(Parked {
+        list.push_back(Parked {
             stamp,
             since,
             expires,
@@ -167,8 +175,8 @@ impl Pool {
             let Some(list) = self.by_addr.get_mut(&addr) else {
                 continue;
             };
-            if list.first().is_some_and(|p| p.stamp == stamp) {
-                list.remove(0);
+            if list.front().is_some_and(|p| p.stamp == stamp) {
+                list.pop_front();
                 self.idle -= 1;
                 if list.is_empty() {
                     self.by_addr.remove(&addr);
