@@ -70,6 +70,7 @@ mod grpc;
 mod health;
 mod history;
 mod in_place;
+mod joined_writes;
 mod key;
 mod load_report;
 mod metrics;

@@ -18,6 +18,8 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+use crate::joined_writes::JoinedWrites;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -521,7 +523,7 @@ impl ServeClients {
                     match tls {
                         None => {
                             let connection = drain.enter().watch(
-                                http.serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                http.serve_connection_with_upgrades(TokioIo::new(JoinedWrites::new(stream)), service)
                                     .into_owned(),
                             );
                             tokio::spawn(async move {
@@ -551,7 +553,7 @@ impl ServeClients {
                                     }
                                 };
                                 let connection = http
-                                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                                    .serve_connection_with_upgrades(TokioIo::new(JoinedWrites::new(stream)), service)
                                     .into_owned();
                                 if let Err(e) = entered.watch(connection).await {
                                     tracing::debug!("client {peer}: {e}");
