@@ -250,6 +250,11 @@ loadring_args() { # SPEC ENDPOINTS-FILE
 
 # --- one run: NAME LABEL WORKLOAD OWNER-SPEC ENDPOINTS -- COMMAND... ---
 : >"$OUT/runs.tsv"
+# The proxy's process and its children (nginx's workers: the master only
+# waits), comma-separated, for `perf record -p`.
+proxy_pids() {
+    echo "$PROXY_PID" $(cat /proc/"$PROXY_PID"/task/*/children 2>/dev/null) | tr ' ' ,
+}
 run() {
     local name=$1 label=$2 workload=$3 owner_spec=$4 endpoints=$5
     shift 6
@@ -268,7 +273,7 @@ run() {
     sleep 1
     curl -sf "http://127.0.0.1:$ADMIN_PORT/reset" >/dev/null
     if [ "$PERF" = 1 ]; then
-        perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &
+        perf record -F 499 -g -p "$(proxy_pids)" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &
         PERF_PID=$!
     fi
     if [ "$DASHBOARD" = open ] && [[ $name == *loadring* ]]; then
@@ -414,7 +419,7 @@ CLK_TCK=$(getconf CLK_TCK)
 
 perf_start() { # NAME: with GATEBENCH_PERF=1, `perf record` of the proxy from now
     if [ "$PERF" = 1 ]; then
-        perf record -F 499 -g -p "$PROXY_PID" -o "$OUT/$1.perf.data" 2>"$OUT/$1.perf.log" &
+        perf record -F 499 -g -p "$(proxy_pids)" -o "$OUT/$1.perf.data" 2>"$OUT/$1.perf.log" &
         PERF_PID=$!
     fi
 }
