@@ -49,36 +49,8 @@ for i in $(seq 8); do
     nginx_servers+="        server 127.0.0.1:$((BASE + i));"$'\n'
 done
 mkdir -p "$OUT/nginx"
-cat >"$OUT/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes auto;
-pid $OUT/nginx/nginx.pid;
-error_log $OUT/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $OUT/nginx/body;
-    proxy_temp_path $OUT/nginx/proxy;
-    fastcgi_temp_path $OUT/nginx/fastcgi;
-    uwsgi_temp_path $OUT/nginx/uwsgi;
-    scgi_temp_path $OUT/nginx/scgi;
-    upstream pool {
-        hash \$http_x_key consistent;
-$nginx_servers        keepalive 256;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen 127.0.0.1:$((BASE + 80));
-        location / {
-            proxy_pass http://pool;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
+. bench/gateway/nginx-conf.sh
+nginx_conf "$OUT/nginx" $((BASE + 80)) "$nginx_servers" >"$OUT/nginx.conf"
 printf 'global\n    maxconn 4096\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n    timeout server 30s\n    http-reuse always\nfrontend front\n    bind 127.0.0.1:%s\n    default_backend pool\nbackend pool\n    balance hdr(X-Key)\n    hash-type consistent\n%s' \
     $((BASE + 80)) "$servers" >"$OUT/haproxy.cfg"
 URL=http://127.0.0.1:$((BASE + 80))/

@@ -187,36 +187,8 @@ for i in $(seq "$BACKENDS"); do
 done
 
 mkdir -p "$OUT/nginx"
-cat >"$OUT/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes auto;
-pid $OUT/nginx/nginx.pid;
-error_log $OUT/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $OUT/nginx/body;
-    proxy_temp_path $OUT/nginx/proxy;
-    fastcgi_temp_path $OUT/nginx/fastcgi;
-    uwsgi_temp_path $OUT/nginx/uwsgi;
-    scgi_temp_path $OUT/nginx/scgi;
-    upstream pool {
-        hash \$http_x_key consistent;
-$NGINX_SERVERS        keepalive 256;
-        keepalive_requests 1000000;
-    }
-    server {
-        listen 127.0.0.1:$PROXY_PORT;
-        location / {
-            proxy_pass http://pool;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
+. bench/gateway/nginx-conf.sh
+nginx_conf "$OUT/nginx" "$PROXY_PORT" "$NGINX_SERVERS" >"$OUT/nginx.conf"
 
 haproxy_cfg() { # FILE [hash-balance-factor]
     {
