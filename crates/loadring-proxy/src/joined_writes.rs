@@ -229,6 +229,21 @@ mod tests {
         assert_eq!((n, seen), (6, vec![("write", b"headbo".to_vec())]));
     }
 
+    /// hyper queues a response's pieces only for a stream that says it
+    /// writes vectors (else it copies every body into its buffer): the
+    /// join says so whatever the stream under it does.
+    #[test]
+    fn the_join_always_takes_vectors() {
+        for vectored in [true, false] {
+            let joined = JoinedWrites::new(Recorder {
+                calls: Arc::default(),
+                accepts: usize::MAX,
+                vectored,
+            });
+            assert!(joined.is_write_vectored());
+        }
+    }
+
     /// Under a stream without vectored writes, a long vector's first
     /// piece is written plainly (the writer comes back for the rest).
     #[test]
