@@ -21,8 +21,9 @@
 //! kernel gives up waiting to send its pending ACK with a request, and
 //! the ACK rides on that request (taking the newest first left the deeper
 //! ones idle long enough that about one answer in ten was acknowledged by
-//! a segment of its own: BENCHMARKS.md). Among older ones, newest first: a surplus left by a
-//! burst is never used while others will do, and ages out.
+//! a segment of its own: BENCHMARKS.md). Among older ones, newest first:
+//! a surplus left by a burst is never used while others will do, and ages
+//! out.
 //!
 //! No task watches an idle connection. A take looks at it first (one read
 //! that does not wait, [`Conn::is_usable`]): closed by the backend, or with
@@ -368,10 +369,13 @@ pub(crate) fn give_back(
 ) {
     conn.served = conn.served.saturating_add(1);
     conn.rest();
-    let now = Instant::now();
-    let expires = now + idle_timeout;
-    // Without a pool (the thread is exiting) the connection closes.
-    let start = with_idle(|idle| idle.give_back(pool, addr, conn, keepalive, now, expires));
+    // Without a pool (the thread is exiting) the connection closes. The
+    // time is read with the pool in hand: the shared pool's lists stay in
+    // the order of their instants, which a take relies on.
+    let start = with_idle(|idle| {
+        let now = Instant::now();
+        idle.give_back(pool, addr, conn, keepalive, now, now + idle_timeout)
+    });
     if start == Some(true) {
         match Handle::try_current() {
             Ok(runtime) => drop(runtime.spawn(sweeper())),
