@@ -13,9 +13,9 @@
 # warm-up, then
 # `wrk -t2 -c256 -dSECS` (4) with the uniform keys of bench/gateway.sh. One
 # line per run: req/s, p50/p99 ms, the proxy's CPU µs per request (utime +
-# stime of its threads, and of its worker processes for nginx) and its split into user and system time, its
-# context switches per request (voluntary: it waited for work; involuntary:
-# it was preempted), the TCP segments the machine sent per request and the
+# stime of its threads, and of its worker processes for nginx) and its split
+# into user and system time, its context switches per request (voluntary: it
+# waited for work; involuntary: it was preempted), the TCP segments the machine sent per request and the
 # delayed ACKs among them (nstat: all processes, so only the difference
 # between two proxies is the proxy's), peak RSS (VmHWM, kB, summed over
 # nginx's processes), errors.

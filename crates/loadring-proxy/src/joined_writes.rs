@@ -88,17 +88,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JoinedWrites<S> {
             .map(|b| b.len())
             .fold(0usize, usize::saturating_add);
         if pieces < 2 || total > JOIN_AT_MOST {
-            return if inner.is_write_vectored() || pieces == 0 {
-                Pin::new(inner).poll_write_vectored(cx, bufs)
-            } else {
-                // A stream without vectored writes writes the first piece
-                // of a long vector; the writer comes back for the rest.
-                let first = bufs
-                    .iter()
-                    .find(|b| !b.is_empty())
-                    .map_or(&[][..], |b| &b[..]);
-                Pin::new(inner).poll_write(cx, first)
-            };
+            // Nothing to join, or too much: the stream's own vectored
+            // write (on a stream without them, tokio's default writes the
+            // first piece and the writer comes back for the rest).
+            return Pin::new(inner).poll_write_vectored(cx, bufs);
         }
         JOINED.with_borrow_mut(|joined| {
             joined.clear();
@@ -146,9 +139,17 @@ mod tests {
 
         fn poll_write_vectored(
             self: Pin<&mut Self>,
-            _: &mut Context<'_>,
+            cx: &mut Context<'_>,
             bufs: &[IoSlice<'_>],
         ) -> Poll<io::Result<usize>> {
+            if !self.vectored {
+                // As tokio's default for a stream without vectored writes.
+                let first = bufs
+                    .iter()
+                    .find(|b| !b.is_empty())
+                    .map_or(&[][..], |b| &b[..]);
+                return self.poll_write(cx, first);
+            }
             let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
             let n = all.len().min(self.accepts);
             self.calls

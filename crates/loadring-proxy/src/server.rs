@@ -18,8 +18,6 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-
-use crate::joined_writes::JoinedWrites;
 use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
@@ -32,6 +30,7 @@ use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
+use crate::joined_writes::JoinedWrites;
 use crate::metrics::Metrics;
 use crate::reload::{spawn_membership, start_discovery};
 use crate::slot_timer::SlotTimer;
