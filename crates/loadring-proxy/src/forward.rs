@@ -19,6 +19,7 @@ use loadring::{LoadReport, Outcome, Pick};
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::connect::{Failure, Upstream, UpstreamBody};
+use crate::few_headers;
 use crate::in_place::boxed_in_place;
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
@@ -30,15 +31,17 @@ pub use crate::proxy_body::{text_body, ProxyBody};
 
 /// Headers that describe one connection, not the request (RFC 9110 7.6.1),
 /// removed both ways.
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "upgrade",
+/// Names, not strings: comparing two names the `http` crate knows is
+/// comparing one byte.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::UPGRADE,
 ];
 
 /// Removes hop-by-hop headers, those the `Connection` header names included.
@@ -67,9 +70,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// Whether `name` is one [`strip_hop_by_hop`] may remove (`Connection`
 /// names others; any of these means the slow path).
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    *name == header::CONNECTION
-        || *name == header::TRANSFER_ENCODING
-        || HOP_BY_HOP.contains(&name.as_str())
+    *name == header::TRANSFER_ENCODING || HOP_BY_HOP.contains(name)
 }
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -238,9 +239,9 @@ enum Tried {
 /// request smuggling or a broken backend; which length is right is
 /// unknowable, so the response is not forwarded).
 fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
-    // The rare header first: most responses need one lookup.
-    (headers.contains_key(header::TRANSFER_ENCODING)
-        && headers.contains_key(header::CONTENT_LENGTH))
+    // The rare header first: most responses need one search.
+    (few_headers::contains(headers, &header::TRANSFER_ENCODING)
+        && few_headers::contains(headers, &header::CONTENT_LENGTH))
     .then_some("both Content-Length and Transfer-Encoding")
 }
 
@@ -505,9 +506,7 @@ impl Forwarder {
         // A gRPC call's `TE: trailers` goes on (servers such as grpc-go
         // refuse a call without it); HTTP/2 allows no other TE.
         let te_trailers = grpc
-            && parts
-                .headers
-                .get(header::TE)
+            && few_headers::get(&parts.headers, &header::TE)
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
         strip_hop_by_hop(&mut parts.headers);
         if te_trailers {
@@ -520,7 +519,7 @@ impl Forwarder {
         }
         append_forwarded_for(&mut parts.headers, peer.ip());
         // HTTP/2 clients name the host in the target (`:authority`).
-        let mut had_host = parts.headers.contains_key(header::HOST);
+        let mut had_host = few_headers::contains(&parts.headers, &header::HOST);
         if !had_host {
             if let Some(authority) = parts.uri.authority() {
                 if let Ok(host) = HeaderValue::from_str(authority.as_str()) {

@@ -18,8 +18,7 @@ pub const DEADLINE_EXCEEDED: u32 = 4;
 /// Whether a request (or response) with these headers is a gRPC call:
 /// `content-type: application/grpc` (or `application/grpc+proto`...).
 pub fn is_grpc(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
+    crate::few_headers::get(headers, &CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| {
             v.strip_prefix("application/grpc")

@@ -65,6 +65,7 @@ mod duration;
 mod endpoint_counters;
 mod endpoints;
 mod error;
+mod few_headers;
 mod forward;
 mod grpc;
 mod health;

@@ -55,9 +55,7 @@ enum Asked {
 
 /// Whether a `Connection` header lists `upgrade`.
 fn lists_upgrade(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(CONNECTION)
-        .iter()
+    crate::few_headers::get_all(headers, &CONNECTION)
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
@@ -97,7 +95,7 @@ impl Tunnel {
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
             return Ok(None);
         }
-        let Some(protocol) = request.headers().get(UPGRADE).cloned() else {
+        let Some(protocol) = crate::few_headers::get(request.headers(), &UPGRADE).cloned() else {
             return Ok(None);
         };
         let accept = match to {
