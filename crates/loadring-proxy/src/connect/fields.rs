@@ -3,10 +3,11 @@
 //! and for a chunked body's trailers.
 
 use bytes::Bytes;
-use http::header::{HeaderName, HeaderValue};
+use http::header::HeaderValue;
 use http::HeaderMap;
 
 use super::error::UpstreamError;
+use super::names::header_name;
 
 /// The longest response head (or trailers) read.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
@@ -15,12 +16,23 @@ pub(crate) const MAX_HEADERS: usize = 100;
 
 /// Where each field's name and value lie in the bytes they were parsed
 /// from: offsets, so that the parse's borrow of the buffer can end before
-/// the head is split off it. On the stack: a response's head is read
-/// without an allocation of its own for this.
+/// the head is split off it. A head's usual few fields are kept on the
+/// stack (no allocation, and only [`INLINE`] entries to clear), the rest
+/// of a long one in a vector.
 pub(crate) struct Spans {
     /// Name start, name end, value start, value end.
-    spans: [[u32; 4]; MAX_HEADERS],
+    inline: [[u32; 4]; INLINE],
+    more: Vec<[u32; 4]>,
     len: usize,
+}
+
+/// The fields of a head kept on the stack.
+const INLINE: usize = 16;
+
+impl Spans {
+    fn iter(&self) -> impl Iterator<Item = &[u32; 4]> {
+        self.inline[..self.len.min(INLINE)].iter().chain(&self.more)
+    }
 }
 
 /// Where `fields` (parsed from `buf`, at most [`MAX_HEADERS`], within
@@ -35,14 +47,18 @@ pub(crate) fn spans(buf: &[u8], fields: &[httparse::Header<'_>]) -> Spans {
         (start, end)
     };
     let mut spans = Spans {
-        spans: [[0; 4]; MAX_HEADERS],
-        len: 0,
+        inline: [[0; 4]; INLINE],
+        more: Vec::with_capacity(fields.len().saturating_sub(INLINE)),
+        len: fields.len(),
     };
-    for (span, field) in spans.spans.iter_mut().zip(fields) {
+    for (i, field) in fields.iter().enumerate() {
         let (name_start, name_end) = at(field.name.as_bytes());
         let (value_start, value_end) = at(field.value);
-        *span = [name_start, name_end, value_start, value_end];
-        spans.len += 1;
+        let span = [name_start, name_end, value_start, value_end];
+        match spans.inline.get_mut(i) {
+            Some(slot) => *slot = span,
+            None => spans.more.push(span),
+        }
     }
     spans
 }
@@ -55,11 +71,11 @@ pub(crate) fn spans(buf: &[u8], fields: &[httparse::Header<'_>]) -> Spans {
 /// value.
 pub(crate) fn headers_of(bytes: &Bytes, spans: &Spans) -> Result<HeaderMap, UpstreamError> {
     let mut map = HeaderMap::with_capacity(spans.len);
-    for &[name_start, name_end, value_start, value_end] in &spans.spans[..spans.len] {
+    for &[name_start, name_end, value_start, value_end] in spans.iter() {
         let name_bytes = bytes
             .get(name_start as usize..name_end as usize)
             .unwrap_or_default();
-        let name = HeaderName::from_bytes(name_bytes).map_err(|_| {
+        let name = header_name(name_bytes).map_err(|_| {
             UpstreamError::InvalidHead(format!(
                 "header name {:?}",
                 String::from_utf8_lossy(name_bytes)
@@ -74,4 +90,44 @@ pub(crate) fn headers_of(bytes: &Bytes, spans: &Spans) -> Result<HeaderMap, Upst
         map.append(name, value);
     }
     Ok(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head of `n` fields, parsed, made a map: every field, in order,
+    /// whether it was kept on the stack or past it.
+    #[test]
+    fn every_field_of_short_and_long_heads_is_kept_in_order() {
+        for n in [
+            0,
+            1,
+            INLINE - 1,
+            INLINE,
+            INLINE + 1,
+            2 * INLINE + 3,
+            MAX_HEADERS,
+        ] {
+            let mut head = String::from("HTTP/1.1 200 OK\r\n");
+            for i in 0..n {
+                head.push_str(&format!("x-f{i}: v{i}\r\n"));
+            }
+            head.push_str("\r\n");
+            let bytes = Bytes::from(head);
+            let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut fields);
+            assert!(response.parse(&bytes).unwrap().is_complete());
+            let spans = spans(&bytes, response.headers);
+            let map = headers_of(&bytes, &spans).unwrap();
+            let got: Vec<(String, String)> = map
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+                .collect();
+            let want: Vec<(String, String)> = (0..n)
+                .map(|i| (format!("x-f{i}"), format!("v{i}")))
+                .collect();
+            assert_eq!(got, want, "{n} fields");
+        }
+    }
 }

@@ -28,6 +28,7 @@ mod exchange;
 mod exchange_tests;
 mod fields;
 mod h2;
+mod names;
 pub(crate) mod pool;
 mod request;
 mod response;
