@@ -110,9 +110,8 @@ pub fn host_part(text: &str) -> Option<&str> {
         }
         literal
     } else {
-        // Every request's host goes through here: each step is one
-        // tight scan of a few bytes (the last colon, an earlier one, a
-        // character no host has), cheaper than one loop tracking all three.
+        // Every request's host goes through here: a few short scans, the
+        // last colon, an earlier one, a character no host has.
         let bytes = text.as_bytes();
         let last_colon = bytes.iter().rposition(|&b| b == b':');
         // Two colons: a bare IPv6 literal (only in route settings: a Host
