@@ -14,6 +14,11 @@
 # CG_BOUNDED=1: the bounded rows of bench/gateway.sh (loadring's
 # load_factor=1.25, HAProxy's hash-balance-factor 125; not nginx).
 #
+# CG_CACHE=1: valgrind's cache simulation too (an L1 of instructions and
+# one of data, a last level, sized as this machine's): the misses of each
+# per request beside the instructions, the same for each run of the same
+# binary, where time is not.
+#
 # CG_PROTOCOL=h2c: HTTP/2 with prior knowledge instead (h2load, 16
 # connections x 16 streams, the key in the path as bench/gateway.sh's h2c
 # rows; needs nghttp2-client), 40,000 requests counted after 4,000 not.
@@ -38,12 +43,14 @@ BASE=${CG_PORT:-21100}
 PROTOCOL=${CG_PROTOCOL:-http1}
 WORKLOAD=${CG_WORKLOAD:-uniform}
 BOUNDED=${CG_BOUNDED:-}
+CACHE=${CG_CACHE:-}
 case $WORKLOAD in uniform | hot) ;; *) echo "CG_WORKLOAD=$WORKLOAD: uniform or hot" >&2; exit 1 ;; esac
 case $BOUNDED:$which in
     "":* | 1:loadring | 1:haproxy) ;;
     1:*) echo "CG_BOUNDED=1: loadring or haproxy (nginx has no bound)" >&2; exit 1 ;;
     *) echo "CG_BOUNDED=$BOUNDED: 1 or unset" >&2; exit 1 ;;
 esac
+case $CACHE in "" | 1) ;; *) echo "CG_CACHE=$CACHE: 1 or unset" >&2; exit 1 ;; esac
 PORT=$((BASE + 100))
 ADMIN=$BASE
 tools=(valgrind callgrind_annotate callgrind_control wrk curl)
@@ -103,7 +110,7 @@ NGINX
     *) echo "unknown proxy $which: loadring, haproxy or nginx" >&2; exit 1 ;;
 esac
 
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out.%p" \
+valgrind --tool=callgrind ${CACHE:+--cache-sim=yes} --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out.%p" \
     "${command[@]}" >"$OUT/proxy.log" 2>&1 &
 VALGRIND=$!
 PIDS+=("$VALGRIND")
@@ -134,3 +141,13 @@ for file in "$OUT"/callgrind.out.*.1; do
     total=$((total + ${count:-0}))
 done
 echo "$which ($PROTOCOL, $WORKLOAD${BOUNDED:+, bounded}): $requests requests, $total instructions, $((total / requests)) per request (profile: $OUT)"
+if [ "$CACHE" = 1 ]; then
+    # The totals line: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, summed over the files.
+    for file in "$OUT"/callgrind.out.*.1; do
+        callgrind_annotate "$file" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen { seen = 1; n = 0
+            for (i = 1; i <= NF; i++) if ($i ~ /^[0-9,]+$/) { v = $i; gsub(",", "", v); printf "%s ", v; n++ }
+            print "" }'
+    done | awk -v n="$requests" '{ for (i = 1; i <= NF; i++) sum[i] += $i; fields = NF }
+        END { split("instructions reads writes I1-misses D1-read-misses D1-write-misses LL-instruction-misses LL-read-misses LL-write-misses", name, " ")
+              printf "per request:"; for (i = 1; i <= fields; i++) printf " %s %.1f", name[i], sum[i] / n; print "" }'
+fi
