@@ -27,12 +27,17 @@ pub(crate) fn contains(headers: &HeaderMap, name: &HeaderName) -> bool {
     headers.keys().any(|n| n == name)
 }
 
+/// Whether a lookup of `name` may find it: a long map is looked up as it
+/// is (once), a short one only when its names have `name`.
+fn worth_a_lookup(headers: &HeaderMap, name: &HeaderName) -> bool {
+    headers.len() > SCAN_UP_TO || headers.keys().any(|n| n == name)
+}
+
 /// The first value of `name`, as `headers.get(name)`.
 pub(crate) fn get<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h HeaderValue> {
-    if headers.len() <= SCAN_UP_TO && !headers.keys().any(|n| n == name) {
-        return None;
-    }
-    headers.get(name)
+    worth_a_lookup(headers, name)
+        .then(|| headers.get(name))
+        .flatten()
 }
 
 /// Every value of `name` in order, as `headers.get_all(name)`.
@@ -40,7 +45,7 @@ pub(crate) fn get_all<'h>(
     headers: &'h HeaderMap,
     name: &HeaderName,
 ) -> impl Iterator<Item = &'h HeaderValue> {
-    contains(headers, name)
+    worth_a_lookup(headers, name)
         .then(|| headers.get_all(name))
         .into_iter()
         .flatten()
