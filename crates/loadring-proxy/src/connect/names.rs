@@ -38,13 +38,9 @@ thread_local! {
 /// # Errors
 /// Bytes that are no header name.
 pub(crate) fn header_name(spelling: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
-    let (Some(&first), Some(&last)) = (spelling.first(), spelling.last()) else {
+    let Some(slot) = slot_of(spelling).filter(|_| spelling.len() <= LONGEST) else {
         return HeaderName::from_bytes(spelling);
     };
-    if spelling.len() > LONGEST {
-        return HeaderName::from_bytes(spelling);
-    }
-    let slot = slot_of(spelling.len(), first, last, spelling[spelling.len() / 2]);
     SEEN.with(|seen| {
         let mut seen = seen.borrow_mut();
         if let Some(entry) = &seen[slot] {
@@ -65,13 +61,17 @@ pub(crate) fn header_name(spelling: &[u8]) -> Result<HeaderName, InvalidHeaderNa
     })
 }
 
-/// A slot from the length and three bytes: common names differ in those.
-fn slot_of(len: usize, first: u8, last: u8, middle: u8) -> usize {
-    let mixed = (len as u32).wrapping_mul(0x9e37_79b9)
+/// A spelling's slot, from its length and three of its bytes (common
+/// names differ in those); `None` for an empty one.
+fn slot_of(spelling: &[u8]) -> Option<usize> {
+    let first = *spelling.first()?;
+    let last = *spelling.last()?;
+    let middle = *spelling.get(spelling.len() / 2)?;
+    let mixed = (spelling.len() as u32).wrapping_mul(0x9e37_79b9)
         ^ u32::from(first).wrapping_mul(0x85eb_ca6b)
         ^ u32::from(last).wrapping_mul(0xc2b2_ae35)
         ^ u32::from(middle).wrapping_mul(0x27d4_eb2f);
-    (mixed >> 26) as usize & (SLOTS - 1)
+    Some((mixed >> 26) as usize & (SLOTS - 1))
 }
 
 #[cfg(test)]
@@ -110,12 +110,7 @@ mod tests {
         // A thread of its own: its table starts empty.
         std::thread::spawn(|| {
             let found = |spelling: &[u8]| {
-                let slot = slot_of(
-                    spelling.len(),
-                    spelling[0],
-                    spelling[spelling.len() - 1],
-                    spelling[spelling.len() / 2],
-                );
+                let slot = slot_of(spelling).unwrap();
                 SEEN.with(|seen| {
                     seen.borrow()[slot]
                         .as_ref()
@@ -137,12 +132,11 @@ mod tests {
             assert!(header_name(b"bad name").is_err());
             assert!(!found(b"bad name"));
             // Two names of one slot: the later takes it.
-            let slot = |s: &[u8]| slot_of(s.len(), s[0], s[s.len() - 1], s[s.len() / 2]);
             let first = b"x-backend".to_vec();
             let second = (0..=u8::MAX)
                 .map(|b| format!("x-{}d", char::from(b'a' + b % 26)).into_bytes())
                 .chain((0..4096).map(|i| format!("x-{i}").into_bytes()))
-                .find(|s| slot(s) == slot(&first) && *s != first)
+                .find(|s| slot_of(s) == slot_of(&first) && *s != first)
                 .expect("a name sharing the slot");
             header_name(&first).unwrap();
             assert!(found(&first));
@@ -171,10 +165,7 @@ mod tests {
             b"X-Request-Id",
             b"Keep-Alive",
         ];
-        let mut slots: Vec<usize> = common
-            .iter()
-            .map(|s| slot_of(s.len(), s[0], s[s.len() - 1], s[s.len() / 2]))
-            .collect();
+        let mut slots: Vec<usize> = common.iter().map(|s| slot_of(s).unwrap()).collect();
         slots.sort_unstable();
         slots.dedup();
         assert_eq!(slots.len(), common.len());
