@@ -64,7 +64,7 @@
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
 # GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
 # names, e.g. 'uniform-loadring' or 'churn'), GATEBENCH_CHURN_ENDPOINTS (1024), GATEBENCH_LOADRING (another loadring
-# binary to measure, e.g. an experimental build), GATEBENCH_PERF=1 (record `perf record -g`
+# binary to measure, e.g. the profile-guided build of scripts/build-pgo.sh), GATEBENCH_PERF=1 (record `perf record -g`
 # of the proxy during each run into OUT/NAME.perf.data; needs linux-perf).
 #
 # Everything listens on 127.0.0.1 only; every process it started is stopped
@@ -129,7 +129,7 @@ echo "== output in $OUT"
     echo "nginx: $("$NGINX" -v 2>&1 | sed 's/.*: //')"
     echo "haproxy: $("$HAPROXY" -v | head -1)"
     echo "wrk: $(wrk -v 2>&1 | head -1 || true)"
-    echo "loadring: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "loadring: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), $LOADRING"
     echo "settings: ${DURATION}s per run, $ROUNDS rounds of the uniform and hot rows, wrk -t$THREADS -c$CONNECTIONS, $BACKENDS backends, exp service time mean ${MEAN_MS} ms, dashboard $DASHBOARD"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/machine.txt"

@@ -10,11 +10,14 @@
 //! - `report DIR`: the table and the plot from a run's files.
 //! - `churn`: rewrites an endpoints file every 200 ms (one endpoint out,
 //!   then back); `churn-report DIR`: the churn table.
+//! - `drive`: sends a key file's requests through a proxy and fails on any
+//!   answer but 200 (the training load of `scripts/build-pgo.sh`).
 //!
 //! Everything listens on 127.0.0.1 only.
 
 mod backends;
 mod churn;
+mod drive;
 mod keys;
 mod plot;
 mod report;
@@ -27,7 +30,9 @@ const USAGE: &str = "usage:
   loadring-gatebench cpu PID
   loadring-gatebench report DIR [--plot FILE.png]
   loadring-gatebench churn --file ENDPOINTS --log FILE [--interval-ms 200] [--seconds S]
-  loadring-gatebench churn-report DIR";
+  loadring-gatebench churn-report DIR
+  loadring-gatebench drive --to HOST:PORT --keys FILE [--requests N] [--connections C]
+                     [--protocol http1|h2c] [--streams S] [--key-in header|path]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +43,7 @@ fn main() -> ExitCode {
         Some("report") => report::main(&Flags::parse(&args[1..])),
         Some("churn") => churn::main(&Flags::parse(&args[1..])),
         Some("churn-report") => churn::report(&Flags::parse(&args[1..])),
+        Some("drive") => drive::main(&Flags::parse(&args[1..])),
         _ => Err(USAGE.to_string()),
     };
     match result {
