@@ -56,6 +56,14 @@ pub struct Outcome {
 }
 
 pub fn main(flags: &Flags) -> Result<(), String> {
+    let plan = plan_of(flags)?;
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let outcome = runtime.block_on(drive(plan))?;
+    println!("{} requests answered 200", outcome.answered);
+    Ok(())
+}
+
+fn plan_of(flags: &Flags) -> Result<Plan, String> {
     let to = flags.required("to")?.to_string();
     let path = flags.required("keys")?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
@@ -70,7 +78,7 @@ pub fn main(flags: &Flags) -> Result<(), String> {
         "path" => KeyIn::Path,
         other => return Err(format!("--key-in: header or path, not {other:?}")),
     };
-    let plan = Plan {
+    Ok(Plan {
         to,
         keys: Arc::new(keys),
         requests: flags.number("requests", 50_000)?,
@@ -78,11 +86,7 @@ pub fn main(flags: &Flags) -> Result<(), String> {
         streams: flags.number("streams", 8)?,
         protocol,
         key_in,
-    };
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let outcome = runtime.block_on(drive(plan))?;
-    println!("{} requests answered 200", outcome.answered);
-    Ok(())
+    })
 }
 
 /// Sends the plan's requests; fails on the first answer that is not 200.
@@ -134,21 +138,13 @@ pub async fn drive(plan: Plan) -> Result<Outcome, String> {
             }
         }
     }
-    let mut first_error = None;
     while let Some(done) = tasks.join_next().await {
-        let result = done.map_err(|e| e.to_string()).and_then(|r| r);
-        if let Err(e) = result {
-            // The others stop at their next request.
-            next.store(usize::MAX / 2, Relaxed);
-            first_error.get_or_insert(e);
-        }
+        // On the first failure the set is dropped, which aborts the others.
+        done.map_err(|e| e.to_string())??;
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(Outcome {
-            answered: answered.load(Relaxed),
-        }),
-    }
+    Ok(Outcome {
+        answered: answered.load(Relaxed),
+    })
 }
 
 enum Sender {
@@ -324,6 +320,61 @@ mod tests {
             .await
             .unwrap_err();
         assert!(error.starts_with(&to), "{error}");
+    }
+
+    #[tokio::test]
+    async fn no_connections_or_no_streams_is_refused() {
+        for (connections, streams) in [(0, 3), (4, 0)] {
+            let mut bad = plan("127.0.0.1:1", Protocol::H2c, KeyIn::Path, 1);
+            bad.connections = connections;
+            bad.streams = streams;
+            let error = drive(bad).await.unwrap_err();
+            assert!(error.starts_with("--connections"), "{error}");
+        }
+    }
+
+    fn flags(pairs: &[&str]) -> Flags {
+        Flags::parse(&pairs.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_command_line_names_the_plan() {
+        let keys = std::env::temp_dir().join(format!("drive-keys-{}", std::process::id()));
+        std::fs::write(&keys, "x\ny\n").unwrap();
+        let keys = keys.to_str().unwrap();
+        let plan = plan_of(&flags(&[
+            "--to",
+            "127.0.0.1:9",
+            "--keys",
+            keys,
+            "--requests",
+            "7",
+            "--connections",
+            "2",
+            "--streams",
+            "5",
+            "--protocol",
+            "h2c",
+            "--key-in",
+            "path",
+        ]))
+        .unwrap();
+        assert_eq!(plan.to, "127.0.0.1:9");
+        assert_eq!(*plan.keys, ["x", "y"]);
+        assert_eq!((plan.requests, plan.connections, plan.streams), (7, 2, 5));
+        assert_eq!((plan.protocol, plan.key_in), (Protocol::H2c, KeyIn::Path));
+        let plain = plan_of(&flags(&["--to", "h:1", "--keys", keys])).unwrap();
+        assert_eq!(
+            (plain.protocol, plain.key_in),
+            (Protocol::Http1, KeyIn::Header)
+        );
+        for (flag, value) in [("--protocol", "h3"), ("--key-in", "cookie")] {
+            let error = plan_of(&flags(&["--to", "h:1", "--keys", keys, flag, value])).unwrap_err();
+            assert!(error.starts_with(flag) && error.contains(value), "{error}");
+        }
+        let error = plan_of(&flags(&["--to", "h:1", "--keys", "/nonexistent/keys"])).unwrap_err();
+        assert!(error.starts_with("/nonexistent/keys"), "{error}");
+        std::fs::remove_file(keys).unwrap();
     }
 
     #[tokio::test]
