@@ -274,32 +274,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn every_request_is_sent_once_with_its_key_in_the_header() {
-        let (to, seen) = server(StatusCode::OK).await;
-        let outcome = drive(plan(&to, Protocol::Http1, KeyIn::Header, 100))
-            .await
-            .unwrap();
-        assert_eq!(outcome.answered, 100);
-        let seen = seen.lock().unwrap();
-        // Keys in file order, wrapping: 100 = 34 a, 33 b, 33 c.
-        assert_eq!(seen.get("HTTP/1.1 a"), Some(&34));
-        assert_eq!(seen.get("HTTP/1.1 b"), Some(&33));
-        assert_eq!(seen.get("HTTP/1.1 c"), Some(&33));
-        assert_eq!(seen.len(), 3);
-    }
-
-    #[tokio::test]
-    async fn h2c_sends_the_key_in_the_path() {
-        let (to, seen) = server(StatusCode::OK).await;
-        let outcome = drive(plan(&to, Protocol::H2c, KeyIn::Path, 31))
-            .await
-            .unwrap();
-        assert_eq!(outcome.answered, 31);
-        let seen = seen.lock().unwrap();
-        assert_eq!(seen.get("HTTP/2.0 a"), Some(&11));
-        assert_eq!(seen.get("HTTP/2.0 b"), Some(&10));
-        assert_eq!(seen.get("HTTP/2.0 c"), Some(&10));
-        assert_eq!(seen.len(), 3);
+    async fn every_request_is_sent_once_with_its_key_where_asked() {
+        // Keys in file order, wrapping: 100 requests over a, b, c = 34, 33, 33.
+        let cases = [
+            (
+                Protocol::Http1,
+                KeyIn::Header,
+                100,
+                "HTTP/1.1",
+                [34, 33, 33],
+            ),
+            (Protocol::Http1, KeyIn::Path, 32, "HTTP/1.1", [11, 11, 10]),
+            (Protocol::H2c, KeyIn::Path, 31, "HTTP/2.0", [11, 10, 10]),
+            (Protocol::H2c, KeyIn::Header, 3, "HTTP/2.0", [1, 1, 1]),
+        ];
+        for (protocol, key_in, requests, version, counts) in cases {
+            let (to, seen) = server(StatusCode::OK).await;
+            let outcome = drive(plan(&to, protocol, key_in, requests)).await.unwrap();
+            assert_eq!(outcome.answered, requests as u64);
+            let expected: HashMap<String, u64> = ["a", "b", "c"]
+                .iter()
+                .zip(counts)
+                .map(|(key, n)| (format!("{version} {key}"), n))
+                .collect();
+            assert_eq!(*seen.lock().unwrap(), expected, "{protocol:?} {key_in:?}");
+        }
     }
 
     #[tokio::test]
