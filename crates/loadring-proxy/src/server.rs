@@ -18,12 +18,12 @@ use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::clients::{AcceptErrors, AcceptLog, ClientLimits, ConnectionCount};
+use crate::clients::{AcceptErrors, AcceptLog, ClientLimits, ConnectionCount, ConnectionSlot};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
@@ -36,6 +36,7 @@ use crate::reload::{spawn_membership, start_discovery};
 use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
+use crate::workers::{Serving, WorkerLoads};
 use loadring_discovery::Discovery;
 
 /// Routes and forwarders: everything a request needs.
@@ -220,6 +221,8 @@ pub struct Proxy {
     discoveries: Vec<(usize, Discovery)>,
     /// The listener's TLS, when it has a certificate.
     tls: Option<Arc<ServerTls>>,
+    /// The client connections each worker serves (this task's first).
+    loads: Arc<WorkerLoads>,
 }
 
 async fn bind(flag: &str, addr: &str) -> Result<TcpListener, ProxyError> {
@@ -308,6 +311,7 @@ impl Proxy {
             Some(addr) => Some(bind(naming.name("admin"), addr).await?),
             None => None,
         };
+        let loads = WorkerLoads::new(workers.len() + 1);
         Ok(Proxy {
             gateway,
             listener,
@@ -317,6 +321,7 @@ impl Proxy {
             clients: config.clients,
             discoveries,
             tls,
+            loads,
         })
     }
 
@@ -331,6 +336,13 @@ impl Proxy {
     /// The admin listener's address, if any.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
         self.admin.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The client connections each worker thread serves now, the calling
+    /// task's first: for this crate's tests, hidden.
+    #[doc(hidden)]
+    pub fn worker_connections(&self) -> Vec<usize> {
+        self.loads.open()
     }
 
     /// The gateway (clusters, metrics), for this crate's tests: hidden, as
@@ -358,6 +370,7 @@ impl Proxy {
             clients,
             discoveries,
             tls,
+            loads,
         } = self;
         let mut background: Vec<JoinHandle<()>> = Vec::new();
         for forwarder in &gateway.forwarders {
@@ -375,8 +388,12 @@ impl Proxy {
         let connections = ConnectionCount::new(clients.max_connections());
         let accept_log = AcceptLog::default();
         let (stop, stopping) = watch::channel(false);
+        let (inboxes, mut receivers): (Vec<_>, Vec<_>) = (0..=workers.len())
+            .map(|_| mpsc::unbounded_channel())
+            .unzip();
+        let inboxes: Arc<[mpsc::UnboundedSender<Handed>]> = inboxes.into();
         let mut finished = Vec::new();
-        for (i, listener) in workers.into_iter().enumerate() {
+        for (i, (listener, inbox)) in workers.into_iter().zip(receivers.drain(1..)).enumerate() {
             let serving = ServeClients {
                 gateway: gateway.clone(),
                 tls: tls.clone(),
@@ -385,6 +402,9 @@ impl Proxy {
                 accept_log: accept_log.clone(),
                 drain_timeout,
                 stop: stopping.clone(),
+                worker: i + 1,
+                loads: loads.clone(),
+                inboxes: inboxes.clone(),
             };
             let (done, done_rx) = oneshot::channel::<()>();
             std::thread::Builder::new()
@@ -396,7 +416,7 @@ impl Proxy {
                     match runtime {
                         Ok(runtime) => runtime.block_on(async move {
                             match TcpListener::from_std(listener) {
-                                Ok(listener) => serving.run(listener).await,
+                                Ok(listener) => serving.run(listener, inbox).await,
                                 Err(e) => tracing::error!("worker {}: listener: {e}", i + 1),
                             }
                         }),
@@ -417,13 +437,17 @@ impl Proxy {
             accept_log,
             drain_timeout,
             stop: stopping,
+            worker: 0,
+            loads,
+            inboxes,
         };
+        let inbox = receivers.pop().expect("the first worker's inbox");
         let stopper = async move {
             shutdown.await;
             tracing::info!("stopping: draining requests in flight");
             let _ = stop.send(true);
         };
-        tokio::join!(serving.run(listener), stopper);
+        tokio::join!(serving.run(listener, inbox), stopper);
         for done in finished {
             // Dropped (not sent) when the worker is done.
             let _ = done.await;
@@ -451,21 +475,36 @@ struct ServeClients {
     accept_log: AcceptLog,
     drain_timeout: Duration,
     stop: watch::Receiver<bool>,
+    /// This worker's index in `loads` and `inboxes`.
+    worker: usize,
+    loads: Arc<WorkerLoads>,
+    /// Where each worker takes the connections handed over to it.
+    inboxes: Arc<[mpsc::UnboundedSender<Handed>]>,
+}
+
+/// A client connection one worker accepted and another is to serve.
+#[derive(Debug)]
+struct Handed {
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    slot: ConnectionSlot,
+    serving: Serving,
 }
 
 impl ServeClients {
-    /// Accepts and serves clients until told to stop; then lets the
-    /// requests in flight finish, up to the drain timeout.
-    async fn run(self, listener: TcpListener) {
+    /// Accepts and serves clients until told to stop, with those the other
+    /// workers hand over to this one (`inbox`); then lets the requests in
+    /// flight finish, up to the drain timeout.
+    async fn run(self, listener: TcpListener, mut inbox: mpsc::UnboundedReceiver<Handed>) {
         let ServeClients {
-            gateway,
-            tls,
             clients,
             connections,
             drain_timeout,
+            worker,
+            loads,
+            inboxes,
             ..
         } = &self;
-        let drain = Drain::new();
         // HTTP/1.1 or HTTP/2, told apart by the connection preface (h2c
         // with prior knowledge; over TLS, what ALPN chose).
         let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -488,7 +527,13 @@ impl ServeClients {
         http.http2()
             .timer(TokioTimer::new())
             .enable_connect_protocol();
-        let http = Arc::new(http);
+        let serve = ServeOne {
+            gateway: self.gateway.clone(),
+            tls: self.tls.clone(),
+            handshake_timeout: clients.header_timeout,
+            http: Arc::new(http),
+            drain: Drain::new(),
+        };
         let mut accept_errors = AcceptErrors::new(self.accept_log.clone());
         let mut stop = self.stop.clone();
         loop {
@@ -511,69 +556,142 @@ impl ServeClients {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let gateway = gateway.clone();
-                    let service = service_fn(move |request| {
-                        // Not boxed: the future is a few words (the
-                        // forwarding state, kilobytes, has its own box), and
-                        // hyper moves it into HTTP/1's in-flight slot or an
-                        // HTTP/2 stream's task without a copy of much.
-                        gateway.handle(request, peer).map(served)
-                    });
-                    match tls {
-                        None => {
-                            let connection = drain.enter().watch(
-                                http.serve_connection_with_upgrades(TokioIo::new(JoinedWrites::new(stream)), service)
-                                    .into_owned(),
-                            );
-                            tokio::spawn(async move {
-                                let _slot = slot;
-                                if let Err(e) = connection.await {
-                                    tracing::debug!("client {peer}: {e}");
-                                }
-                            });
-                        }
-                        Some(tls) => {
-                            let acceptor = TlsAcceptor::from(tls.current());
-                            let (http, entered) = (http.clone(), drain.enter());
-                            let handshake_timeout = clients.header_timeout;
-                            tokio::spawn(async move {
-                                let _slot = slot;
-                                // A client that sends garbage (or plain HTTP)
-                                // or stalls costs its own connection only.
-                                let stream = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
-                                    Ok(Ok(stream)) => stream,
-                                    Ok(Err(e)) => {
-                                        tracing::debug!("client {peer}: TLS handshake: {e}");
-                                        return;
-                                    }
-                                    Err(_) => {
-                                        tracing::debug!("client {peer}: TLS handshake timed out");
-                                        return;
-                                    }
-                                };
-                                let connection = http
-                                    .serve_connection_with_upgrades(TokioIo::new(JoinedWrites::new(stream)), service)
-                                    .into_owned();
-                                if let Err(e) = entered.watch(connection).await {
-                                    tracing::debug!("client {peer}: {e}");
-                                }
-                            });
-                        }
+                    let serving = loads.place(*worker);
+                    if serving.worker() == *worker {
+                        serve.start(stream, peer, slot, serving);
+                        continue;
                     }
+                    // Another worker serves fewer: hand it over, or serve
+                    // it here if that worker has stopped.
+                    let stream = match stream.into_std() {
+                        Ok(stream) => stream,
+                        Err(e) => {
+                            tracing::debug!("client {peer}: {e}");
+                            continue;
+                        }
+                    };
+                    let to = serving.worker();
+                    if let Err(mpsc::error::SendError(back)) =
+                        inboxes[to].send(Handed { stream, peer, slot, serving })
+                    {
+                        let Handed { stream, peer, slot, serving } = back;
+                        drop(serving);
+                        serve.start_std(stream, peer, slot, loads.serving(*worker));
+                    }
+                }
+                Some(handed) = inbox.recv() => {
+                    let Handed { stream, peer, slot, serving } = handed;
+                    serve.start_std(stream, peer, slot, serving);
                 }
                 // A dropped sender (the serving task gone) stops too.
                 () = stopped(&mut stop) => break,
             }
         }
         drop(listener);
+        // Connections handed over as the stop began close with the
+        // listener's backlog: from now on, a hand-over to this worker fails
+        // and the accepting worker keeps the connection.
+        inbox.close();
+        while inbox.try_recv().is_ok() {}
         let drain_timeout = *drain_timeout;
-        if tokio::time::timeout(drain_timeout, drain.stop())
+        if tokio::time::timeout(drain_timeout, serve.drain.stop())
             .await
             .is_err()
         {
             tracing::warn!(
                 "drain timeout ({drain_timeout:?}) reached: closing the connections left"
             );
+        }
+    }
+}
+
+/// What a worker needs to serve one client connection.
+struct ServeOne {
+    gateway: Arc<Gateway>,
+    tls: Option<Arc<ServerTls>>,
+    handshake_timeout: Duration,
+    http: Arc<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
+    drain: Drain,
+}
+
+impl ServeOne {
+    /// Serves a connection handed over from another worker's runtime.
+    fn start_std(
+        &self,
+        stream: std::net::TcpStream,
+        peer: SocketAddr,
+        slot: ConnectionSlot,
+        serving: Serving,
+    ) {
+        match TcpStream::from_std(stream) {
+            Ok(stream) => self.start(stream, peer, slot, serving),
+            Err(e) => tracing::debug!("client {peer}: {e}"),
+        }
+    }
+
+    /// Serves `stream` on a task of this worker until the client is done;
+    /// `slot` and `serving` count it until then.
+    fn start(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot, serving: Serving) {
+        let gateway = self.gateway.clone();
+        let service = service_fn(move |request| {
+            // Not boxed: the future is a few words (the forwarding state,
+            // kilobytes, has its own box), and hyper moves it into HTTP/1's
+            // in-flight slot or an HTTP/2 stream's task without a copy of
+            // much.
+            gateway.handle(request, peer).map(served)
+        });
+        match &self.tls {
+            None => {
+                let connection = self.drain.enter().watch(
+                    self.http
+                        .serve_connection_with_upgrades(
+                            TokioIo::new(JoinedWrites::new(stream)),
+                            service,
+                        )
+                        .into_owned(),
+                );
+                tokio::spawn(async move {
+                    let _counted = (slot, serving);
+                    if let Err(e) = connection.await {
+                        tracing::debug!("client {peer}: {e}");
+                    }
+                });
+            }
+            Some(tls) => {
+                let acceptor = TlsAcceptor::from(tls.current());
+                let (http, entered) = (self.http.clone(), self.drain.enter());
+                let handshake_timeout = self.handshake_timeout;
+                tokio::spawn(async move {
+                    let _counted = (slot, serving);
+                    // A client that sends garbage (or plain HTTP) or stalls
+                    // costs its own connection only.
+                    let stream = match tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(stream),
+                    )
+                    .await
+                    {
+                        Ok(Ok(stream)) => stream,
+                        Ok(Err(e)) => {
+                            tracing::debug!("client {peer}: TLS handshake: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("client {peer}: TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let connection = http
+                        .serve_connection_with_upgrades(
+                            TokioIo::new(JoinedWrites::new(stream)),
+                            service,
+                        )
+                        .into_owned();
+                    if let Err(e) = entered.watch(connection).await {
+                        tracing::debug!("client {peer}: {e}");
+                    }
+                });
+            }
         }
     }
 }
@@ -634,5 +752,106 @@ async fn accept_admin(listener: TcpListener, gateway: Arc<Gateway>) {
         tokio::spawn(async move {
             let _ = connection.await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterConfig;
+    use crate::workers::MARGIN;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A proxy of `workers` threads whose clients all reach the first
+    /// worker's listener (the others listen where nobody connects), its
+    /// one endpoint refusing connections.
+    async fn lopsided_proxy(workers: usize) -> Proxy {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusing = closed.local_addr().unwrap();
+        drop(closed);
+        let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+        cluster.endpoints = vec![refusing.to_string().parse().unwrap()];
+        let config = ProxyConfig {
+            listen: "127.0.0.1:0".into(),
+            admin: None,
+            drain_timeout: Duration::from_secs(5),
+            clients: ClientLimits::default(),
+            clusters: vec![cluster],
+            routes: vec![],
+            tls: None,
+        };
+        let mut proxy = Proxy::bind_workers(config, Naming::Keys, workers)
+            .await
+            .unwrap();
+        for listener in &mut proxy.workers {
+            *listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+        }
+        proxy
+    }
+
+    #[tokio::test]
+    async fn connections_one_worker_accepts_are_shared_with_the_others() {
+        let proxy = lopsided_proxy(3).await;
+        let (addr, loads) = (proxy.local_addr().unwrap(), proxy.loads.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(proxy.serve(async {
+            let _ = stopped.await;
+        }));
+        let mut clients = Vec::new();
+        for _ in 0..12 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+        }
+        // Each connection is counted once its worker is chosen.
+        for _ in 0..10_000 {
+            if loads.open().iter().sum::<usize>() == 12 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let open = loads.open();
+        assert_eq!(open.iter().sum::<usize>(), 12, "{open:?}");
+        let (most, least) = (*open.iter().max().unwrap(), *open.iter().min().unwrap());
+        assert!(most - least <= MARGIN, "{open:?}");
+        // Every connection is served wherever it went: the proxy answers
+        // (its only endpoint refuses, so with an error of its own).
+        for client in &mut clients {
+            client
+                .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+                .await
+                .unwrap();
+            let mut head = [0u8; 10];
+            client.read_exact(&mut head).await.unwrap();
+            assert_eq!(&head[..9], b"HTTP/1.1 ", "{head:?}");
+            assert_eq!(head[9], b'5', "{head:?}");
+        }
+        drop(clients);
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
+        assert_eq!(loads.open(), [0, 0, 0]);
+    }
+
+    #[tokio::test]
+    async fn a_single_worker_serves_every_connection_itself() {
+        let proxy = lopsided_proxy(1).await;
+        let (addr, loads) = (proxy.local_addr().unwrap(), proxy.loads.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let serving = tokio::spawn(proxy.serve(async {
+            let _ = stopped.await;
+        }));
+        let mut clients = Vec::new();
+        for _ in 0..5 {
+            clients.push(TcpStream::connect(addr).await.unwrap());
+        }
+        for _ in 0..10_000 {
+            if loads.open() == [5] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(loads.open(), [5]);
+        drop(clients);
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
     }
 }
