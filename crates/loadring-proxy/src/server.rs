@@ -790,25 +790,39 @@ mod tests {
         proxy
     }
 
-    #[tokio::test]
-    async fn connections_one_worker_accepts_are_shared_with_the_others() {
-        let proxy = lopsided_proxy(3).await;
+    /// `proxy` served, with `count` clients connected and counted by their
+    /// workers; the sender stops it.
+    async fn serve_clients(
+        proxy: Proxy,
+        count: usize,
+    ) -> (
+        Vec<TcpStream>,
+        Arc<WorkerLoads>,
+        oneshot::Sender<()>,
+        JoinHandle<Result<(), ProxyError>>,
+    ) {
         let (addr, loads) = (proxy.local_addr().unwrap(), proxy.loads.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn(proxy.serve(async {
             let _ = stopped.await;
         }));
         let mut clients = Vec::new();
-        for _ in 0..12 {
+        for _ in 0..count {
             clients.push(TcpStream::connect(addr).await.unwrap());
         }
         // Each connection is counted once its worker is chosen.
         for _ in 0..10_000 {
-            if loads.open().iter().sum::<usize>() == 12 {
+            if loads.open().iter().sum::<usize>() == count {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+        (clients, loads, stop, serving)
+    }
+
+    #[tokio::test]
+    async fn connections_one_worker_accepts_are_shared_with_the_others() {
+        let (mut clients, loads, stop, serving) = serve_clients(lopsided_proxy(3).await, 12).await;
         let open = loads.open();
         assert_eq!(open.iter().sum::<usize>(), 12, "{open:?}");
         let (most, least) = (*open.iter().max().unwrap(), *open.iter().min().unwrap());
@@ -833,22 +847,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_single_worker_serves_every_connection_itself() {
-        let proxy = lopsided_proxy(1).await;
-        let (addr, loads) = (proxy.local_addr().unwrap(), proxy.loads.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let serving = tokio::spawn(proxy.serve(async {
-            let _ = stopped.await;
-        }));
-        let mut clients = Vec::new();
-        for _ in 0..5 {
-            clients.push(TcpStream::connect(addr).await.unwrap());
-        }
-        for _ in 0..10_000 {
-            if loads.open() == [5] {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        let (clients, loads, stop, serving) = serve_clients(lopsided_proxy(1).await, 5).await;
         assert_eq!(loads.open(), [5]);
         drop(clients);
         let _ = stop.send(());
