@@ -2,7 +2,8 @@
 //!
 //! Counters are kept as requests go; gauges (`loadring_in_flight`,
 //! `loadring_endpoint_healthy`) are read from the balancers at scrape time,
-//! so they are never out of step with the guards. With a single cluster the
+//! so they are never out of step with the guards; so is
+//! `loadring_worker_connections`, read from the workers' counts. With a single cluster the
 //! series carry only their own labels (`endpoint`, `code`); with several,
 //! a `cluster` label is added.
 
@@ -18,6 +19,7 @@ use prometheus_client::registry::Registry;
 use crate::cluster::Cluster;
 use crate::endpoint_counters::{EndpointCounters, ReportLabels, RequestLabels};
 use crate::upstream::Upstream;
+use crate::workers::WorkerLoads;
 
 type Labels = Vec<(String, String)>;
 
@@ -53,6 +55,10 @@ pub struct Metrics {
     load_reports: Family<ReportLabels, Counter>,
     grpc: Family<GrpcLabels, Counter>,
     reported: Family<Labels, Gauge>,
+    worker_connections: Family<Labels, Gauge>,
+    /// The workers whose connections `worker_connections` shows, once a
+    /// proxy serves with these metrics.
+    workers: std::sync::OnceLock<Arc<WorkerLoads>>,
     retries: PerCluster,
     reused_retries: PerCluster,
     spilled: PerCluster,
@@ -130,6 +136,7 @@ impl Metrics {
         let load_reports = Family::<ReportLabels, Counter>::default();
         let reported = Family::<Labels, Gauge>::default();
         let grpc = Family::<GrpcLabels, Counter>::default();
+        let worker_connections = Family::<Labels, Gauge>::default();
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
         let reused_retries = PerCluster::new(labelled_by_cluster);
@@ -163,6 +170,11 @@ impl Metrics {
             "Per endpoint the fleet-wide load the bounded cap uses: the backend's last fresh report plus this proxy's picks since, minus those completed since (absent without a fresh report)",
             reported.clone(),
         );
+        registry.register(
+            "loadring_worker_connections",
+            "Client connections each worker thread serves now (the gateway's, over all clusters)",
+            worker_connections.clone(),
+        );
         retries.register(
             &mut registry,
             "loadring_retries",
@@ -188,12 +200,20 @@ impl Metrics {
             load_reports,
             grpc,
             reported,
+            worker_connections,
+            workers: std::sync::OnceLock::new(),
             retries,
             reused_retries,
             spilled,
             started: std::time::Instant::now(),
             history: crate::history::History::default(),
         }
+    }
+
+    /// Shows the connections of `loads`' workers from now on: the first
+    /// proxy serving with these metrics calls it; later calls change nothing.
+    pub(crate) fn count_workers(&self, loads: Arc<WorkerLoads>) {
+        let _ = self.workers.set(loads);
     }
 
     /// Time since the metrics were registered (the gateway was built): the
@@ -295,6 +315,15 @@ impl Metrics {
         self.in_flight.clear();
         self.healthy.clear();
         self.reported.clear();
+        self.worker_connections.clear();
+        if let Some(loads) = self.workers.get() {
+            for (worker, open) in loads.open().into_iter().enumerate() {
+                let labels = vec![("worker".to_string(), worker.to_string())];
+                self.worker_connections
+                    .get_or_create(&labels)
+                    .set(i64::try_from(open).unwrap_or(i64::MAX));
+            }
+        }
         for cluster in clusters {
             let balancer = cluster.balancer();
             if cluster.config().load_report.is_some() {

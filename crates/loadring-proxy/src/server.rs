@@ -312,6 +312,7 @@ impl Proxy {
             None => None,
         };
         let loads = WorkerLoads::new(workers.len() + 1);
+        gateway.metrics.count_workers(loads.clone());
         Ok(Proxy {
             gateway,
             listener,
@@ -801,7 +802,8 @@ mod tests {
         oneshot::Sender<()>,
         JoinHandle<Result<(), ProxyError>>,
     ) {
-        let (addr, loads) = (proxy.local_addr().unwrap(), proxy.loads.clone());
+        let addr = proxy.local_addr().unwrap();
+        let loads = proxy.loads.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let serving = tokio::spawn(proxy.serve(async {
             let _ = stopped.await;
@@ -843,6 +845,61 @@ mod tests {
         let _ = stop.send(());
         serving.await.unwrap().unwrap();
         assert_eq!(loads.open(), [0, 0, 0]);
+    }
+
+    /// `/metrics`' `loadring_worker_connections` series, in worker order
+    /// (the exposition's own order is its map's).
+    fn worker_series(gateway: &Gateway) -> Vec<(usize, usize)> {
+        let text = gateway.metrics().render(gateway.clusters());
+        let mut series: Vec<(usize, usize)> = text
+            .lines()
+            .filter_map(|line| line.strip_prefix("loadring_worker_connections{worker=\""))
+            .map(|rest| {
+                let (worker, count) = rest.split_once("\"} ").unwrap();
+                (worker.parse().unwrap(), count.parse().unwrap())
+            })
+            .collect();
+        series.sort_unstable();
+        series
+    }
+
+    #[tokio::test]
+    async fn metrics_show_the_connections_each_worker_serves() {
+        let proxy = lopsided_proxy(3).await;
+        let gateway = proxy.gateway().clone();
+        assert_eq!(worker_series(&gateway), [(0, 0), (1, 0), (2, 0)]);
+        let (clients, loads, stop, serving) = serve_clients(proxy, 7).await;
+        let open = loads.open();
+        let series = worker_series(&gateway);
+        assert_eq!(
+            series.iter().map(|&(_, n)| n).sum::<usize>(),
+            7,
+            "{series:?}"
+        );
+        let expected: Vec<(usize, usize)> = open.into_iter().enumerate().collect();
+        assert_eq!(series, expected);
+        drop(clients);
+        let _ = stop.send(());
+        serving.await.unwrap().unwrap();
+        assert_eq!(worker_series(&gateway), [(0, 0), (1, 0), (2, 0)]);
+    }
+
+    #[test]
+    fn metrics_without_a_proxy_have_no_worker_series() {
+        let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+        cluster.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
+        let config = ProxyConfig {
+            listen: "127.0.0.1:0".into(),
+            admin: None,
+            drain_timeout: Duration::from_secs(5),
+            clients: ClientLimits::default(),
+            clusters: vec![cluster],
+            routes: vec![],
+            tls: None,
+        };
+        let gateway = Gateway::new(&config).unwrap();
+        let text = gateway.metrics().render(gateway.clusters());
+        assert!(!text.contains("loadring_worker_connections"), "{text}");
     }
 
     #[tokio::test]
