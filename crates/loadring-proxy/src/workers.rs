@@ -173,6 +173,10 @@ mod tests {
         // A worker index past the end is the last worker's.
         let last = loads.serving(7);
         assert_eq!((last.worker(), loads.open()), (2, vec![0, 0, 1]));
+        drop(last);
+        // And one accepted past the end, accepted by the last worker.
+        let placed = loads.place(7);
+        assert_eq!((placed.worker(), loads.open()), (2, vec![0, 0, 1]));
     }
 
     #[test]
