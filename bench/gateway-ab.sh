@@ -17,7 +17,8 @@
 # into user and system time, its context switches per request (voluntary: it
 # waited for work; involuntary: it was preempted), the TCP segments the machine sent per request and the
 # delayed ACKs among them (nstat: all processes, so only the difference
-# between two proxies is the proxy's), peak RSS (VmHWM, kB, summed over
+# between two proxies is the proxy's), the connections opened to the backends
+# during the run (nstat's TcpActiveOpens less wrk's 256), peak RSS (VmHWM, kB, summed over
 # nginx's processes), errors.
 # Needs nginx or haproxy for their rows, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
 # Everything listens on 127.0.0.1; every process is stopped by pid on exit.
@@ -67,7 +68,8 @@ snapshot() {
         waited=$((waited + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")))
         preempted=$((preempted + $(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "$t/status")))
     done
-    echo "$user $system $waited $preempted $(nstat -az TcpOutSegs TcpExtDelayedACKs | awk 'NR > 1 { printf "%s ", $2 }')"
+    echo "$user $system $waited $preempted $(nstat -az TcpOutSegs TcpExtDelayedACKs TcpActiveOpens |
+        awk 'NR > 1 { v[$1] = $2 } END { printf "%s %s %s", v["TcpOutSegs"], v["TcpExtDelayedACKs"], v["TcpActiveOpens"] }')"
 }
 for _ in $(seq "$ROUNDS"); do
     for v in "$@"; do
@@ -95,13 +97,13 @@ v, c0, c1, rss, path = sys.argv[1:]
 g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
 rps = g['requests'] / (g['duration_us'] / 1e6)
 n = g['requests']
-user, system, waited, preempted, segments, delayed = (
+user, system, waited, preempted, segments, delayed, opens = (
     (int(b) - int(a)) / n for a, b in zip(c0.split(), c1.split()))
 err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
 print(f"{v:>40} req/s {rps:8.0f} p50 {g['p50_us']/1000:6.2f} p99 {g['p99_us']/1000:6.2f} "
       f"cpu_us/req {(user + system) * 1e4:5.1f} (user {user * 1e4:4.1f} sys {system * 1e4:4.1f}) "
       f"switches/req {waited:.3f}+{preempted:.3f} segments/req {segments:.2f} (delayed acks {delayed:.3f}) "
-      f"peak_rss_kB {rss} errors {err}")
+      f"connects {opens * n - 256:.0f} peak_rss_kB {rss} errors {err}")
 P
     done
 done
