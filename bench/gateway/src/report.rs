@@ -9,7 +9,8 @@
 //! A proxy measured more than once on a workload (`bench/gateway.sh`'s
 //! rounds, each sample a line of `runs.tsv`) is one row: each figure the
 //! median of its samples, taken figure by figure, with the lowest and
-//! highest CPU per request beside it.
+//! highest CPU per request and p99 beside it: the spread of the rounds,
+//! against which a difference between two rows' medians can be read.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -58,10 +59,12 @@ pub struct Row {
     /// Proxy CPU time per request, microseconds.
     pub cpu_us: f64,
     /// The samples the row is the median of, and the lowest and highest
-    /// CPU per request among them (a single sample: its own).
+    /// CPU per request and p99 among them (a single sample: its own).
     pub samples: usize,
     pub cpu_us_min: f64,
     pub cpu_us_max: f64,
+    pub p99_ms_min: f64,
+    pub p99_ms_max: f64,
 }
 
 /// The median of `values` (the mean of the middle two for an even count);
@@ -94,7 +97,9 @@ pub fn medians(samples: &[Row]) -> Vec<Row> {
                 .filter(|r| r.proxy == proxy && r.workload == workload)
                 .collect();
             let figure = |f: fn(&Row) -> f64| median(of.iter().map(|r| f(r)).collect());
-            let cpu = of.iter().map(|r| r.cpu_us);
+            let lowest = |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::INFINITY, f64::min);
+            let highest =
+                |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::NEG_INFINITY, f64::max);
             Row {
                 proxy: proxy.to_string(),
                 workload: workload.to_string(),
@@ -109,8 +114,10 @@ pub fn medians(samples: &[Row]) -> Vec<Row> {
                 owner_share: figure(|r| r.owner_share),
                 cpu_us: figure(|r| r.cpu_us),
                 samples: of.len(),
-                cpu_us_min: cpu.clone().fold(f64::INFINITY, f64::min),
-                cpu_us_max: cpu.fold(f64::NEG_INFINITY, f64::max),
+                cpu_us_min: lowest(|r| r.cpu_us_min),
+                cpu_us_max: highest(|r| r.cpu_us_max),
+                p99_ms_min: lowest(|r| r.p99_ms_min),
+                p99_ms_max: highest(|r| r.p99_ms_max),
             }
         })
         .collect()
@@ -213,12 +220,13 @@ pub fn row(
     }
     let ratio = |max: f64, mean: f64| if mean > 0.0 { max / mean } else { 0.0 };
     let cpu_us = ticks as f64 * TICK_US / wrk.requests.max(1) as f64;
+    let p99_ms = wrk.p99_us / 1000.0;
     Row {
         proxy: proxy.to_string(),
         workload: workload.to_string(),
         rps: wrk.requests as f64 / (wrk.duration_us.max(1) as f64 / 1e6),
         p50_ms: wrk.p50_us / 1000.0,
-        p99_ms: wrk.p99_us / 1000.0,
+        p99_ms,
         p999_ms: wrk.p999_us / 1000.0,
         errors: wrk.err_connect + wrk.err_read + wrk.err_write + wrk.err_status + wrk.err_timeout,
         hot_over_mean: ratio(concurrency.iter().cloned().fold(0.0, f64::max), mean),
@@ -232,17 +240,19 @@ pub fn row(
         samples: 1,
         cpu_us_min: cpu_us,
         cpu_us_max: cpu_us,
+        p99_ms_min: p99_ms,
+        p99_ms_max: p99_ms,
     }
 }
 
 pub fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req | samples (CPU min-max) |\n\
+        "| proxy | workload | req/s | p50 ms | p99 ms | p99.9 ms | errors | peak/mean | hottest/mean | owner share | proxy CPU µs/req | samples (CPU min-max, p99 min-max) |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.1}% | {:.1} | {} ({:.1}-{:.1}) |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.1}% | {:.1} | {} ({:.1}-{:.1}, {:.2}-{:.2}) |\n",
             r.proxy,
             r.workload,
             r.rps,
@@ -256,7 +266,9 @@ pub fn table(rows: &[Row]) -> String {
             r.cpu_us,
             r.samples,
             r.cpu_us_min,
-            r.cpu_us_max
+            r.cpu_us_max,
+            r.p99_ms_min,
+            r.p99_ms_max
         ));
     }
     out
@@ -329,9 +341,10 @@ mod tests {
         assert_eq!(r.owner_share, 0.9);
         assert_eq!(r.cpu_us, 500.0);
         assert_eq!((r.samples, r.cpu_us_min, r.cpu_us_max), (1, 500.0, 500.0));
+        assert_eq!((r.p99_ms_min, r.p99_ms_max), (20.0, 20.0));
         let rows = medians(&[r]);
         assert!(table(&rows).contains(
-            "| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 | 1 (500.0-500.0) |"
+            "| p | w | 50 | 5.00 | 20.00 | 30.00 | 3 | 1.50 | 1.50 | 90.0% | 500.0 | 1 (500.0-500.0, 20.00-20.00) |"
         ));
     }
 
@@ -351,6 +364,8 @@ mod tests {
             samples: 1,
             cpu_us_min: cpu_us,
             cpu_us_max: cpu_us,
+            p99_ms_min: p99_ms,
+            p99_ms_max: p99_ms,
         }
     }
 
@@ -376,6 +391,7 @@ mod tests {
         let a = &rows[0];
         assert_eq!((a.rps, a.p99_ms, a.cpu_us), (110.0, 30.0, 45.0));
         assert_eq!((a.cpu_us_min, a.cpu_us_max), (40.0, 60.0));
+        assert_eq!((a.p99_ms_min, a.p99_ms_max), (20.0, 40.0));
         assert_eq!(a.errors, 1, "errors of all samples count");
         let b = &rows[1];
         assert_eq!(
@@ -383,6 +399,7 @@ mod tests {
             (80.0, 33.0, 49.0),
             "even count: the middle two's mean"
         );
-        assert!(table(&rows).contains("| 3 (40.0-60.0) |"));
+        assert!(table(&rows).contains("| 3 (40.0-60.0, 20.00-40.00) |"));
+        assert!(table(&rows).contains("| 2 (48.0-50.0, 31.00-35.00) |"));
     }
 }
