@@ -24,7 +24,10 @@
 #     not the benchmark's seed 42): HTTP/1.1 with `X-Key` under
 #     `nginx_hash:consistent=true`, the same with `load_factor=1.25`, and
 #     `haproxy_hash:type=consistent balance=125`; then HTTP/2 with prior
-#     knowledge, the key in the path, under `maglev`. Each phase
+#     knowledge, the key in the path, under `maglev`; then the same two
+#     protocols over TLS (HTTPS/1.1 with `X-Key` under
+#     `nginx_hash:consistent=true`, HTTP/2 under `maglev`), with a
+#     certificate `loadring-gatebench cert` makes for 127.0.0.1. Each phase
 #     PGO_REQUESTS (40,000) requests over 128 connections; any answer but
 #     200 stops the script. The benchmark's `uniform` keys are never used, so
 #     that bench/gateway.sh measures the build on a load it was not trained on;
@@ -98,10 +101,16 @@ endpoints=()
 for i in $(seq 8); do endpoints+=(-e "127.0.0.1:$((BASE + i))"); done
 PROXY=127.0.0.1:$((BASE + 80))
 
-phase() { # POLICY KEY PROTOCOL KEY-IN
-    echo "   $1, --key $2, $3"
+"$GATEBENCH" cert --out "$WORK/tls" >/dev/null
+phase() { # POLICY KEY PROTOCOL KEY-IN [tls]
+    local serve=() send=()
+    if [ "${5:-}" = tls ]; then
+        serve=(--tls-cert "$WORK/tls/gateway.crt" --tls-key "$WORK/tls/gateway.key")
+        send=(--tls-ca "$WORK/tls/ca.pem")
+    fi
+    echo "   $1, --key $2, $3${5:+ over TLS}"
     LOADRING_LOG=warn "$INSTRUMENTED" proxy --listen "$PROXY" --policy "$1" --key "$2" "${endpoints[@]}" \
-        2>"$WORK/proxy.log" &
+        "${serve[@]}" 2>"$WORK/proxy.log" &
     PROXY_PID=$!
     local ready=false
     for _ in $(seq 100); do
@@ -115,7 +124,7 @@ phase() { # POLICY KEY PROTOCOL KEY-IN
         exit 1
     fi
     "$GATEBENCH" drive --to "$PROXY" --keys "$WORK/hot.keys" --requests "$REQUESTS" \
-        --connections 128 --streams 8 --protocol "$3" --key-in "$4" | sed 's/^/     /'
+        --connections 128 --streams 8 --protocol "$3" --key-in "$4" "${send[@]}" | sed 's/^/     /'
     stop "$PROXY_PID"
     PROXY_PID=
 }
@@ -123,6 +132,8 @@ phase 'nginx_hash:consistent=true' header:X-Key http1 header
 phase 'nginx_hash:consistent=true load_factor=1.25' header:X-Key http1 header
 phase 'haproxy_hash:type=consistent balance=125' header:X-Key http1 header
 phase maglev path h2c path
+phase 'nginx_hash:consistent=true' header:X-Key http1 header tls
+phase maglev path h2 path tls
 stop "$BACKENDS_PID"
 BACKENDS_PID=
 if ! compgen -G "$PROFILES/*.profraw" >/dev/null; then

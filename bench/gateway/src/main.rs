@@ -16,6 +16,7 @@
 //! Everything listens on 127.0.0.1 only.
 
 mod backends;
+mod cert;
 mod churn;
 mod drive;
 mod keys;
@@ -32,7 +33,8 @@ const USAGE: &str = "usage:
   loadring-gatebench churn --file ENDPOINTS --log FILE [--interval-ms 200] [--seconds S]
   loadring-gatebench churn-report DIR
   loadring-gatebench drive --to HOST:PORT --keys FILE [--requests N] [--connections C]
-                     [--protocol http1|h2c] [--streams S] [--key-in header|path]";
+                     [--protocol http1|h2c|h2] [--tls-ca FILE] [--streams S] [--key-in header|path]
+  loadring-gatebench cert --out DIR";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Some("churn") => churn::main(&Flags::parse(&args[1..])),
         Some("churn-report") => churn::report(&Flags::parse(&args[1..])),
         Some("drive") => drive::main(&Flags::parse(&args[1..])),
+        Some("cert") => cert::main(&Flags::parse(&args[1..])),
         _ => Err(USAGE.to_string()),
     };
     match result {
