@@ -563,30 +563,37 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_certificate_the_ca_did_not_sign_fails_the_drive() {
+    async fn a_certificate_of_another_ca_or_no_h2_from_the_proxy_fails_the_drive() {
         let (served, other) = (cert_dir("served"), cert_dir("other"));
-        let (to, seen) = tls_server(&served, &[b"h2", b"http/1.1"]).await;
-        let mut tls = plan(&to, Protocol::Http1, KeyIn::Header, 5);
-        tls.tls_ca = Some(other.join("ca.pem").to_str().unwrap().to_string());
-        let error = drive(tls).await.unwrap_err();
-        assert!(error.starts_with("TLS handshake"), "{error}");
-        assert!(seen.lock().unwrap().is_empty());
-        std::fs::remove_dir_all(served).unwrap();
-        std::fs::remove_dir_all(other).unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_proxy_that_does_not_choose_h2_fails_an_h2_drive() {
         // A server without ALPN chooses nothing (one whose list has no h2
         // refuses the handshake, as rustls does).
-        let dir = cert_dir("alpn");
-        let (to, seen) = tls_server(&dir, &[]).await;
-        let mut tls = plan(&to, Protocol::H2, KeyIn::Path, 5);
-        tls.tls_ca = Some(dir.join("ca.pem").to_str().unwrap().to_string());
-        let error = drive(tls).await.unwrap_err();
-        assert!(error.starts_with("the proxy chose ALPN None"), "{error}");
-        assert!(seen.lock().unwrap().is_empty());
-        std::fs::remove_dir_all(dir).unwrap();
+        let both: &[&[u8]] = &[b"h2", b"http/1.1"];
+        let cases = [
+            (
+                both,
+                Protocol::Http1,
+                KeyIn::Header,
+                &other,
+                "TLS handshake",
+            ),
+            (
+                &[],
+                Protocol::H2,
+                KeyIn::Path,
+                &served,
+                "the proxy chose ALPN None",
+            ),
+        ];
+        for (alpn, protocol, key_in, ca, expected) in cases {
+            let (to, seen) = tls_server(&served, alpn).await;
+            let mut tls = plan(&to, protocol, key_in, 5);
+            tls.tls_ca = Some(ca.join("ca.pem").to_str().unwrap().to_string());
+            let error = drive(tls).await.unwrap_err();
+            assert!(error.starts_with(expected), "{protocol:?}: {error}");
+            assert!(seen.lock().unwrap().is_empty());
+        }
+        std::fs::remove_dir_all(served).unwrap();
+        std::fs::remove_dir_all(other).unwrap();
     }
 
     #[tokio::test]

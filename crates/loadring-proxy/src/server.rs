@@ -763,16 +763,11 @@ mod tests {
     use crate::workers::MARGIN;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    /// A proxy of `workers` threads whose clients all reach the first
-    /// worker's listener (the others listen where nobody connects), its
-    /// one endpoint refusing connections.
-    async fn lopsided_proxy(workers: usize) -> Proxy {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let refusing = closed.local_addr().unwrap();
-        drop(closed);
+    /// A round-robin proxy on a port of its own over `endpoint` alone.
+    fn one_endpoint(endpoint: &str) -> ProxyConfig {
         let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
-        cluster.endpoints = vec![refusing.to_string().parse().unwrap()];
-        let config = ProxyConfig {
+        cluster.endpoints = vec![endpoint.parse().unwrap()];
+        ProxyConfig {
             listen: "127.0.0.1:0".into(),
             admin: None,
             drain_timeout: Duration::from_secs(5),
@@ -780,7 +775,17 @@ mod tests {
             clusters: vec![cluster],
             routes: vec![],
             tls: None,
-        };
+        }
+    }
+
+    /// A proxy of `workers` threads whose clients all reach the first
+    /// worker's listener (the others listen where nobody connects), its
+    /// one endpoint refusing connections.
+    async fn lopsided_proxy(workers: usize) -> Proxy {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusing = closed.local_addr().unwrap();
+        drop(closed);
+        let config = one_endpoint(&refusing.to_string());
         let mut proxy = Proxy::bind_workers(config, Naming::Keys, workers)
             .await
             .unwrap();
@@ -886,18 +891,7 @@ mod tests {
 
     #[test]
     fn metrics_without_a_proxy_have_no_worker_series() {
-        let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
-        cluster.endpoints = vec!["127.0.0.1:1".parse().unwrap()];
-        let config = ProxyConfig {
-            listen: "127.0.0.1:0".into(),
-            admin: None,
-            drain_timeout: Duration::from_secs(5),
-            clients: ClientLimits::default(),
-            clusters: vec![cluster],
-            routes: vec![],
-            tls: None,
-        };
-        let gateway = Gateway::new(&config).unwrap();
+        let gateway = Gateway::new(&one_endpoint("127.0.0.1:1")).unwrap();
         let text = gateway.metrics().render(gateway.clusters());
         assert!(!text.contains("loadring_worker_connections"), "{text}");
     }
