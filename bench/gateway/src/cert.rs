@@ -45,3 +45,26 @@ pub fn write(dir: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_writes_the_three_files_where_asked() {
+        let dir = std::env::temp_dir().join(format!("cert-main-{}", std::process::id()));
+        let args = ["--out".to_string(), dir.to_str().unwrap().to_string()];
+        main(&Flags::parse(&args)).unwrap();
+        for (name, begins) in [
+            ("ca.pem", "-----BEGIN CERTIFICATE-----"),
+            ("gateway.crt", "-----BEGIN CERTIFICATE-----"),
+            ("gateway.key", "-----BEGIN PRIVATE KEY-----"),
+        ] {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            assert!(text.starts_with(begins), "{name}: {text}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+        let error = main(&Flags::parse(&[])).unwrap_err();
+        assert!(error.starts_with("--out is required"), "{error}");
+    }
+}
