@@ -339,13 +339,6 @@ impl Proxy {
         self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// The client connections each worker thread serves now, the calling
-    /// task's first: for this crate's tests, hidden.
-    #[doc(hidden)]
-    pub fn worker_connections(&self) -> Vec<usize> {
-        self.loads.open()
-    }
-
     /// The gateway (clusters, metrics), for this crate's tests: hidden, as
     /// its type is not part of the API.
     #[doc(hidden)]
