@@ -25,7 +25,9 @@
 #       loadring  --key header:X-Key with nginx_hash:consistent=true (alone
 #                 and with load_factor=1.25) and
 #                 haproxy_hash:type=consistent balance=125 (hash_key=1..N)
-#     a 1 s wrk warm-up, 1 s to drain, the backends' counts reset, then wrk
+#     a 1 s wrk warm-up, 1 s to drain, the backends' counts reset and their
+#     service times restarted with the round's seed (every proxy of a round
+#     waits the same service times: common random numbers), then wrk
 #     (-t THREADS -c CONNECTIONS -d DURATION, bench/gateway/keys.lua), the
 #     proxy's CPU ticks (its process and children) read before and after.
 #     ROUNDS (3) samples of each, in rounds: each round runs the six in
@@ -243,7 +245,9 @@ run() {
     # The warm-up's last requests drain (their clients are gone) before the
     # counts restart: the peak must not start from them.
     sleep 1
-    curl -sf "http://127.0.0.1:$ADMIN_PORT/reset" >/dev/null
+    # Every proxy of a round is served the same service times (the backends'
+    # streams restarted with the round's seed); each round, other ones.
+    curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=${ROUND:-1}" >/dev/null
     if [ "$PERF" = 1 ]; then
         perf record -F 499 -g -p "$(proxy_pids)" -o "$OUT/$name.perf.data" 2>"$OUT/$name.perf.log" &
         PERF_PID=$!
@@ -339,6 +343,8 @@ run_churn() { # NAME SPEC steady|churn
     export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
     wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "http://127.0.0.1:$PROXY_PORT/" >/dev/null
     sleep 1
+    # The steady and the churn run of a policy are served the same service times.
+    curl -sf "http://127.0.0.1:$CHURN_ADMIN/reset?seed=1" >/dev/null
     if [ "$mode" = churn ]; then
         "$GATEBENCH" churn --file "$OUT/$name.endpoints" --log "$OUT/$name.changes" \
             --interval-ms 200 --seconds "$DURATION" &
@@ -419,6 +425,8 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
         wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "https://127.0.0.1:$PROXY_PORT/" >/dev/null
         sleep 1
+        # Every proxy of the row is served the same service times.
+        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=1" >/dev/null
         perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
@@ -437,6 +445,8 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         local clients=$((CONNECTIONS / 4))
         h2load -c "$clients" -m 16 -t "$THREADS" -D 1 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
         sleep 1
+        # Every proxy of the row is served the same service times.
+        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=1" >/dev/null
         perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         h2load -c "$clients" -m 16 -t "$THREADS" -D "$DURATION" -i "$OUT/uniform.uris" \
