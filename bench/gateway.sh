@@ -37,7 +37,9 @@
 #     to the next on a shared 2-core machine; see BENCHMARKS.md).
 #  4. `loadring-gatebench report`: the table (stdout and OUT/report.md),
 #     each figure the median of its samples, with the lowest and highest CPU
-#     per request and p99, and the plot (docs/gateway-bench.png).
+#     per request and p99, then loadring's rows against each peer's round by
+#     round (the same seed, so the same service times), and the plot
+#     (docs/gateway-bench.png).
 #  5. The `churn` workload (loadring only): a second backends process on
 #     1,024 ports (127.0.0.1:BASE+1001..BASE+2024, admin BASE+90), the proxy
 #     reading them from an endpoints file (`--endpoints`), with

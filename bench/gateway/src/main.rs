@@ -20,6 +20,7 @@ mod cert;
 mod churn;
 mod drive;
 mod keys;
+mod paired;
 mod plot;
 mod report;
 

@@ -10,7 +10,8 @@
 //! rounds, each sample a line of `runs.tsv`) is one row: each figure the
 //! median of its samples, taken figure by figure, with the lowest and
 //! highest CPU per request and p99 beside it: the spread of the rounds,
-//! against which a difference between two rows' medians can be read.
+//! against which a difference between two rows' medians can be read. Below
+//! it, loadring's rows against the peers' round by round ([`crate::paired`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,6 +20,7 @@ use loadring::{Balancer, Endpoint, PolicySpec, Request};
 use serde::{Deserialize, Serialize};
 
 use crate::backends::Stats;
+use crate::paired;
 use crate::Flags;
 
 /// Linux reports CPU times in USER_HZ, 100 per second on every architecture.
@@ -69,7 +71,7 @@ pub struct Row {
 
 /// The median of `values` (the mean of the middle two for an even count);
 /// 0 for none.
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {
@@ -127,6 +129,7 @@ pub fn main(flags: &Flags) -> Result<(), String> {
     let dir = Path::new(flags.bare().first().ok_or("report DIR")?);
     let runs = read(&dir.join("runs.tsv"))?;
     let mut rows = Vec::new();
+    let mut samples = Vec::new();
     let mut owners: HashMap<(String, String), Balancer> = HashMap::new();
     for line in runs.lines().filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = line.split('\t').collect();
@@ -149,17 +152,26 @@ pub fn main(flags: &Flags) -> Result<(), String> {
         let [before, after] = ticks[..] else {
             return Err(format!("{name}.cpu: two tick counts expected"));
         };
-        rows.push(row(
+        let sample = row(
             proxy,
             workload,
             &wrk,
             &stats,
             &owners[&key],
             after.saturating_sub(before),
-        ));
+        );
+        samples.extend(paired::Sample::of(name, &sample));
+        rows.push(sample);
     }
     let rows = medians(&rows);
-    let table = table(&rows);
+    let mut table = table(&rows);
+    let same_seed = paired::table(&paired::compare(&samples));
+    if !same_seed.is_empty() {
+        table.push_str(
+            "\nSame-seed rounds (each round's service times the same for every proxy):\n\n",
+        );
+        table.push_str(&same_seed);
+    }
     print!("{table}");
     std::fs::write(dir.join("report.md"), &table).map_err(|e| e.to_string())?;
     let json = serde_json::to_string_pretty(&rows).expect("serializable");
