@@ -13,7 +13,7 @@
 //! the peer's, per round both have, and their medians. Samples without a
 //! round (a name without `.rN`) are left out.
 
-use crate::report::{median, Row};
+use crate::report::{first_seen, median, Row};
 
 /// One measurement of a row: which round, and the figures compared.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,7 +42,8 @@ impl Sample {
 /// The round N of a run named `ANYTHING.rN`.
 pub fn round_of(name: &str) -> Option<u32> {
     let (_, n) = name.rsplit_once(".r")?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+    // `parse` alone would take a sign (`+1`); an empty `n` fails to parse.
+    if !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     n.parse().ok().filter(|&n| n > 0)
@@ -77,13 +78,11 @@ fn is_loadring(proxy: &str) -> bool {
 /// Every loadring row against every peer row of its workload, in the order
 /// the rows were first measured; pairs with no round in common are left out.
 pub fn compare(samples: &[Sample]) -> Vec<Pairing> {
-    let mut rows: Vec<(&str, &str)> = Vec::new();
-    for s in samples {
-        let row = (s.workload.as_str(), s.proxy.as_str());
-        if !rows.contains(&row) {
-            rows.push(row);
-        }
-    }
+    let rows = first_seen(
+        samples
+            .iter()
+            .map(|s| (s.workload.as_str(), s.proxy.as_str())),
+    );
     let mut pairings = Vec::new();
     for &(workload, ours) in rows.iter().filter(|(_, p)| is_loadring(p)) {
         for &(_, peer) in rows

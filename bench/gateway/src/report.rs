@@ -81,48 +81,58 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// One row per proxy and workload, in the order first measured: the median
-/// of each figure over that pair's samples.
-pub fn medians(samples: &[Row]) -> Vec<Row> {
-    let mut order: Vec<(&str, &str)> = Vec::new();
-    for r in samples {
-        let pair = (r.proxy.as_str(), r.workload.as_str());
+/// Each distinct pair once, in the order first seen.
+pub(crate) fn first_seen<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<(&'a str, &'a str)> {
+    let mut order = Vec::new();
+    for pair in pairs {
         if !order.contains(&pair) {
             order.push(pair);
         }
     }
     order
-        .into_iter()
-        .map(|(proxy, workload)| {
-            let of: Vec<&Row> = samples
-                .iter()
-                .filter(|r| r.proxy == proxy && r.workload == workload)
-                .collect();
-            let figure = |f: fn(&Row) -> f64| median(of.iter().map(|r| f(r)).collect());
-            let lowest = |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::INFINITY, f64::min);
-            let highest =
-                |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::NEG_INFINITY, f64::max);
-            Row {
-                proxy: proxy.to_string(),
-                workload: workload.to_string(),
-                rps: figure(|r| r.rps),
-                p50_ms: figure(|r| r.p50_ms),
-                p99_ms: figure(|r| r.p99_ms),
-                p999_ms: figure(|r| r.p999_ms),
-                // Errors are summed: one in any sample is one too many.
-                errors: of.iter().map(|r| r.errors).sum(),
-                hot_over_mean: figure(|r| r.hot_over_mean),
-                peak_over_mean: figure(|r| r.peak_over_mean),
-                owner_share: figure(|r| r.owner_share),
-                cpu_us: figure(|r| r.cpu_us),
-                samples: of.len(),
-                cpu_us_min: lowest(|r| r.cpu_us_min),
-                cpu_us_max: highest(|r| r.cpu_us_max),
-                p99_ms_min: lowest(|r| r.p99_ms_min),
-                p99_ms_max: highest(|r| r.p99_ms_max),
-            }
-        })
-        .collect()
+}
+
+/// One row per proxy and workload, in the order first measured: the median
+/// of each figure over that pair's samples.
+pub fn medians(samples: &[Row]) -> Vec<Row> {
+    first_seen(
+        samples
+            .iter()
+            .map(|r| (r.proxy.as_str(), r.workload.as_str())),
+    )
+    .into_iter()
+    .map(|(proxy, workload)| {
+        let of: Vec<&Row> = samples
+            .iter()
+            .filter(|r| r.proxy == proxy && r.workload == workload)
+            .collect();
+        let figure = |f: fn(&Row) -> f64| median(of.iter().map(|r| f(r)).collect());
+        let lowest = |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::INFINITY, f64::min);
+        let highest =
+            |f: fn(&Row) -> f64| of.iter().map(|r| f(r)).fold(f64::NEG_INFINITY, f64::max);
+        Row {
+            proxy: proxy.to_string(),
+            workload: workload.to_string(),
+            rps: figure(|r| r.rps),
+            p50_ms: figure(|r| r.p50_ms),
+            p99_ms: figure(|r| r.p99_ms),
+            p999_ms: figure(|r| r.p999_ms),
+            // Errors are summed: one in any sample is one too many.
+            errors: of.iter().map(|r| r.errors).sum(),
+            hot_over_mean: figure(|r| r.hot_over_mean),
+            peak_over_mean: figure(|r| r.peak_over_mean),
+            owner_share: figure(|r| r.owner_share),
+            cpu_us: figure(|r| r.cpu_us),
+            samples: of.len(),
+            cpu_us_min: lowest(|r| r.cpu_us_min),
+            cpu_us_max: highest(|r| r.cpu_us_max),
+            p99_ms_min: lowest(|r| r.p99_ms_min),
+            p99_ms_max: highest(|r| r.p99_ms_max),
+        }
+    })
+    .collect()
 }
 
 pub fn main(flags: &Flags) -> Result<(), String> {
