@@ -99,6 +99,12 @@ pub struct Args {
     /// (default: half the file descriptor limit left after 64).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     max_connections: Option<String>,
+    /// Requests whose client left that are still read to their end, so that
+    /// bounded load counts the backends' work; beyond, such a request is
+    /// cancelled as with --abort-on-close (default: the connection limit;
+    /// 0: all are cancelled).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    max_abandoned: Option<String>,
     /// The listener serves TLS (ALPN h2 and http/1.1) with this PEM
     /// certificate chain; with --tls-key. Reloaded on SIGHUP.
     #[arg(long, value_name = "FILE")]
@@ -170,6 +176,7 @@ impl Args {
             ("--drain-timeout", self.drain_timeout.is_some()),
             ("--header-timeout", self.header_timeout.is_some()),
             ("--max-connections", self.max_connections.is_some()),
+            ("--max-abandoned", self.max_abandoned.is_some()),
             ("--tls-cert", self.tls_cert.is_some()),
             ("--tls-key", self.tls_key.is_some()),
             ("--backend-protocol", self.backend_protocol.is_some()),
@@ -292,12 +299,10 @@ impl Args {
             clients.header_timeout = d;
         }
         if let Some(text) = &self.max_connections {
-            clients.max_connections = Some(text.parse::<usize>().map_err(|_| {
-                CliError(format!(
-                    "--max-connections: `{text}` is not a count: accepted 1..={}",
-                    loadring_proxy::MAX_CONNECTIONS
-                ))
-            })?);
+            clients.max_connections = Some(client_count("--max-connections", text, 1)?);
+        }
+        if let Some(text) = &self.max_abandoned {
+            clients.max_abandoned = Some(client_count("--max-abandoned", text, 0)?);
         }
         let config = ProxyConfig {
             listen,
@@ -398,5 +403,16 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
             _ = term.recv() => {},
             _ = int.recv() => {},
         }
+    })
+}
+
+/// A count of connections or requests given to `flag`; its range,
+/// `least..=MAX_CONNECTIONS`, is checked with the rest of the config.
+fn client_count(flag: &str, text: &str, least: usize) -> Result<usize, CliError> {
+    text.parse::<usize>().map_err(|_| {
+        CliError(format!(
+            "{flag}: `{text}` is not a count: accepted {least}..={}",
+            loadring_proxy::MAX_CONNECTIONS
+        ))
     })
 }

@@ -275,6 +275,16 @@ fn zero_timeouts_are_refused_naming_the_flag() {
             "-5",
             "error: --max-connections: `-5` is not a count: accepted 1..=16777216",
         ),
+        (
+            "--max-abandoned",
+            "16777217",
+            "error: --max-abandoned: `16777217` is out of range: accepted 0..=16777216",
+        ),
+        (
+            "--max-abandoned",
+            "x",
+            "error: --max-abandoned: `x` is not a count: accepted 0..=16777216",
+        ),
     ];
     let mut cases: Vec<(Vec<&str>, &str)> = flags
         .iter()

@@ -13,6 +13,7 @@ use hyper::body::Incoming;
 use loadring::{LoadReport, Outcome, Pick};
 use tokio::time::Sleep;
 
+use crate::abandoned::Abandoning;
 use crate::cluster::Backend;
 
 /// Any error a body sent to the client or to a backend can end with.
@@ -24,13 +25,14 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub struct BodyStalled(pub Duration);
 
 /// What becomes of the backend's response when the client leaves first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum OnClientGone {
     /// Read the rest of the response (each pause bounded by the idle
     /// timeout) and release the slot when the backend is done, as HAProxy
     /// does without `option abortonclose`: bounded load counts the work
-    /// the backend is really doing.
-    Drain,
+    /// the backend is really doing. That takes one of the proxy's places
+    /// for abandoned requests; with none free, as `Abort`.
+    Drain(Abandoning),
     /// Close the upstream connection at once and release the slot
     /// (`--abort-on-close`).
     Abort,
@@ -209,16 +211,17 @@ impl<B: BackendBody> Drop for GuardedBody<B> {
         // The client went away before the end of the body.
         let inner = self.inner.take();
         let runtime = tokio::runtime::Handle::try_current();
-        match (self.on_client_gone, inner, runtime) {
-            (OnClientGone::Drain, Some(inner), Ok(runtime)) => {
-                runtime.spawn(drain(
-                    inner,
-                    pick,
-                    self.started,
-                    self.succeeded,
-                    self.idle,
-                    report,
-                ));
+        let place = match (&self.on_client_gone, &inner, &runtime) {
+            (OnClientGone::Drain(abandoning), Some(_), Ok(_)) => abandoning.place(),
+            _ => None,
+        };
+        match (place, inner, runtime) {
+            (Some(place), Some(inner), Ok(runtime)) => {
+                let (started, succeeded, idle) = (self.started, self.succeeded, self.idle);
+                runtime.spawn(async move {
+                    drain(inner, pick, started, succeeded, idle, report).await;
+                    drop(place);
+                });
             }
             // Aborted: the slot is released with no verdict on the backend.
             _ => drop(pick),

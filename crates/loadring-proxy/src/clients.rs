@@ -1,8 +1,8 @@
 //! Limits on client connections: how long a client may take to send its
-//! request headers, how many connections may be open at once, and how
-//! accept errors (out of file descriptors) are waited out.
+//! request headers, how many connections may be open at once, how many
+//! requests whose client left are still served, and how accept errors
+//! (out of file descriptors) are waited out.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,16 @@ pub struct ClientLimits {
     /// reserve of 64 (each client connection may need a connection to a
     /// backend too), at least 1; 4096 where the limit cannot be read.
     pub max_connections: Option<usize>,
+    /// Requests whose client left that are still read to their end (see
+    /// [`ClusterConfig::abort_on_close`](crate::ClusterConfig::abort_on_close)),
+    /// over all clusters; beyond, a request whose client leaves is
+    /// cancelled as with `abort_on_close`. Each holds a connection to a
+    /// backend until its answer ends, and a client can leave requests
+    /// faster than backends answer them (an HTTP/2 client resetting its
+    /// streams, an HTTP/1.1 client closing and connecting again), so the
+    /// limit keeps what they cost bounded. `None`: the connection limit in
+    /// force; 0: every such request is cancelled.
+    pub max_abandoned: Option<usize>,
 }
 
 impl Default for ClientLimits {
@@ -32,6 +42,7 @@ impl Default for ClientLimits {
         ClientLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: None,
+            max_abandoned: None,
         }
     }
 }
@@ -40,6 +51,11 @@ impl ClientLimits {
     /// The connection limit in force.
     pub fn max_connections(&self) -> usize {
         self.max_connections.unwrap_or_else(default_max_connections)
+    }
+
+    /// The limit in force on requests whose client left.
+    pub fn max_abandoned(&self) -> usize {
+        self.max_abandoned.unwrap_or_else(|| self.max_connections())
     }
 }
 
@@ -65,40 +81,6 @@ fn soft_open_files(limits: &str) -> Option<u64> {
     match soft {
         "unlimited" => Some(u64::MAX),
         n => n.parse().ok(),
-    }
-}
-
-/// The client connections open now, against the limit.
-#[derive(Debug, Clone)]
-pub(crate) struct ConnectionCount {
-    open: Arc<AtomicUsize>,
-    limit: usize,
-}
-
-/// One open connection; dropping it frees its place.
-#[derive(Debug)]
-pub(crate) struct ConnectionSlot(Arc<AtomicUsize>);
-
-impl Drop for ConnectionSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}
-
-impl ConnectionCount {
-    pub(crate) fn new(limit: usize) -> Self {
-        ConnectionCount {
-            open: Arc::new(AtomicUsize::new(0)),
-            limit,
-        }
-    }
-
-    /// A place for one more connection, or `None` at the limit.
-    pub(crate) fn try_open(&self) -> Option<ConnectionSlot> {
-        self.open
-            .fetch_update(Relaxed, Relaxed, |n| (n < self.limit).then_some(n + 1))
-            .ok()
-            .map(|_| ConnectionSlot(self.open.clone()))
     }
 }
 
@@ -194,16 +176,6 @@ mod tests {
         let unlimited =
             "Max open files            unlimited            unlimited            files\n";
         assert_eq!(soft_open_files(unlimited), Some(u64::MAX));
-    }
-
-    #[test]
-    fn connections_are_counted_against_the_limit() {
-        let count = ConnectionCount::new(2);
-        let a = count.try_open().unwrap();
-        let _b = count.try_open().unwrap();
-        assert!(count.try_open().is_none());
-        drop(a);
-        assert!(count.try_open().is_some());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use loadring::{LoadReport, Outcome, Pick};
 
+use crate::abandoned::Abandoning;
 use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::connect::{Failure, Upstream, UpstreamBody};
@@ -23,6 +24,7 @@ use crate::few_headers;
 use crate::in_place::boxed_in_place;
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
+use crate::places::Places;
 use crate::request_body::{Outgoing, ReadError, RequestBody};
 use crate::run_to_end::RunToEnd;
 // Public here before they moved to their own file.
@@ -301,7 +303,7 @@ impl Forwarding {
         let exchange = if forwarder.cluster.config().abort_on_close {
             Exchange::Abortable(exchange)
         } else {
-            Exchange::ToEnd(RunToEnd::new(exchange))
+            Exchange::ToEnd(RunToEnd::new(exchange, forwarder.abandoning.clone()))
         };
         Forwarding {
             exchange,
@@ -366,6 +368,8 @@ pub struct Inner {
     metrics: Arc<Metrics>,
     /// The cluster's counters without endpoint labels, resolved once.
     counters: ClusterCounters,
+    /// Where requests whose client left go on, or not.
+    abandoning: Abandoning,
 }
 
 impl std::ops::Deref for Forwarder {
@@ -431,11 +435,14 @@ impl Forwarder {
     }
 
     /// A forwarder for `cluster`, with its own upstream connections.
-    pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>) -> Self {
+    /// Requests whose client left go on in `abandoned`'s places.
+    pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>, abandoned: Places) -> Self {
+        let counters = metrics.cluster(cluster.name());
         Forwarder {
             inner: Arc::new(Inner {
                 label: cluster.name().into(),
-                counters: metrics.cluster(cluster.name()),
+                abandoning: Abandoning::new(abandoned, counters.abandoned_cancelled()),
+                counters,
                 upstream: Arc::new(Upstream::for_cluster(&cluster)),
                 cluster,
                 metrics,
@@ -793,7 +800,7 @@ impl Forwarder {
                     let on_client_gone = if config.abort_on_close {
                         OnClientGone::Abort
                     } else {
-                        OnClientGone::Drain
+                        OnClientGone::Drain(self.abandoning.clone())
                     };
                     let guarded =
                         GuardedBody::new(body, pick, started, succeeded, timeout, on_client_gone)
@@ -893,7 +900,7 @@ mod tests {
         config.endpoints = vec!["127.0.0.1:9".parse().unwrap()];
         config.abort_on_close = abort_on_close;
         let cluster = Arc::new(Cluster::new(config).unwrap());
-        Forwarder::new(cluster, Arc::new(Metrics::new(true)))
+        Forwarder::new(cluster, Arc::new(Metrics::new(true)), Places::new(16))
     }
 
     fn alive_tasks() -> usize {

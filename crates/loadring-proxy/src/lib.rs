@@ -51,6 +51,7 @@
 
 // Every module is the crate's own: embedders use the items re-exported
 // below, so the internals can change without breaking them.
+mod abandoned;
 mod admin;
 #[cfg(feature = "demo")]
 mod backend;
@@ -75,6 +76,7 @@ mod joined_writes;
 mod key;
 mod load_report;
 mod metrics;
+mod places;
 mod proxy_body;
 mod reload;
 mod request_body;

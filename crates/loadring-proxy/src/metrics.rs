@@ -18,6 +18,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::Cluster;
 use crate::endpoint_counters::{EndpointCounters, ReportLabels, RequestLabels};
+use crate::places::Places;
 use crate::upstream::Upstream;
 use crate::workers::WorkerLoads;
 
@@ -62,6 +63,11 @@ pub struct Metrics {
     retries: PerCluster,
     reused_retries: PerCluster,
     spilled: PerCluster,
+    abandoned_cancelled: PerCluster,
+    /// The places for abandoned requests whose use `abandoned` shows, once
+    /// a gateway is built with these metrics.
+    abandoned_places: std::sync::OnceLock<Places>,
+    abandoned: Gauge,
     started: std::time::Instant,
     history: crate::history::History,
 }
@@ -72,6 +78,7 @@ pub struct ClusterCounters {
     retries: Counter,
     reused_retries: Counter,
     spilled: Counter,
+    abandoned_cancelled: Counter,
 }
 
 impl ClusterCounters {
@@ -88,6 +95,12 @@ impl ClusterCounters {
     /// Counts a bounded pick that left the key's owner.
     pub fn spill(&self) {
         self.spilled.inc();
+    }
+
+    /// The count of requests cancelled when their client left, for want
+    /// of a place for abandoned requests.
+    pub(crate) fn abandoned_cancelled(&self) -> Counter {
+        self.abandoned_cancelled.clone()
     }
 }
 
@@ -140,6 +153,8 @@ impl Metrics {
         let retries = PerCluster::new(labelled_by_cluster);
         let spilled = PerCluster::new(labelled_by_cluster);
         let reused_retries = PerCluster::new(labelled_by_cluster);
+        let abandoned_cancelled = PerCluster::new(labelled_by_cluster);
+        let abandoned = Gauge::default();
         registry.register(
             "loadring_in_flight",
             "Requests in flight per endpoint, held until the response body is sent or the client leaves",
@@ -190,6 +205,16 @@ impl Metrics {
             "loadring_spilled",
             "Bounded picks that left the key's owner because it was at its cap",
         );
+        registry.register(
+            "loadring_abandoned",
+            "Requests whose client left that are still read to their end now (over all clusters; at most --max-abandoned)",
+            abandoned.clone(),
+        );
+        abandoned_cancelled.register(
+            &mut registry,
+            "loadring_abandoned_cancelled",
+            "Requests cancelled when their client left because --max-abandoned requests were already being read to their end",
+        );
         Metrics {
             registry,
             scrape: std::sync::Mutex::new(()),
@@ -205,6 +230,9 @@ impl Metrics {
             retries,
             reused_retries,
             spilled,
+            abandoned_cancelled,
+            abandoned_places: std::sync::OnceLock::new(),
+            abandoned,
             started: std::time::Instant::now(),
             history: crate::history::History::default(),
         }
@@ -214,6 +242,12 @@ impl Metrics {
     /// proxy serving with these metrics calls it; later calls change nothing.
     pub(crate) fn count_workers(&self, loads: Arc<WorkerLoads>) {
         let _ = self.workers.set(loads);
+    }
+
+    /// Shows the use of `places` (the places for abandoned requests) from
+    /// now on: the gateway calls it once; later calls change nothing.
+    pub(crate) fn count_abandoned(&self, places: Places) {
+        let _ = self.abandoned_places.set(places);
     }
 
     /// Time since the metrics were registered (the gateway was built): the
@@ -263,6 +297,7 @@ impl Metrics {
             retries: self.retries.counter(cluster),
             reused_retries: self.reused_retries.counter(cluster),
             spilled: self.spilled.counter(cluster),
+            abandoned_cancelled: self.abandoned_cancelled.counter(cluster),
         }
     }
 
@@ -307,6 +342,7 @@ impl Metrics {
         self.retries.counter(cluster);
         self.reused_retries.counter(cluster);
         self.spilled.counter(cluster);
+        self.abandoned_cancelled.counter(cluster);
     }
 
     /// The Prometheus text exposition, gauges read from `clusters` now.
@@ -316,6 +352,10 @@ impl Metrics {
         self.healthy.clear();
         self.reported.clear();
         self.worker_connections.clear();
+        if let Some(places) = self.abandoned_places.get() {
+            self.abandoned
+                .set(i64::try_from(places.taken()).unwrap_or(i64::MAX));
+        }
         if let Some(loads) = self.workers.get() {
             for (worker, open) in loads.open().into_iter().enumerate() {
                 let labels = vec![("worker".to_string(), worker.to_string())];

@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::clients::{AcceptErrors, AcceptLog, ClientLimits, ConnectionCount, ConnectionSlot};
+use crate::clients::{AcceptErrors, AcceptLog, ClientLimits};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
@@ -32,6 +32,7 @@ use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::joined_writes::JoinedWrites;
 use crate::metrics::Metrics;
+use crate::places::{Place, Places};
 use crate::reload::{spawn_membership, start_discovery};
 use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
@@ -65,6 +66,10 @@ impl Gateway {
         config.validate_as(naming)?;
         let multi = config.clusters.len() > 1;
         let metrics = Arc::new(Metrics::new(multi));
+        // One limit for the whole proxy: what abandoned requests cost (a
+        // connection to a backend each) comes out of one budget.
+        let abandoned = Places::new(config.clients.max_abandoned());
+        metrics.count_abandoned(abandoned.clone());
         let mut forwarders = Vec::new();
         let mut clusters = Vec::new();
         for c in &config.clusters {
@@ -76,7 +81,11 @@ impl Gateway {
                 }
             })?);
             metrics.declare(cluster.name());
-            forwarders.push(Forwarder::new(cluster.clone(), metrics.clone()));
+            forwarders.push(Forwarder::new(
+                cluster.clone(),
+                metrics.clone(),
+                abandoned.clone(),
+            ));
             clusters.push(cluster);
         }
         Ok(Gateway {
@@ -379,7 +388,7 @@ impl Proxy {
         if let Some(tls) = &tls {
             background.push(spawn_tls_reload(tls.clone())?);
         }
-        let connections = ConnectionCount::new(clients.max_connections());
+        let connections = Places::new(clients.max_connections());
         let accept_log = AcceptLog::default();
         let (stop, stopping) = watch::channel(false);
         let (inboxes, mut receivers): (Vec<_>, Vec<_>) = (0..=workers.len())
@@ -464,7 +473,7 @@ struct ServeClients {
     tls: Option<Arc<ServerTls>>,
     clients: ClientLimits,
     /// Shared by every worker: the limit is the process's.
-    connections: ConnectionCount,
+    connections: Places,
     /// Shared too: one accept warning a second for the process.
     accept_log: AcceptLog,
     drain_timeout: Duration,
@@ -481,7 +490,7 @@ struct ServeClients {
 struct Handed {
     stream: std::net::TcpStream,
     peer: SocketAddr,
-    slot: ConnectionSlot,
+    slot: Place,
     serving: Serving,
 }
 
@@ -542,7 +551,7 @@ impl ServeClients {
                         }
                     };
                     accept_errors.succeeded();
-                    let Some(slot) = connections.try_open() else {
+                    let Some(slot) = connections.try_take() else {
                         // At the limit: refused at once, so that the
                         // connections open are not starved.
                         let _ = stream.try_write(AT_CAPACITY);
@@ -614,7 +623,7 @@ impl ServeOne {
         &self,
         stream: std::net::TcpStream,
         peer: SocketAddr,
-        slot: ConnectionSlot,
+        slot: Place,
         serving: Serving,
     ) {
         match TcpStream::from_std(stream) {
@@ -625,7 +634,7 @@ impl ServeOne {
 
     /// Serves `stream` on a task of this worker until the client is done;
     /// `slot` and `serving` count it until then.
-    fn start(&self, stream: TcpStream, peer: SocketAddr, slot: ConnectionSlot, serving: Serving) {
+    fn start(&self, stream: TcpStream, peer: SocketAddr, slot: Place, serving: Serving) {
         let gateway = self.gateway.clone();
         let service = service_fn(move |request| {
             // Not boxed: the future is a few words (the forwarding state,

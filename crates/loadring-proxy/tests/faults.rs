@@ -721,6 +721,7 @@ async fn slow_clients_are_cut() {
     let limits = ClientLimits {
         header_timeout: Duration::from_millis(500),
         max_connections: Some(6),
+        ..ClientLimits::default()
     };
     let proxy = start_limited(
         vec![cluster("default", "rr", &[], &[b.addr()])],

@@ -7,6 +7,7 @@
 mod common;
 mod running;
 
+mod abandoned;
 mod config_errors;
 mod dashboard;
 mod errors;

@@ -176,13 +176,22 @@ cluster = "users"
         let limited = ProxyConfig::from_toml(
             &TWO_CLUSTERS.replace(
                 "drain_timeout = \"5s\"",
-                "header_timeout = \"2s\"\nmax_connections = 100",
+                "header_timeout = \"2s\"\nmax_connections = 100\nmax_abandoned = 0",
             ),
             Path::new("."),
         )
         .unwrap();
         assert_eq!(limited.clients.header_timeout, Duration::from_secs(2));
         assert_eq!(limited.clients.max_connections, Some(100));
+        assert_eq!(limited.clients.max_abandoned, Some(0));
+        assert_eq!(limited.clients.max_abandoned(), 0);
+        // Without one, the limit on abandoned requests is the connection limit.
+        let connections_only = ProxyConfig::from_toml(
+            &TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = 7"),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(connections_only.clients.max_abandoned(), 7);
         assert_eq!(c.clusters.len(), 2);
         let users = &c.clusters[0];
         assert_eq!(users.policy.name(), "c_murmurhash_bl");
@@ -285,6 +294,14 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = -3"),
                 "max_connections: `-3` is not a count: accepted 1..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_abandoned = 16777217"),
+                "max_abandoned: `16777217` is out of range: accepted 0..=16777216",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_abandoned = -1"),
+                "max_abandoned: `-1` is not a count: accepted 0..=16777216",
             ),
             (
                 TWO_CLUSTERS.replace("127.0.0.1:9003", "localhost"),

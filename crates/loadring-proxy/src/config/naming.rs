@@ -36,6 +36,7 @@ impl Naming {
                 "listen" => "--listen",
                 "header_timeout" => "--header-timeout",
                 "max_connections" => "--max-connections",
+                "max_abandoned" => "--max-abandoned",
                 "admin" => "--admin",
                 "tls_cert" => "--tls-cert",
                 "tls_key" => "--tls-key",

@@ -26,6 +26,8 @@ pub(super) struct RawConfig {
     header_timeout: Option<String>,
     /// Signed, so that a negative value is named with its key.
     max_connections: Option<i64>,
+    /// Signed, as `max_connections`.
+    max_abandoned: Option<i64>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     #[serde(default)]
@@ -111,20 +113,8 @@ impl RawConfig {
                 self.header_timeout.as_deref(),
                 crate::clients::DEFAULT_HEADER_TIMEOUT,
             )?,
-            max_connections: self
-                .max_connections
-                .map(|n| {
-                    usize::try_from(n).map_err(|_| {
-                        ConfigError::new(
-                            ConfigErrorKind::Range,
-                            format!(
-                            "max_connections: `{n}` is not a count: accepted 1..={MAX_CONNECTIONS}"
-                        ),
-                        )
-                        .with_setting("max_connections")
-                    })
-                })
-                .transpose()?,
+            max_connections: count("max_connections", self.max_connections, 1)?,
+            max_abandoned: count("max_abandoned", self.max_abandoned, 0)?,
         };
         let clusters = self
             .cluster
@@ -273,4 +263,21 @@ impl RawCluster {
         c.backend_ca = self.backend_ca.map(|p| base.join(p));
         Ok(c)
     }
+}
+
+/// A count of connections or requests, `least..=MAX_CONNECTIONS` (the
+/// range itself is checked with the rest of the config): a negative one
+/// is named with its key.
+fn count(key: &str, value: Option<i64>, least: usize) -> Result<Option<usize>, ConfigError> {
+    value
+        .map(|n| {
+            usize::try_from(n).map_err(|_| {
+                ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{key}: `{n}` is not a count: accepted {least}..={MAX_CONNECTIONS}"),
+                )
+                .with_setting(key)
+            })
+        })
+        .transpose()
 }

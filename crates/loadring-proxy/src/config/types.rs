@@ -140,7 +140,9 @@ pub struct ClusterConfig {
     pub timeout: Duration,
     /// A client that leaves cancels the backend's request (the upstream
     /// connection is closed) instead of the response being read to its end
-    /// with the endpoint's slot held.
+    /// with the endpoint's slot held. Without it, such requests still go
+    /// on only up to the proxy's limit on them
+    /// ([`ClientLimits::max_abandoned`](crate::ClientLimits::max_abandoned)).
     pub abort_on_close: bool,
     /// Idle HTTP/1 connections to the backends each worker thread keeps
     /// open for reuse, over all the cluster's endpoints; past it the least

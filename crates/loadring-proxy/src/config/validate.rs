@@ -253,16 +253,21 @@ impl ProxyConfig {
             )
             .with_setting(naming.name("header_timeout")));
         }
-        if let Some(n) = self.clients.max_connections {
-            if !(1..=MAX_CONNECTIONS).contains(&n) {
-                return Err(ConfigError::new(
-                    ConfigErrorKind::Range,
-                    format!(
-                        "{}: `{n}` is out of range: accepted 1..={MAX_CONNECTIONS}",
-                        naming.name("max_connections")
-                    ),
-                )
-                .with_setting(naming.name("max_connections")));
+        for (key, value, least) in [
+            ("max_connections", self.clients.max_connections, 1),
+            ("max_abandoned", self.clients.max_abandoned, 0),
+        ] {
+            if let Some(n) = value {
+                if !(least..=MAX_CONNECTIONS).contains(&n) {
+                    return Err(ConfigError::new(
+                        ConfigErrorKind::Range,
+                        format!(
+                            "{}: `{n}` is out of range: accepted {least}..={MAX_CONNECTIONS}",
+                            naming.name(key)
+                        ),
+                    )
+                    .with_setting(naming.name(key)));
+                }
             }
         }
         let multi = self.clusters.len() > 1;

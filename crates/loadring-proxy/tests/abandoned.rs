@@ -1,0 +1,304 @@
+//! Requests whose client left: how many the gateway keeps working on.
+//! An HTTP/2 client opens a stream, waits until the backend holds its
+//! request, and resets it; an HTTP/1.1 client sends a request and closes
+//! its connection. Repeated, either would leave one request per round
+//! open at the backend, so the proxy's limit on abandoned requests
+//! (`max_abandoned`) bounds them. The backend here holds every request
+//! until the proxy closes its connection (or the test lets it answer) and
+//! counts those it holds.
+
+use crate::common;
+use crate::running::{self, Running};
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
+
+use common::{eventually, metric_sum, WAIT};
+use http::Request;
+use loadring_proxy::{ClientLimits, ClusterConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A backend that reads a request's head, counts it as held, and answers
+/// only once released: until then a request is let go only when the proxy
+/// closes its connection.
+struct HoldingBackend {
+    addr: SocketAddr,
+    held: Arc<AtomicU64>,
+    received: Arc<AtomicU64>,
+    release: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for HoldingBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn holding_backend() -> HoldingBackend {
+    backend_holding(b"").await
+}
+
+/// A holding backend that sends `first` (the start of an answer) as soon as
+/// it has a request, then holds the rest.
+async fn backend_holding(first: &'static [u8]) -> HoldingBackend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = Arc::new(AtomicU64::new(0));
+    let received = Arc::new(AtomicU64::new(0));
+    let (release, released) = watch::channel(false);
+    let (h, r) = (held.clone(), received.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (held, received, mut released) = (h.clone(), r.clone(), released.clone());
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                if stream.write_all(first).await.is_err() {
+                    return;
+                }
+                received.fetch_add(1, SeqCst);
+                held.fetch_add(1, SeqCst);
+                let closed = async {
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                };
+                let answer = tokio::select! {
+                    () = closed => false,
+                    released = released.wait_for(|r| *r) => released.is_ok(),
+                };
+                if answer {
+                    let _ = stream
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+                        )
+                        .await;
+                }
+                held.fetch_sub(1, SeqCst);
+            });
+        }
+    });
+    HoldingBackend {
+        addr,
+        held,
+        received,
+        release,
+        task,
+    }
+}
+
+/// A proxy in front of `backend` (no retries), with `max_abandoned`.
+async fn proxy(backend: SocketAddr, max_abandoned: usize) -> Running {
+    let mut c = ClusterConfig::new("held", "rr".parse().unwrap());
+    c.endpoints = vec![backend.to_string().parse().unwrap()];
+    c.retries = 0;
+    let clients = ClientLimits {
+        max_abandoned: Some(max_abandoned),
+        ..ClientLimits::default()
+    };
+    running::serve(running::config(vec![c], vec![], clients), 2).await
+}
+
+/// Waits until `what` holds of the backend's counts, or fails with them.
+async fn until(
+    backend: &HoldingBackend,
+    what: &str,
+    check: impl Fn(u64, u64) -> bool + Send + Sync + 'static,
+) {
+    let (held, received) = (backend.held.clone(), backend.received.clone());
+    let check = Arc::new(check);
+    assert!(
+        eventually(WAIT, || {
+            let (held, received, check) = (held.clone(), received.clone(), check.clone());
+            async move { check(held.load(SeqCst), received.load(SeqCst)) }
+        })
+        .await,
+        "{what}: the backend holds {} requests of {} received",
+        backend.held.load(SeqCst),
+        backend.received.load(SeqCst)
+    );
+}
+
+/// An HTTP/2 client that opens a stream, waits until the backend holds its
+/// request and resets it, `rounds` times on one connection.
+async fn reset_streams(running: &Running, backend: &HoldingBackend, rounds: u64) {
+    let tcp = TcpStream::connect(running.addr).await.unwrap();
+    let (mut h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let first = backend.received.load(SeqCst);
+    for round in 1..=rounds {
+        h2 = h2.ready().await.unwrap();
+        let request = Request::get(format!("http://held/{round}"))
+            .body(())
+            .unwrap();
+        let (response, mut stream) = h2.send_request(request, true).unwrap();
+        until(
+            backend,
+            "the request reached the backend",
+            move |_, received| received >= first + round,
+        )
+        .await;
+        stream.send_reset(h2::Reason::CANCEL);
+        drop(response);
+    }
+    drop(h2);
+    connection.abort();
+}
+
+/// An HTTP/1.1 client that sends a request, waits until the backend holds
+/// it and closes its connection, `rounds` times.
+async fn close_connections(running: &Running, backend: &HoldingBackend, rounds: u64) {
+    let first = backend.received.load(SeqCst);
+    for round in 1..=rounds {
+        let mut tcp = TcpStream::connect(running.addr).await.unwrap();
+        tcp.write_all(format!("GET /{round} HTTP/1.1\r\nhost: held\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        until(
+            backend,
+            "the request reached the backend",
+            move |_, received| received >= first + round,
+        )
+        .await;
+        drop(tcp);
+    }
+}
+
+/// 100 streams reset by one client, with room for 5 abandoned requests:
+/// 5 go on at the backend, the 95 others are cancelled (their connections
+/// to the backend closed) and counted; before the limit, each of the 100
+/// would have held a connection to the backend until it answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_reset_by_their_client_go_on_up_to_the_limit() {
+    let backend = holding_backend().await;
+    let running = proxy(backend.addr, 5).await;
+    reset_streams(&running, &backend, 100).await;
+    until(&backend, "the limit", |held, _| held == 5).await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_abandoned_cancelled_total"),
+        95.0,
+        "{text}"
+    );
+    assert_eq!(metric_sum(&text, "loadring_abandoned"), 5.0, "{text}");
+    assert_eq!(metric_sum(&text, "loadring_in_flight"), 5.0, "{text}");
+}
+
+/// The same with HTTP/1.1 clients that close their connections; and the
+/// places come back when the backend answers: a request abandoned then
+/// goes on again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_connections_go_on_up_to_the_limit_and_places_come_back() {
+    let backend = holding_backend().await;
+    let running = proxy(backend.addr, 3).await;
+    close_connections(&running, &backend, 10).await;
+    until(&backend, "the limit", |held, _| held == 3).await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_abandoned_cancelled_total"),
+        7.0,
+        "{text}"
+    );
+    backend.release.send_replace(true);
+    until(&backend, "answered", |held, _| held == 0).await;
+    let running_ref = &running;
+    assert!(
+        eventually(WAIT, || async move {
+            let text = running_ref.metrics().await;
+            metric_sum(&text, "loadring_abandoned") == 0.0
+                && metric_sum(&text, "loadring_in_flight") == 0.0
+        })
+        .await,
+        "{}",
+        running.metrics().await
+    );
+    backend.release.send_replace(false);
+    close_connections(&running, &backend, 1).await;
+    // Still held a moment later: it went on, in a place given back.
+    until(&backend, "held again", |held, _| held == 1).await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_abandoned_cancelled_total"),
+        7.0,
+        "{text}"
+    );
+    assert_eq!(metric_sum(&text, "loadring_abandoned"), 1.0, "{text}");
+}
+
+/// `max_abandoned = 0`: every request whose client leaves is cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_of_zero_cancels_every_abandoned_request() {
+    let backend = holding_backend().await;
+    let running = proxy(backend.addr, 0).await;
+    reset_streams(&running, &backend, 4).await;
+    close_connections(&running, &backend, 4).await;
+    until(&backend, "all cancelled", |held, received| {
+        held == 0 && received == 8
+    })
+    .await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_abandoned_cancelled_total"),
+        8.0,
+        "{text}"
+    );
+    assert_eq!(metric_sum(&text, "loadring_in_flight"), 0.0, "{text}");
+}
+
+/// A client that leaves in the middle of the body: the rest is read in a
+/// place for abandoned requests, or the connection to the backend closed
+/// when there is none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_left_unread_goes_on_up_to_the_limit() {
+    let backend = backend_holding(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc").await;
+    let running = proxy(backend.addr, 2).await;
+    let first = backend.received.load(SeqCst);
+    for round in 1..=6u64 {
+        let mut tcp = TcpStream::connect(running.addr).await.unwrap();
+        tcp.write_all(format!("GET /{round} HTTP/1.1\r\nhost: held\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        // The head and the start of the body reached the client.
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !seen.ends_with(b"abc") {
+            let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+        assert!(
+            seen.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&seen)
+        );
+        assert_eq!(backend.received.load(SeqCst), first + round);
+        drop(tcp);
+    }
+    until(&backend, "the limit", |held, _| held == 2).await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_abandoned_cancelled_total"),
+        4.0,
+        "{text}"
+    );
+    assert_eq!(metric_sum(&text, "loadring_in_flight"), 2.0, "{text}");
+}
