@@ -527,8 +527,13 @@ impl ServeClients {
         http.http1().header_read_timeout(clients.header_timeout);
         // SETTINGS_ENABLE_CONNECT_PROTOCOL: HTTP/2 clients may open
         // WebSockets with extended CONNECT (RFC 8441), see websocket.rs.
+        // Each stream may hold a connection to a backend: the streams one
+        // client connection has open at once are capped (nginx's default
+        // is 128, HAProxy's 100), named here rather than left to hyper's
+        // default, which has changed before.
         http.http2()
             .timer(TokioTimer::new())
+            .max_concurrent_streams(MAX_CLIENT_STREAMS)
             .enable_connect_protocol();
         let serve = ServeOne {
             gateway: self.gateway.clone(),
@@ -714,6 +719,9 @@ fn spawn_tls_reload(tls: Arc<ServerTls>) -> Result<JoinHandle<()>, ProxyError> {
         }
     }))
 }
+
+/// The streams an HTTP/2 client connection may have open at once.
+const MAX_CLIENT_STREAMS: u32 = 200;
 
 /// The answer to a connection over the limit, written if the socket takes it.
 const AT_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 37\r\nconnection: close\r\n\r\ntoo many connections: try again later\n";

@@ -230,15 +230,24 @@ async fn closed_connections_go_on_up_to_the_limit_and_places_come_back() {
     );
     backend.release.send_replace(false);
     close_connections(&running, &backend, 1).await;
-    // Still held a moment later: it went on, in a place given back.
-    until(&backend, "held again", |held, _| held == 1).await;
+    // Once the proxy has seen the client leave, the request goes on in a
+    // place given back, and is not cancelled.
+    assert!(
+        eventually(WAIT, || async move {
+            let text = running_ref.metrics().await;
+            metric_sum(&text, "loadring_abandoned") == 1.0
+        })
+        .await,
+        "{}",
+        running.metrics().await
+    );
     let text = running.metrics().await;
     assert_eq!(
         metric_sum(&text, "loadring_abandoned_cancelled_total"),
         7.0,
         "{text}"
     );
-    assert_eq!(metric_sum(&text, "loadring_abandoned"), 1.0, "{text}");
+    assert_eq!(backend.held.load(SeqCst), 1);
 }
 
 /// `max_abandoned = 0`: every request whose client leaves is cancelled.
@@ -301,4 +310,26 @@ async fn a_body_left_unread_goes_on_up_to_the_limit() {
         "{text}"
     );
     assert_eq!(metric_sum(&text, "loadring_in_flight"), 2.0, "{text}");
+}
+
+/// What one HTTP/2 connection can hold open at once: 200 streams (the
+/// proxy's `SETTINGS_MAX_CONCURRENT_STREAMS`), each a request that may
+/// hold a connection to a backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_may_open_200_streams_at_once() {
+    let backend = holding_backend().await;
+    backend.release.send_replace(true);
+    let running = proxy(backend.addr, 0).await;
+    let tcp = TcpStream::connect(running.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    let connection = tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    let request = Request::get("http://held/").body(()).unwrap();
+    let (response, _) = h2.send_request(request, true).unwrap();
+    let response = tokio::time::timeout(WAIT, response).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200);
+    // The server's SETTINGS came before its answer.
+    assert_eq!(h2.current_max_send_streams(), 200);
+    drop(h2);
+    connection.abort();
 }
