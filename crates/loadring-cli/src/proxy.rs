@@ -48,7 +48,7 @@ pub struct Args {
     /// 65536; 0: every body streams).
     #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     retry_buffer: Option<String>,
-    /// How long connecting to a backend may take (default 1s).
+    /// How long connecting to a backend may take (default 2s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
     /// How long a backend may take to send its response headers, and the
