@@ -23,7 +23,7 @@ pub const MAX_RETRY_BUFFER: u64 = 16 * 1024 * 1024;
 /// How long a connection to a backend may take: longer than the kernel's
 /// first retransmission of a SYN (after 1 s), so that a SYN a backend
 /// dropped (its accept queue full under a burst of new connections) costs
-/// a second, not the attempt. At 1 s, 10-70 of 200 connections opened at
+/// a second, not the attempt. At 1 s, 10 to 71 of 200 connections opened at
 /// once to one backend whose queue overflowed failed as timeouts; at 2 s,
 /// none.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
