@@ -211,21 +211,20 @@ impl<B: BackendBody> Drop for GuardedBody<B> {
         // The client went away before the end of the body.
         let inner = self.inner.take();
         let runtime = tokio::runtime::Handle::try_current();
-        let place = match (&self.on_client_gone, &inner, &runtime) {
-            (OnClientGone::Drain(abandoning), Some(_), Ok(_)) => abandoning.place(),
-            _ => None,
-        };
-        match (place, inner, runtime) {
-            (Some(place), Some(inner), Ok(runtime)) => {
+        if let (OnClientGone::Drain(abandoning), Some(inner), Ok(runtime)) =
+            (&self.on_client_gone, inner, runtime)
+        {
+            if let Some(place) = abandoning.place() {
                 let (started, succeeded, idle) = (self.started, self.succeeded, self.idle);
                 runtime.spawn(async move {
                     drain(inner, pick, started, succeeded, idle, report).await;
                     drop(place);
                 });
+                return;
             }
-            // Aborted: the slot is released with no verdict on the backend.
-            _ => drop(pick),
         }
+        // Aborted: the slot is released with no verdict on the backend.
+        drop(pick);
     }
 }
 

@@ -437,12 +437,11 @@ impl Forwarder {
     /// A forwarder for `cluster`, with its own upstream connections.
     /// Requests whose client left go on in `abandoned`'s places.
     pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>, abandoned: Places) -> Self {
-        let counters = metrics.cluster(cluster.name());
         Forwarder {
             inner: Arc::new(Inner {
                 label: cluster.name().into(),
-                abandoning: Abandoning::new(abandoned, counters.abandoned_cancelled()),
-                counters,
+                counters: metrics.cluster(cluster.name()),
+                abandoning: Abandoning::new(abandoned, metrics.abandoned_cancelled(cluster.name())),
                 upstream: Arc::new(Upstream::for_cluster(&cluster)),
                 cluster,
                 metrics,

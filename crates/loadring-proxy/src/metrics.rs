@@ -78,7 +78,6 @@ pub struct ClusterCounters {
     retries: Counter,
     reused_retries: Counter,
     spilled: Counter,
-    abandoned_cancelled: Counter,
 }
 
 impl ClusterCounters {
@@ -95,12 +94,6 @@ impl ClusterCounters {
     /// Counts a bounded pick that left the key's owner.
     pub fn spill(&self) {
         self.spilled.inc();
-    }
-
-    /// The count of requests cancelled when their client left, for want
-    /// of a place for abandoned requests.
-    pub(crate) fn abandoned_cancelled(&self) -> Counter {
-        self.abandoned_cancelled.clone()
     }
 }
 
@@ -297,8 +290,13 @@ impl Metrics {
             retries: self.retries.counter(cluster),
             reused_retries: self.reused_retries.counter(cluster),
             spilled: self.spilled.counter(cluster),
-            abandoned_cancelled: self.abandoned_cancelled.counter(cluster),
         }
+    }
+
+    /// `cluster`'s count of requests cancelled when their client left, for
+    /// want of a place for abandoned requests.
+    pub(crate) fn abandoned_cancelled(&self, cluster: &str) -> Counter {
+        self.abandoned_cancelled.counter(cluster)
     }
 
     /// Counts a gRPC call of `cluster` on `endpoint` that ended with
