@@ -242,8 +242,15 @@ fn chunk_size(buf: &mut BytesMut) -> Result<Option<u64>, UpstreamError> {
             .and_then(|s| s.checked_add(digit))
             .ok_or(UpstreamError::Chunked("chunk size overflow"))?;
     }
+    // Only spaces and tabs may stand between the size and its extensions
+    // (RFC 9112 7.1.1's BWS): a stray CR or form feed there is how two
+    // parsers come to read one body differently.
     let rest = &line[digits..];
-    let rest = rest.trim_ascii_start();
+    let blank = rest
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    let rest = &rest[blank..];
     if !rest.is_empty() && rest[0] != b';' {
         return Err(UpstreamError::Chunked("invalid chunk size"));
     }
@@ -337,6 +344,17 @@ mod tests {
             (
                 Framing::Chunked,
                 b"3x\r\nabc\r\n",
+                Err("invalid chunked body: invalid chunk size"),
+            ),
+            (Framing::Chunked, b"3 \t\r\nabc\r\n0\r\n\r\n", Ok(&["abc"])),
+            (
+                Framing::Chunked,
+                b"3\r\r\nabc\r\n0\r\n\r\n",
+                Err("invalid chunked body: invalid chunk size"),
+            ),
+            (
+                Framing::Chunked,
+                b"3\x0c;e\r\nabc\r\n0\r\n\r\n",
                 Err("invalid chunked body: invalid chunk size"),
             ),
             (
