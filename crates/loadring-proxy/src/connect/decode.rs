@@ -435,6 +435,79 @@ mod tests {
         assert_eq!(trailers.unwrap()["x-t"], "1");
     }
 
+    /// Trailers of exactly [`MAX_HEAD`] bytes are read, whole or still
+    /// coming; one byte more is refused.
+    #[test]
+    fn trailers_may_take_max_head_bytes_and_no_more() {
+        /// `x-pad: aaa…` of `len` bytes, with its end (an empty line) or not.
+        fn trailers(len: usize, whole: bool) -> BytesMut {
+            let end = if whole { 4 } else { 0 };
+            let mut t = b"x-pad: ".to_vec();
+            t.resize(len - end, b'a');
+            if whole {
+                t.extend_from_slice(b"\r\n\r\n");
+            }
+            BytesMut::from(&t[..])
+        }
+        let at_trailers = || {
+            let mut decoder = Decoder::new(Framing::Chunked);
+            assert_eq!(
+                decoder.step(&mut BytesMut::from(&b"0\r\n"[..])).unwrap(),
+                Step::More
+            );
+            decoder
+        };
+        let step = |len, whole| at_trailers().step(&mut trailers(len, whole));
+        assert!(matches!(step(MAX_HEAD, true), Ok(Step::Trailers(_))));
+        assert!(matches!(step(MAX_HEAD, false), Ok(Step::More)));
+        for whole in [true, false] {
+            assert!(
+                matches!(
+                    step(MAX_HEAD + 1, whole),
+                    Err(UpstreamError::HeadTooLarge(_))
+                ),
+                "whole: {whole}"
+            );
+        }
+    }
+
+    /// A chunk extension holds no control character: a CR, another
+    /// control byte or DEL in it is refused (a tab is whitespace).
+    #[test]
+    fn chunk_extensions_refuse_control_bytes() {
+        let body = |ext: &[u8]| {
+            let mut input = b"3;".to_vec();
+            input.extend_from_slice(ext);
+            input.extend_from_slice(b"\r\nabc\r\n0\r\n\r\n");
+            decode(Framing::Chunked, &input)
+        };
+        assert_eq!(body(b"a=\tb"), Ok(vec!["abc".to_string()]));
+        for bad in [&b"a\rb"[..], b"a\x01b", b"a\x7fb"] {
+            assert_eq!(
+                body(bad),
+                Err("invalid chunked body: invalid chunk extension".to_string()),
+                "{bad:?}"
+            );
+        }
+    }
+
+    /// What is left is known for a length and for no body, and counts down
+    /// as the data is taken; a chunked body or one read to EOF says
+    /// nothing (the body's size hint: its client's framing).
+    #[test]
+    fn remaining_counts_down_a_known_length_only() {
+        let mut decoder = Decoder::new(Framing::Length(5));
+        assert_eq!(decoder.remaining(), Some(5));
+        decoder.step(&mut BytesMut::from(&b"abc"[..])).unwrap();
+        assert_eq!(decoder.remaining(), Some(2));
+        decoder.step(&mut BytesMut::from(&b"de"[..])).unwrap();
+        assert!(decoder.is_done());
+        assert_eq!(decoder.remaining(), Some(0));
+        assert_eq!(Decoder::new(Framing::Empty).remaining(), Some(0));
+        assert_eq!(Decoder::new(Framing::Chunked).remaining(), None);
+        assert_eq!(Decoder::new(Framing::Eof).remaining(), None);
+    }
+
     #[test]
     fn the_last_chunk_in_the_same_read_ends_the_body_with_its_data() {
         let mut decoder = Decoder::new(Framing::Chunked);
