@@ -19,6 +19,12 @@
 # per request beside the instructions, the same for each run of the same
 # binary, where time is not.
 #
+# CG_FOOTPRINT=1: the code a request runs through as well
+# (bench/code-footprint.py): the distinct instructions run on most
+# requests and the 64-byte lines they lie in, per function and per crate.
+# The instruction cache's misses follow those lines, not the count of
+# instructions (BENCHMARKS.md, "The code a request runs through").
+#
 # CG_PROTOCOL=h2c: HTTP/2 with prior knowledge instead (h2load, 16
 # connections x 16 streams, the key in the path as bench/gateway.sh's h2c
 # rows; needs nghttp2-client), 40,000 requests counted after 4,000 not.
@@ -44,6 +50,7 @@ PROTOCOL=${CG_PROTOCOL:-http1}
 WORKLOAD=${CG_WORKLOAD:-uniform}
 BOUNDED=${CG_BOUNDED:-}
 CACHE=${CG_CACHE:-}
+FOOTPRINT=${CG_FOOTPRINT:-}
 case $WORKLOAD in uniform | hot) ;; *) echo "CG_WORKLOAD=$WORKLOAD: uniform or hot" >&2; exit 1 ;; esac
 case $BOUNDED:$which in
     "":* | 1:loadring | 1:haproxy) ;;
@@ -51,6 +58,7 @@ case $BOUNDED:$which in
     *) echo "CG_BOUNDED=$BOUNDED: 1 or unset" >&2; exit 1 ;;
 esac
 case $CACHE in "" | 1) ;; *) echo "CG_CACHE=$CACHE: 1 or unset" >&2; exit 1 ;; esac
+case $FOOTPRINT in "" | 1) ;; *) echo "CG_FOOTPRINT=$FOOTPRINT: 1 or unset" >&2; exit 1 ;; esac
 PORT=$((BASE + 100))
 ADMIN=$BASE
 tools=(valgrind callgrind_annotate callgrind_control wrk curl)
@@ -110,7 +118,7 @@ NGINX
     *) echo "unknown proxy $which: loadring, haproxy or nginx" >&2; exit 1 ;;
 esac
 
-valgrind --tool=callgrind ${CACHE:+--cache-sim=yes} --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out.%p" \
+valgrind --tool=callgrind ${CACHE:+--cache-sim=yes} ${FOOTPRINT:+--dump-instr=yes} --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out.%p" \
     "${command[@]}" >"$OUT/proxy.log" 2>&1 &
 VALGRIND=$!
 PIDS+=("$VALGRIND")
@@ -150,4 +158,7 @@ if [ "$CACHE" = 1 ]; then
     done | awk -v n="$requests" '{ for (i = 1; i <= NF; i++) sum[i] += $i; fields = NF }
         END { split("instructions reads writes I1-misses D1-read-misses D1-write-misses LL-instruction-misses LL-read-misses LL-write-misses", name, " ")
               printf "per request:"; for (i = 1; i <= fields; i++) printf " %s %.1f", name[i], sum[i] / n; print "" }'
+fi
+if [ "$FOOTPRINT" = 1 ]; then
+    python3 bench/code-footprint.py --requests "$requests" "$OUT"/callgrind.out.*.1
 fi
