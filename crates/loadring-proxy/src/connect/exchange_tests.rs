@@ -33,6 +33,17 @@ enum Act {
     Hold,
     /// Keeps the connection open, reading nothing.
     Park,
+    /// Reads this many bytes of a body (after [`Act::ReadHead`]); sends
+    /// on their count and digest ([`digest`]).
+    ReadBody(usize),
+}
+
+/// FNV-1a of `bytes`: a body of megabytes told apart from another in a
+/// word.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn write(bytes: &[u8]) -> Act {
@@ -79,6 +90,17 @@ async fn play(mut stream: TcpStream, script: Arc<Vec<Act>>, tell: mpsc::Unbounde
                 return;
             }
             Act::Park => std::future::pending::<()>().await,
+            Act::ReadBody(len) => {
+                let mut chunk = [0u8; 64 * 1024];
+                while buf.len() < *len {
+                    match stream.read(&mut chunk).await {
+                        Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                        _ => return,
+                    }
+                }
+                let body: Vec<u8> = buf.drain(..len).collect();
+                let _ = tell.send(format!("{} bytes, {:x}", body.len(), digest(&body)));
+            }
         }
     }
 }
@@ -115,10 +137,16 @@ async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, body: bool) -> 
         }
         head_end + len
     } else if head.contains("transfer-encoding: chunked") {
+        // Each search starts where the last one could not match: a body
+        // of megabytes is scanned once, not once per read.
+        let mut from = head_end - 2;
         loop {
-            let last = find(buf, b"\r\n0\r\n", head_end - 2);
-            if let Some(end) = last.and_then(|l| find(buf, b"\r\n\r\n", l + 3)) {
-                break end + 4;
+            match find(buf, b"\r\n0\r\n", from) {
+                Some(last) => match find(buf, b"\r\n\r\n", last + 3) {
+                    Some(end) => break end + 4,
+                    None => from = last,
+                },
+                None => from = from.max(buf.len().saturating_sub(4)),
             }
             let n = stream.read(&mut chunk).await.ok().filter(|&n| n > 0)?;
             buf.extend_from_slice(&chunk[..n]);
@@ -574,4 +602,167 @@ async fn a_large_body_is_read_in_growing_pieces_and_the_buffer_shrinks_after() {
     assert!(largest > 4096, "pieces of at most {largest} bytes");
     let conn = pool::take(upstream.pool, &addr).expect("kept");
     assert!(conn.buf.capacity() <= 8192, "{}", conn.buf.capacity());
+}
+
+/// Pieces of a body around the sizes the writer treats apart: empty ones
+/// (written as nothing), ones copied next to their framing (up to
+/// [`request::COPY_UP_TO`] bytes) and ones written as they are, one far
+/// larger than a socket's send buffer, so that writes go out in part.
+fn pieces_of_every_size() -> Vec<Bytes> {
+    use super::request::COPY_UP_TO;
+    let sizes = [0, 1, COPY_UP_TO, COPY_UP_TO + 1, 3, (5 << 20) + 3, 0, 2];
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| Bytes::from(vec![b'a' + i as u8; n]))
+        .collect()
+}
+
+/// The first byte at which two long texts differ.
+fn first_difference(a: &str, b: &str) -> Option<usize> {
+    a.bytes()
+        .zip(b.bytes())
+        .position(|(x, y)| x != y)
+        .or((a.len() != b.len()).then_some(a.len().min(b.len())))
+}
+
+/// A body of megabytes in pieces of every size reaches the backend byte
+/// for byte, chunked (an empty piece is no chunk: a zero-size chunk
+/// would end the body) and by its length, through writes that the socket
+/// takes in part.
+#[tokio::test]
+async fn large_bodies_arrive_byte_for_byte_through_partial_writes() {
+    let pieces = pieces_of_every_size();
+    let length: usize = pieces.iter().map(Bytes::len).sum();
+    let data: String = pieces
+        .iter()
+        .map(|p| String::from_utf8(p.to_vec()).unwrap())
+        .collect();
+    let mut chunked_body = String::new();
+    for piece in pieces.iter().filter(|p| !p.is_empty()) {
+        chunked_body.push_str(&format!("{:x}\r\n", piece.len()));
+        chunked_body.push_str(std::str::from_utf8(piece).unwrap());
+        chunked_body.push_str("\r\n");
+    }
+    chunked_body.push_str("0\r\nx-sum: 5\r\n\r\n");
+    let mut trailers = HeaderMap::new();
+    trailers.insert("x-sum", HeaderValue::from_static("5"));
+    let chunked = {
+        let mut r = request(
+            "POST",
+            Outgoing::from_chunks(pieces.clone(), Some(trailers)),
+        );
+        r.headers_mut()
+            .insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        r
+    };
+    let declared = {
+        let mut r = request("PUT", Outgoing::from_chunks(pieces.clone(), None));
+        r.headers_mut().insert("content-length", length.into());
+        r
+    };
+    let cases = [
+        (
+            chunked,
+            format!(
+                "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n{chunked_body}"
+            ),
+        ),
+        (
+            declared,
+            format!("PUT /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: {length}\r\n\r\n{data}"),
+        ),
+    ];
+    for (request, want) in cases {
+        let (addr, mut told) = scripted(vec![
+            Act::Read,
+            write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+            Act::Hold,
+        ])
+        .await;
+        let upstream = upstream();
+        let response = send(&upstream, &addr, request).await.unwrap();
+        read(response).await.unwrap();
+        let got = tokio::time::timeout(WAIT, told.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            got == want,
+            "{} bytes read, {} sent; first difference at byte {:?}",
+            got.len(),
+            want.len(),
+            first_difference(&got, &want)
+        );
+        assert_eq!(idle_count(upstream.pool), 1);
+    }
+}
+
+/// An answer whose head comes while the body is still being written:
+/// the rest of the body goes out while the answer's body is read, the
+/// answer ends after the backend has read it all, and the connection,
+/// done with both, is kept.
+#[tokio::test]
+async fn the_body_goes_on_after_an_early_answer() {
+    let pieces = pieces_of_every_size();
+    let length: usize = pieces.iter().map(Bytes::len).sum();
+    let all: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+    let (addr, mut told) = scripted(vec![
+        Act::ReadHead,
+        write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"),
+        Act::ReadBody(length),
+        write(b"ok"),
+        Act::Hold,
+    ])
+    .await;
+    let mut request = request("PUT", Outgoing::from_chunks(pieces, None));
+    request
+        .headers_mut()
+        .insert("content-length", length.into());
+    let upstream = upstream();
+    let response = send(&upstream, &addr, request).await.unwrap();
+    assert_eq!(read(response).await.unwrap().0, "ok");
+    let head = told.recv().await.unwrap();
+    assert!(head.starts_with("PUT /p?q=1 HTTP/1.1\r\n"), "{head}");
+    let body = told.recv().await.unwrap();
+    assert_eq!(body, format!("{length} bytes, {:x}", digest(&all)));
+    assert_eq!(idle_count(upstream.pool), 1, "both done: kept");
+}
+
+/// A body longer or shorter than its `Content-Length` fails its request
+/// instead of going out framed wrong: `content-length: 0` with bytes
+/// after it (which the backend would take for the next request), or a
+/// length that the body never reaches (the backend would wait for the
+/// rest).
+#[tokio::test]
+async fn a_body_that_belies_its_length_fails_the_request() {
+    let cases = [
+        ("0", vec![Bytes::from_static(b"ab")], (0, 2)),
+        ("5", vec![], (5, 0)),
+        ("5", vec![Bytes::from_static(b"abc")], (5, 3)),
+    ];
+    for (declared, chunks, (want_declared, want_sent)) in cases {
+        let (addr, _told) = scripted(vec![
+            Act::ReadHead,
+            write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+            Act::Hold,
+        ])
+        .await;
+        let mut request = request("PUT", Outgoing::from_chunks(chunks, None));
+        request
+            .headers_mut()
+            .insert("content-length", HeaderValue::from_static(declared));
+        let upstream = upstream();
+        let failure = send(&upstream, &addr, request)
+            .await
+            .expect_err("the request fails");
+        assert!(
+            matches!(
+                failure.error().downcast_ref::<UpstreamError>(),
+                Some(UpstreamError::RequestBodyLength { declared, sent })
+                    if (*declared, *sent) == (want_declared, want_sent)
+            ),
+            "content-length {declared}: {failure:?}"
+        );
+    }
 }

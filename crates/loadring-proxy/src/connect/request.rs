@@ -22,7 +22,7 @@ use crate::request_body::Outgoing;
 
 /// A body chunk up to this size is copied next to its framing (and the
 /// first one next to the head) rather than written as a piece of its own.
-const COPY_UP_TO: usize = 8 * 1024;
+pub(super) const COPY_UP_TO: usize = 8 * 1024;
 
 /// The most pieces handed to one vectored write.
 const MAX_SLICES: usize = 16;
