@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response};
+use http_body::Body as _;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -764,5 +765,39 @@ async fn a_body_that_belies_its_length_fails_the_request() {
             ),
             "content-length {declared}: {failure:?}"
         );
+    }
+}
+
+/// What an answer's body says of itself before it is read (hyper frames
+/// the client's response from it): its exact size when known, its end
+/// when it has none. A body with nothing in it gives its connection back
+/// at once, as it may never be polled.
+#[tokio::test]
+async fn a_body_tells_its_size_and_an_empty_one_frees_its_connection_at_once() {
+    let cases: [(&[u8], Option<u64>, bool); 3] = [
+        (
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+            Some(5),
+            false,
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            None,
+            false,
+        ),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", Some(0), true),
+    ];
+    for (answer, size, empty) in cases {
+        let (addr, _told) = scripted(vec![Act::Read, write(answer), Act::Hold]).await;
+        let upstream = upstream();
+        let response = send(&upstream, &addr, get()).await.unwrap();
+        let text = String::from_utf8_lossy(answer);
+        assert_eq!(response.body().size_hint().exact(), size, "{text}");
+        assert_eq!(response.body().is_end_stream(), empty, "{text}");
+        if empty {
+            assert_eq!(idle_count(upstream.pool), 1, "given back unread: {text}");
+        }
+        read(response).await.unwrap();
+        assert_eq!(idle_count(upstream.pool), 1, "{text}");
     }
 }

@@ -591,6 +591,26 @@ mod tests {
         }
     }
 
+    /// Under a steady load one connection is taken and given back again
+    /// and again, each give-back adding a record to the eviction order:
+    /// the records of connections taken since are dropped as they pile
+    /// up, so the order stays within a constant factor of the idle
+    /// connections (2 x idle + 64) instead of growing by one a request.
+    #[tokio::test]
+    async fn the_eviction_order_does_not_grow_with_the_requests() {
+        let addr = backend(true).await;
+        let now = Instant::now();
+        let mut pool = Pool::default();
+        let mut conn = ready(&addr).await;
+        let mut longest = 0;
+        for _ in 0..10_000 {
+            pool.give_back(&addr, conn, ANY, now, now + IDLE);
+            longest = longest.max(pool.order.len());
+            conn = pool.take(&addr, now).expect("the one connection");
+        }
+        assert!(longest <= 2 + 64 + 1, "the order held {longest} records");
+    }
+
     /// At a take, a connection past its idle timeout is closed, not
     /// handed out, whether or not a sweep came.
     #[tokio::test]
