@@ -444,6 +444,25 @@ async fn an_answer_before_the_body_is_read_comes_through() {
     assert!(head.contains("content-length: 33554432\r\n"), "{head}");
 }
 
+/// What a backend that reads `request` whole and answers `200` read of
+/// it, and the idle connections after the answer.
+async fn as_read(request: Request<Outgoing>) -> (String, usize) {
+    let (addr, mut told) = scripted(vec![
+        Act::Read,
+        write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
+        Act::Hold,
+    ])
+    .await;
+    let upstream = upstream();
+    let response = send(&upstream, &addr, request).await.unwrap();
+    read(response).await.unwrap();
+    let read = tokio::time::timeout(WAIT, told.recv()).await.unwrap();
+    (
+        read.expect("the backend read a request"),
+        idle_count(upstream.pool),
+    )
+}
+
 /// Requests as the backend reads them: the head as given, the body framed
 /// by its length or chunked with its trailers.
 #[tokio::test]
@@ -487,17 +506,9 @@ async fn requests_are_written_as_framed() {
         ),
     ];
     for (request, want) in cases {
-        let (addr, mut told) = scripted(vec![
-            Act::Read,
-            write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
-            Act::Hold,
-        ])
-        .await;
-        let upstream = upstream();
-        let response = send(&upstream, &addr, request).await.unwrap();
-        read(response).await.unwrap();
-        assert_eq!(told.recv().await.unwrap(), want);
-        assert_eq!(idle_count(upstream.pool), 1, "{want:?}");
+        let (got, idle) = as_read(request).await;
+        assert_eq!(got, want);
+        assert_eq!(idle, 1, "{want:?}");
     }
 }
 
@@ -675,19 +686,7 @@ async fn large_bodies_arrive_byte_for_byte_through_partial_writes() {
         ),
     ];
     for (request, want) in cases {
-        let (addr, mut told) = scripted(vec![
-            Act::Read,
-            write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
-            Act::Hold,
-        ])
-        .await;
-        let upstream = upstream();
-        let response = send(&upstream, &addr, request).await.unwrap();
-        read(response).await.unwrap();
-        let got = tokio::time::timeout(WAIT, told.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let (got, idle) = as_read(request).await;
         assert!(
             got == want,
             "{} bytes read, {} sent; first difference at byte {:?}",
@@ -695,7 +694,7 @@ async fn large_bodies_arrive_byte_for_byte_through_partial_writes() {
             want.len(),
             first_difference(&got, &want)
         );
-        assert_eq!(idle_count(upstream.pool), 1);
+        assert_eq!(idle, 1);
     }
 }
 
