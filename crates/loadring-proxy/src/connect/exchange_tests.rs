@@ -456,9 +456,9 @@ async fn as_read(request: Request<Outgoing>) -> (String, usize) {
     let upstream = upstream();
     let response = send(&upstream, &addr, request).await.unwrap();
     read(response).await.unwrap();
-    let read = tokio::time::timeout(WAIT, told.recv()).await.unwrap();
+    let request = tokio::time::timeout(WAIT, told.recv()).await.unwrap();
     (
-        read.expect("the backend read a request"),
+        request.expect("the backend read a request"),
         idle_count(upstream.pool),
     )
 }
