@@ -555,6 +555,24 @@ mod tests {
         }
     }
 
+    /// A worker runs one sweeper, however many connections it gives
+    /// back: a busy one gives one back per request, and a sweeper each
+    /// would be thousands of sleeping tasks.
+    #[tokio::test]
+    async fn one_sweeper_runs_however_many_give_backs() {
+        let alive = || Handle::current().metrics().num_alive_tasks();
+        let addr = backend(true).await;
+        let pool = new_id();
+        give_back(pool, &addr, ready(&addr).await, ANY);
+        assert!(with_idle(|idle| idle.sweeping).unwrap(), "a sweeper runs");
+        let tasks = alive();
+        for _ in 0..100 {
+            let conn = take(pool, &addr).expect("the one connection");
+            give_back(pool, &addr, conn, ANY);
+        }
+        assert_eq!(alive(), tasks, "no other sweeper started");
+    }
+
     /// An idle connection is closed once it has been idle for its
     /// timeout (by the worker's sweep when nothing takes it), and not
     /// before; the sweeper ends with the last idle connection and the next
