@@ -439,16 +439,7 @@ mod tests {
     /// coming; one byte more is refused.
     #[test]
     fn trailers_may_take_max_head_bytes_and_no_more() {
-        /// `x-pad: aaa…` of `len` bytes, with its end (an empty line) or not.
-        fn trailers(len: usize, whole: bool) -> BytesMut {
-            let end = if whole { 4 } else { 0 };
-            let mut t = b"x-pad: ".to_vec();
-            t.resize(len - end, b'a');
-            if whole {
-                t.extend_from_slice(b"\r\n\r\n");
-            }
-            BytesMut::from(&t[..])
-        }
+        use super::super::fields::padded_head;
         let at_trailers = || {
             let mut decoder = Decoder::new(Framing::Chunked);
             assert_eq!(
@@ -457,7 +448,7 @@ mod tests {
             );
             decoder
         };
-        let step = |len, whole| at_trailers().step(&mut trailers(len, whole));
+        let step = |len, whole| at_trailers().step(&mut padded_head(b"", len, whole));
         assert!(matches!(step(MAX_HEAD, true), Ok(Step::Trailers(_))));
         assert!(matches!(step(MAX_HEAD, false), Ok(Step::More)));
         for whole in [true, false] {

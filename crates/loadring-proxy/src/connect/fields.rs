@@ -92,6 +92,21 @@ pub(crate) fn headers_of(bytes: &Bytes, spans: &Spans) -> Result<HeaderMap, Upst
     Ok(map)
 }
 
+/// `start` then one field, `x-pad: aaa…`, `len` bytes in all, with the
+/// empty line that ends a head (or trailers) or not: a head of an exact
+/// size, for the tests of the limit [`MAX_HEAD`].
+#[cfg(test)]
+pub(super) fn padded_head(start: &[u8], len: usize, whole: bool) -> bytes::BytesMut {
+    let end = if whole { 4 } else { 0 };
+    let mut head = start.to_vec();
+    head.extend_from_slice(b"x-pad: ");
+    head.resize(len - end, b'a');
+    if whole {
+        head.extend_from_slice(b"\r\n\r\n");
+    }
+    bytes::BytesMut::from(&head[..])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -267,18 +267,8 @@ mod tests {
     /// coming; one byte more is refused.
     #[test]
     fn a_head_may_take_max_head_bytes_and_no_more() {
-        /// A status line and one padded field, `len` bytes in all, with the
-        /// head's end (an empty line) or not.
-        fn head_of(len: usize, whole: bool) -> BytesMut {
-            let end = if whole { 4 } else { 0 };
-            let mut h = b"HTTP/1.1 200 OK\r\nx-pad: ".to_vec();
-            h.resize(len - end, b'a');
-            if whole {
-                h.extend_from_slice(b"\r\n\r\n");
-            }
-            BytesMut::from(&h[..])
-        }
-        let parse = |len, whole| parse_head(&mut head_of(len, whole));
+        use super::super::fields::padded_head;
+        let parse = |len, whole| parse_head(&mut padded_head(b"HTTP/1.1 200 OK\r\n", len, whole));
         assert!(matches!(parse(MAX_HEAD, true), Ok(Some(_))));
         assert!(matches!(parse(MAX_HEAD, false), Ok(None)));
         for whole in [true, false] {
