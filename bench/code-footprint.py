@@ -34,7 +34,8 @@ def parse(path, counts, function_of):
             names[m.group(1)] = m.group(2)
         return names.get(m.group(1), text)
 
-    positions = ["line"]
+    # Read off the profile's header; a cost line before it cannot be read.
+    positions = None
     function = "?"
     address = 0
     after_calls = False
@@ -59,6 +60,8 @@ def parse(path, counts, function_of):
                 continue
             if not line or line[0] not in "0123456789+-*":
                 continue
+            if positions is None:
+                sys.exit(f"{path}: a cost line before the profile's positions: not a callgrind profile")
             fields = line.split()
             spot = fields[0]
             if spot.startswith("0x"):
