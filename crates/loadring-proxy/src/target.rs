@@ -333,6 +333,42 @@ mod tests {
         assert_eq!(check(&absolute), Ok(Some("API.example")));
     }
 
+    /// RFC 9112 3.2: an HTTP/1.1 request must name its host, once; an
+    /// HTTP/1.0 one may not name it at all, and an HTTP/2 one names it in
+    /// `:authority` (the URI) when it does.
+    #[test]
+    fn a_host_is_required_of_http_1_1_only_and_once() {
+        let without_host = |version: Version, uri: &str| {
+            Request::builder()
+                .version(version)
+                .uri(uri)
+                .body(())
+                .unwrap()
+        };
+        let no_host = Err(refused(StatusCode::BAD_REQUEST, "no Host header"));
+        assert_eq!(check(&without_host(Version::HTTP_11, "/x")), no_host);
+        assert_eq!(check(&without_host(Version::HTTP_10, "/x")), Ok(None));
+        assert_eq!(check(&without_host(Version::HTTP_2, "/x")), Ok(None));
+        assert_eq!(
+            check(&without_host(Version::HTTP_11, "http://a.example/x")),
+            Ok(Some("a.example"))
+        );
+        let twice = Request::builder()
+            .version(Version::HTTP_10)
+            .uri("/x")
+            .header(header::HOST, "a.example")
+            .header(header::HOST, "a.example")
+            .body(())
+            .unwrap();
+        assert_eq!(
+            check(&twice),
+            Err(refused(
+                StatusCode::BAD_REQUEST,
+                "more than one Host header"
+            ))
+        );
+    }
+
     #[test]
     fn connect_passes_only_as_a_websocket_over_http2() {
         let connect = |protocol: Option<&'static str>| {
@@ -380,5 +416,28 @@ mod tests {
             let got = resolve_dot_segments(path).ok().map(|p| p.into_owned());
             assert_eq!(got.as_deref(), want, "{path}");
         }
+    }
+
+    /// Every request's path is looked at: one without a dot segment is
+    /// given back as it is, not copied, whatever dots and escapes it has.
+    #[test]
+    fn a_path_without_dot_segments_is_not_copied() {
+        for path in [
+            "/",
+            "/api/v1",
+            "/a.b/c.",
+            "/%41/b",
+            "/a/..b/.c",
+            "/a/%2e%2f",
+        ] {
+            assert!(
+                matches!(resolve_dot_segments(path), Ok(Cow::Borrowed(p)) if p == path),
+                "{path}"
+            );
+        }
+        assert!(matches!(
+            resolve_dot_segments("/a/./b"),
+            Ok(Cow::Owned(p)) if p == "/a/b"
+        ));
     }
 }
