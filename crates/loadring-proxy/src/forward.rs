@@ -247,6 +247,26 @@ fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
     .then_some("both Content-Length and Transfer-Encoding")
 }
 
+/// Whether a request's `Transfer-Encoding` says anything but `chunked`
+/// alone. hyper has read the body's chunks and the gateway frames the body
+/// again for its backend: any other coding (`gzip, chunked`) would reach
+/// the backend as plain bytes, so such a request is refused with 501
+/// (RFC 9112 6.1), as nginx and Envoy refuse it.
+fn unsupported_transfer_coding(headers: &HeaderMap) -> bool {
+    let mut fields = few_headers::get_all(headers, &header::TRANSFER_ENCODING).peekable();
+    if fields.peek().is_none() {
+        return false;
+    }
+    let mut codings = fields
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|coding| !coding.is_empty());
+    !matches!(
+        (codings.next(), codings.next()),
+        (Some(coding), None) if coding.eq_ignore_ascii_case(b"chunked")
+    )
+}
+
 /// The error chain on one line.
 fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
@@ -502,6 +522,12 @@ impl Forwarder {
             .as_ref()
             .is_some_and(crate::websocket::Tunnel::needs_extended_connect);
         let (mut parts, body) = request.into_parts();
+        if unsupported_transfer_coding(&parts.headers) {
+            return local_response(
+                StatusCode::NOT_IMPLEMENTED,
+                "Transfer-Encoding other than chunked alone is not supported",
+            );
+        }
         let key = if cluster.is_hashing() {
             cluster
                 .key()
@@ -983,6 +1009,29 @@ mod tests {
         strip_hop_by_hop(&mut h);
         let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(left, ["x-user"]);
+    }
+
+    #[test]
+    fn only_chunked_alone_is_a_transfer_coding_forwarded() {
+        for (fields, refused) in [
+            (&[][..], false),
+            (&["chunked"][..], false),
+            (&["Chunked "][..], false),
+            (&["", " chunked ,"][..], false),
+            (&["gzip, chunked"][..], true),
+            (&["gzip", "chunked"][..], true),
+            (&["chunked, chunked"][..], true),
+            (&["chunked", "chunked"][..], true),
+            (&["identity"][..], true),
+            (&[""][..], true),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert("x-user", HeaderValue::from_static("alice"));
+            for field in fields {
+                h.append(header::TRANSFER_ENCODING, HeaderValue::from_static(field));
+            }
+            assert_eq!(unsupported_transfer_coding(&h), refused, "{fields:?}");
+        }
     }
 
     #[test]

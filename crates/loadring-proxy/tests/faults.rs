@@ -614,6 +614,44 @@ async fn a_response_with_both_lengths_is_a_502_and_its_connection_closed() {
     assert_eq!(common::metric(&text, &failed), Some(1.0), "{text}");
 }
 
+/// A transfer coding other than `chunked` (`gzip, chunked`) cannot go on:
+/// the gateway frames each body again, and the backend or the client
+/// would get the coded bytes as plain ones. A request with one is answered
+/// 501 without a backend seeing it; a response with one is a 502, its
+/// connection closed. `chunked` alone goes through both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_codings_other_than_chunked_are_refused_both_ways() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let proxy = start(cluster("default", "rr", &[], &[b.addr()])).await;
+    let post = |coding: &str| {
+        format!(
+            "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: {coding}\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+        )
+    };
+    for coding in ["gzip, chunked", "chunked, chunked"] {
+        let reply = raw_exchange(proxy.addr, &post(coding)).await;
+        assert!(reply.starts_with("HTTP/1.1 501"), "{coding}: {reply}");
+    }
+    assert_eq!(b.requests(), 0, "no backend saw the refused requests");
+    let reply = raw_exchange(proxy.addr, &post("Chunked")).await;
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert_eq!(b.requests(), 1);
+
+    let backend = raw_backend(
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nxx\r\n0\r\n\r\n",
+    )
+    .await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "the proxy closes that connection"
+    );
+}
+
 /// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_is_refused_without_contacting_a_backend() {

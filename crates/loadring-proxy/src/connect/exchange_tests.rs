@@ -348,7 +348,13 @@ async fn hostile_answers_are_clear_errors_and_close_the_connection() {
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\nxx".to_vec(),
             Act::Hold,
-            "invalid response framing: Transfer-Encoding does not end in chunked",
+            "invalid response framing: Transfer-Encoding other than chunked alone",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n2\r\nxx\r\n0\r\n\r\n"
+                .to_vec(),
+            Act::Hold,
+            "invalid response framing: Transfer-Encoding other than chunked alone",
         ),
         (
             b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nxyz\r\n".to_vec(),

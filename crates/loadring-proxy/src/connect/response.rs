@@ -85,25 +85,27 @@ pub(crate) struct BodyAndReuse {
 /// response is read this way.
 ///
 /// # Errors
-/// Its framing cannot be trusted: `Transfer-Encoding` not ending in
-/// chunked, or an invalid or twice different `Content-Length`.
+/// Its framing cannot be trusted or kept: a body's `Transfer-Encoding`
+/// other than `chunked` alone, or an invalid or twice different
+/// `Content-Length`.
 pub(crate) fn body_and_reuse(
     to_head: bool,
     head: &response::Parts,
 ) -> Result<BodyAndReuse, UpstreamError> {
-    let mut chunked_last: Option<bool> = None;
+    // The transfer codings of all the fields: how many, and whether each
+    // is `chunked`.
+    let mut codings: Option<(usize, bool)> = None;
     let mut length: Option<u64> = None;
     let mut has_length = false;
     let mut length_error: Option<&'static str> = None;
     let (mut close, mut keep_alive) = (false, false);
     for (name, value) in &head.headers {
         if name == TRANSFER_ENCODING {
-            // The last token of all the fields' is the one that counts.
-            let last = tokens(value).last();
-            chunked_last = Some(match last {
-                Some(token) => token.eq_ignore_ascii_case(b"chunked"),
-                None => chunked_last.unwrap_or(false),
-            });
+            let (count, all_chunked) = codings.get_or_insert((0, true));
+            for token in tokens(value) {
+                *count += 1;
+                *all_chunked &= token.eq_ignore_ascii_case(b"chunked");
+            }
         } else if name == CONTENT_LENGTH {
             has_length = true;
             for token in tokens(value) {
@@ -143,10 +145,13 @@ pub(crate) fn body_and_reuse(
         || status == StatusCode::NOT_MODIFIED
     {
         Framing::Empty
-    } else if let Some(chunked) = chunked_last {
-        if !chunked {
+    } else if let Some(codings) = codings {
+        // Only `chunked`, once: the gateway frames the body again for its
+        // client and would lose any other coding (a `gzip, chunked` body
+        // passed on as plain bytes), as nginx and Envoy refuse it too.
+        if codings != (1, true) {
             return Err(UpstreamError::Framing(
-                "Transfer-Encoding does not end in chunked",
+                "Transfer-Encoding other than chunked alone",
             ));
         }
         Framing::Chunked
@@ -206,9 +211,9 @@ mod tests {
         } else if to_head || status.is_informational() || status == 204 || status == 304 {
             Framing::Empty
         } else if head.headers.contains_key(TRANSFER_ENCODING) {
-            match all(TRANSFER_ENCODING).last() {
-                Some(t) if t.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
-                _ => return Err("Transfer-Encoding does not end in chunked".into()),
+            match all(TRANSFER_ENCODING)[..] {
+                [t] if t.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
+                _ => return Err("Transfer-Encoding other than chunked alone".into()),
             }
         } else {
             let mut length = None;
@@ -246,7 +251,7 @@ mod tests {
                 "transfer-encoding: chunked", "transfer-encoding: Chunked",
                 "transfer-encoding: gzip", "transfer-encoding: gzip, chunked",
                 "transfer-encoding: chunked, gzip", "transfer-encoding: ",
-                "transfer-encoding: ,", "content-length: 5", "content-length: 6",
+                "transfer-encoding: ,", "transfer-encoding: chunked, chunked", "content-length: 5", "content-length: 6",
                 "content-length: 5, 5", "content-length: 5, 6", "content-length: -1",
                 "content-length: x", "content-length: ", "content-length: 99999999999999999999999",
                 "connection: close", "connection: Keep-Alive", "connection: x, close",
@@ -314,8 +319,33 @@ mod tests {
             ),
             (
                 false,
-                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, Chunked\r\n\r\n",
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n",
                 Ok(Chunked),
+            ),
+            (
+                false,
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: \r\ntransfer-encoding: chunked , \r\n\r\n",
+                Ok(Chunked),
+            ),
+            (
+                false,
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+                Err("invalid response framing: Transfer-Encoding other than chunked alone"),
+            ),
+            (
+                false,
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n",
+                Err("invalid response framing: Transfer-Encoding other than chunked alone"),
+            ),
+            (
+                false,
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, chunked\r\n\r\n",
+                Err("invalid response framing: Transfer-Encoding other than chunked alone"),
+            ),
+            (
+                true,
+                "HTTP/1.1 200 OK\r\ntransfer-encoding: gzip, chunked\r\n\r\n",
+                Ok(Empty),
             ),
             (false, "HTTP/1.1 200 OK\r\n\r\n", Ok(Eof)),
             (false, "HTTP/1.0 200 OK\r\n\r\n", Ok(Eof)),
@@ -352,7 +382,7 @@ mod tests {
             (
                 false,
                 "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n",
-                Err("invalid response framing: Transfer-Encoding does not end in chunked"),
+                Err("invalid response framing: Transfer-Encoding other than chunked alone"),
             ),
         ];
         for (to_head, text, want) in cases {
