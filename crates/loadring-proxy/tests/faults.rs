@@ -652,6 +652,52 @@ async fn transfer_codings_other_than_chunked_are_refused_both_ways() {
     );
 }
 
+/// A backend's `Content-Length` said twice with one value (`2, 2`, or two
+/// fields) is taken as that value (RFC 9110 8.6) and passed on once: a
+/// client may refuse a list. Two different values are a 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_length_said_twice_reaches_the_client_once() {
+    for (reply, want) in [
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
+            Some("2"),
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 02\r\n\r\nok",
+            Some("2"),
+        ),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok", None),
+    ] {
+        let backend = raw_backend(reply).await;
+        let mut c = cluster("default", "rr", &[], &[backend.addr]);
+        c.retries = 0;
+        let proxy = start(c).await;
+        let answer = raw_exchange(
+            proxy.addr,
+            "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        let head = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        let lengths: Vec<&str> = head
+            .lines()
+            .filter_map(|l| l.strip_prefix("content-length:"))
+            .map(str::trim)
+            .collect();
+        match want {
+            Some(n) => {
+                assert!(answer.starts_with("HTTP/1.1 200"), "{reply:?}: {answer}");
+                assert_eq!(lengths, [n], "{reply:?}: {answer}");
+                assert!(answer.ends_with("\r\n\r\nok"), "{reply:?}: {answer}");
+            }
+            None => assert!(answer.starts_with("HTTP/1.1 502"), "{reply:?}: {answer}"),
+        }
+    }
+}
+
 /// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_is_refused_without_contacting_a_backend() {

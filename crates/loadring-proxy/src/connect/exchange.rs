@@ -6,6 +6,7 @@
 use std::future::poll_fn;
 use std::task::Poll;
 
+use http::header::{HeaderValue, CONTENT_LENGTH};
 use http::{request, response, Method, Request, StatusCode};
 
 use super::connection::Conn;
@@ -82,7 +83,7 @@ pub(crate) async fn exchange(
         loop {
             match parse_head(&mut conn.buf) {
                 Err(error) => return sent(error, answered, &mut parts),
-                Ok(Some(head)) => {
+                Ok(Some(mut head)) => {
                     if head.status.is_informational()
                         && head.status != StatusCode::SWITCHING_PROTOCOLS
                     {
@@ -97,6 +98,9 @@ pub(crate) async fn exchange(
                         Ok(read) => read,
                         Err(error) => return sent(error, answered, &mut parts),
                     };
+                    if let Some(n) = read.repeated_length {
+                        head.headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+                    }
                     let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
                     return Poll::Ready(Ok(Answer {
                         head,

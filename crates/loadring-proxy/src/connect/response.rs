@@ -76,6 +76,10 @@ fn tokens(value: &HeaderValue) -> impl Iterator<Item = &[u8]> {
 pub(crate) struct BodyAndReuse {
     pub(crate) framing: Framing,
     pub(crate) keep_alive: bool,
+    /// `Some(n)`: `Content-Length` said `n` more than once (`2, 2`, or
+    /// in two fields), which RFC 9110 8.6 lets a recipient take as `n`;
+    /// the answer passed on says it once, as a client may refuse a list.
+    pub(crate) repeated_length: Option<u64>,
 }
 
 /// How the body of `head` (the answer to a HEAD request when `to_head`)
@@ -96,6 +100,7 @@ pub(crate) fn body_and_reuse(
     // is `chunked`.
     let mut codings: Option<(usize, bool)> = None;
     let mut length: Option<u64> = None;
+    let mut lengths_said = 0usize;
     let mut has_length = false;
     let mut length_error: Option<&'static str> = None;
     let (mut close, mut keep_alive) = (false, false);
@@ -112,6 +117,7 @@ pub(crate) fn body_and_reuse(
                 if length_error.is_some() {
                     break;
                 }
+                lengths_said += 1;
                 let n = std::str::from_utf8(token)
                     .ok()
                     .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
@@ -162,9 +168,11 @@ pub(crate) fn body_and_reuse(
     } else {
         length.map_or(Framing::Eof, Framing::Length)
     };
+    let repeated_length = length.filter(|_| lengths_said > 1 && length_error.is_none());
     Ok(BodyAndReuse {
         framing,
         keep_alive,
+        repeated_length,
     })
 }
 
@@ -205,6 +213,21 @@ mod tests {
             Version::HTTP_10 => has(b"keep-alive") && !has(b"close"),
             _ => false,
         };
+        let said: Vec<Option<u64>> = all(CONTENT_LENGTH)
+            .into_iter()
+            .map(|t| {
+                std::str::from_utf8(t)
+                    .ok()
+                    .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|t| t.parse::<u64>().ok())
+            })
+            .collect();
+        let repeated_length = match said[..] {
+            [Some(n), ref rest @ ..] if !rest.is_empty() && rest.iter().all(|l| *l == Some(n)) => {
+                Some(n)
+            }
+            _ => None,
+        };
         let status = head.status;
         let framing = if status == 101 {
             Framing::Upgrade
@@ -236,6 +259,7 @@ mod tests {
         Ok(BodyAndReuse {
             framing,
             keep_alive,
+            repeated_length,
         })
     }
 
