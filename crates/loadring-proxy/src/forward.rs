@@ -754,7 +754,15 @@ impl Forwarder {
             };
             match result {
                 Ok(Tried::Answer(response)) => {
-                    if let Some(why) = malformed_framing(response.headers()) {
+                    let malformed = malformed_framing(response.headers()).or_else(|| {
+                        // A switch nothing asked for (RFC 9110 15.2.2): the
+                        // client would wait on a protocol it never chose.
+                        (tunnel.is_none() && response.status() == StatusCode::SWITCHING_PROTOCOLS)
+                            .then_some(
+                                "101 Switching Protocols to a request that asked for no upgrade",
+                            )
+                    });
+                    if let Some(why) = malformed {
                         // Its connection is closed with it: its state is unknown.
                         drop(response);
                         self.attempt_failed(pick, started, &upstream, 502);

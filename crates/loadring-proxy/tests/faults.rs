@@ -698,6 +698,30 @@ async fn a_length_said_twice_reaches_the_client_once() {
     }
 }
 
+/// A backend that switches protocols on a request that asked for no
+/// upgrade (RFC 9110 15.2.2) gets its attempt failed: the client gets a
+/// 502 at once rather than a 101 and a connection that goes nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_switch_nothing_asked_for_is_a_502() {
+    let backend = raw_backend(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\n",
+    )
+    .await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    let answer = raw_exchange(
+        proxy.addr,
+        "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "the proxy closes that connection"
+    );
+}
+
 /// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_is_refused_without_contacting_a_backend() {
