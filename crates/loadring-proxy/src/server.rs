@@ -28,6 +28,7 @@ use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
+use crate::first_request::{Asked, FirstRequest};
 use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
 use crate::joined_writes::JoinedWrites;
@@ -538,7 +539,7 @@ impl ServeClients {
         let serve = ServeOne {
             gateway: self.gateway.clone(),
             tls: self.tls.clone(),
-            handshake_timeout: clients.header_timeout,
+            header_timeout: clients.header_timeout,
             http: Arc::new(http),
             drain: Drain::new(),
         };
@@ -617,7 +618,9 @@ impl ServeClients {
 struct ServeOne {
     gateway: Arc<Gateway>,
     tls: Option<Arc<ServerTls>>,
-    handshake_timeout: Duration,
+    /// The header timeout: the limit of a TLS handshake, and of the wait
+    /// for a connection's first request.
+    header_timeout: Duration,
     http: Arc<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
     drain: Drain,
 }
@@ -641,44 +644,52 @@ impl ServeOne {
     /// `slot` and `serving` count it until then.
     fn start(&self, stream: TcpStream, peer: SocketAddr, slot: Place, serving: Serving) {
         let gateway = self.gateway.clone();
-        let service = service_fn(move |request| {
-            // Not boxed: the future is a few words (the forwarding state,
-            // kilobytes, has its own box), and hyper moves it into HTTP/1's
-            // in-flight slot or an HTTP/2 stream's task without a copy of
-            // much.
-            gateway.handle(request, peer).map(served)
+        let asked = Asked::default();
+        let service = service_fn({
+            let asked = asked.clone();
+            move |request| {
+                asked.set();
+                // Not boxed: the future is a few words (the forwarding
+                // state, kilobytes, has its own box), and hyper moves it
+                // into HTTP/1's in-flight slot or an HTTP/2 stream's task
+                // without a copy of much.
+                gateway.handle(request, peer).map(served)
+            }
         });
+        // The first request within the header timeout, or the connection
+        // is closed (first_request.rs); for TLS, after the handshake.
+        let within = self.header_timeout;
         match &self.tls {
             None => {
-                let connection = self.drain.enter().watch(
-                    self.http
-                        .serve_connection_with_upgrades(
-                            TokioIo::new(JoinedWrites::new(stream)),
-                            service,
-                        )
-                        .into_owned(),
+                let connection = FirstRequest::new(
+                    self.drain.enter().watch(
+                        self.http
+                            .serve_connection_with_upgrades(
+                                TokioIo::new(JoinedWrites::new(stream)),
+                                service,
+                            )
+                            .into_owned(),
+                    ),
+                    within,
+                    asked,
                 );
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
-                    if let Err(e) = connection.await {
-                        tracing::debug!("client {peer}: {e}");
+                    match connection.await {
+                        Some(Ok(())) => {}
+                        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
+                        None => tracing::debug!("client {peer}: no request within {within:?}"),
                     }
                 });
             }
             Some(tls) => {
                 let acceptor = TlsAcceptor::from(tls.current());
                 let (http, entered) = (self.http.clone(), self.drain.enter());
-                let handshake_timeout = self.handshake_timeout;
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
                     // A client that sends garbage (or plain HTTP) or stalls
                     // costs its own connection only.
-                    let stream = match tokio::time::timeout(
-                        handshake_timeout,
-                        acceptor.accept(stream),
-                    )
-                    .await
-                    {
+                    let stream = match tokio::time::timeout(within, acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => stream,
                         Ok(Err(e)) => {
                             tracing::debug!("client {peer}: TLS handshake: {e}");
@@ -695,8 +706,10 @@ impl ServeOne {
                             service,
                         )
                         .into_owned();
-                    if let Err(e) = entered.watch(connection).await {
-                        tracing::debug!("client {peer}: {e}");
+                    match FirstRequest::new(entered.watch(connection), within, asked).await {
+                        Some(Ok(())) => {}
+                        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
+                        None => tracing::debug!("client {peer}: no request within {within:?}"),
                     }
                 });
             }

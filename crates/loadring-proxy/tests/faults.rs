@@ -870,6 +870,79 @@ async fn slow_clients_are_cut() {
     assert!(served);
 }
 
+/// Clients that connect and ask for nothing (silent, only the start of
+/// HTTP/2's preface, or HTTP/2 with no stream) hold every place of the
+/// connection limit until the header timeout closes them; then their
+/// places are free. An HTTP/2 connection that asked keeps its connection
+/// past the header timeout: its next stream is served on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let header_timeout = Duration::from_millis(300);
+    let limits = ClientLimits {
+        header_timeout,
+        max_connections: Some(5),
+        ..ClientLimits::default()
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[b.addr()])],
+        vec![],
+        limits,
+    )
+    .await;
+
+    // An HTTP/2 client that asks at once, then waits.
+    let stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let (mut h2, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    let h2_connection = tokio::spawn(connection);
+    let ask = |h2: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>| {
+        let mut request = hyper::Request::new(Full::new(Bytes::new()));
+        *request.uri_mut() = format!("http://{}/", proxy.addr).parse().unwrap();
+        h2.send_request(request)
+    };
+    assert_eq!(ask(&mut h2).await.unwrap().status(), 200);
+
+    let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+    let mut idle = Vec::new();
+    for first in [&b""[..], b"P", b"PRI * HTTP/2.0", preface] {
+        let mut s = TcpStream::connect(proxy.addr).await.unwrap();
+        s.write_all(first).await.unwrap();
+        idle.push(s);
+    }
+    // Every place is taken (4 idle, and the HTTP/2 client's): refused at once.
+    let mut extra = TcpStream::connect(proxy.addr).await.unwrap();
+    assert!(read_until_closed(&mut extra)
+        .await
+        .starts_with("HTTP/1.1 503"));
+    for s in &mut idle {
+        // Closed by the proxy: the read ends (an HTTP/2 client may have
+        // had the server's settings first).
+        read_until_closed(s).await;
+    }
+    assert_eq!(
+        b.requests(),
+        1,
+        "only the HTTP/2 client's request was forwarded"
+    );
+    let served = eventually(STEP, || async {
+        request(proxy.addr, "GET", "/", &[], "")
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await;
+    assert!(served, "the idle ones' places are free again");
+
+    // Well past the header timeout (the idle ones were closed after it),
+    // the HTTP/2 connection that asked still serves.
+    assert!(!h2_connection.is_finished());
+    tokio::time::sleep(header_timeout).await;
+    assert_eq!(ask(&mut h2).await.unwrap().status(), 200);
+    assert!(!h2_connection.is_finished());
+}
+
 /// Item 6: an endpoint removed and added back while 5 of its requests still
 /// run keeps counting them (it used to show 0), and they are released when
 /// they end.
