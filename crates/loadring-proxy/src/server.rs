@@ -28,9 +28,9 @@ use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
-use crate::first_request::{Asked, FirstRequest};
 use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
+use crate::idle_limit::{Activity, IdleLimit};
 use crate::joined_writes::JoinedWrites;
 use crate::metrics::Metrics;
 use crate::places::{Place, Places};
@@ -644,11 +644,11 @@ impl ServeOne {
     /// `slot` and `serving` count it until then.
     fn start(&self, stream: TcpStream, peer: SocketAddr, slot: Place, serving: Serving) {
         let gateway = self.gateway.clone();
-        let asked = Asked::default();
+        let activity = Activity::default();
         let service = service_fn({
-            let asked = asked.clone();
-            move |request| {
-                asked.set();
+            let activity = activity.clone();
+            move |request: Request<Incoming>| {
+                activity.note(request.version());
                 // Not boxed: the future is a few words (the forwarding
                 // state, kilobytes, has its own box), and hyper moves it
                 // into HTTP/1's in-flight slot or an HTTP/2 stream's task
@@ -656,29 +656,27 @@ impl ServeOne {
                 gateway.handle(request, peer).map(served)
             }
         });
-        // The first request within the header timeout, or the connection
-        // is closed (first_request.rs); for TLS, after the handshake.
+        // A request within the header timeout, or the connection is closed
+        // (idle_limit.rs); for TLS, from the end of the handshake.
         let within = self.header_timeout;
         match &self.tls {
             None => {
-                let connection = FirstRequest::new(
-                    self.drain.enter().watch(
-                        self.http
-                            .serve_connection_with_upgrades(
-                                TokioIo::new(JoinedWrites::new(stream)),
-                                service,
-                            )
-                            .into_owned(),
-                    ),
+                let connection = self.drain.enter().watch(IdleLimit::new(
+                    self.http
+                        .serve_connection_with_upgrades(
+                            TokioIo::new(JoinedWrites::new(stream)),
+                            service,
+                        )
+                        .into_owned(),
                     within,
-                    asked,
-                );
+                    activity,
+                ));
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
                     match connection.await {
                         Some(Ok(())) => {}
                         Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
-                        None => tracing::debug!("client {peer}: no request within {within:?}"),
+                        None => tracing::debug!("client {peer}: no request in {within:?}"),
                     }
                 });
             }
@@ -706,10 +704,13 @@ impl ServeOne {
                             service,
                         )
                         .into_owned();
-                    match FirstRequest::new(entered.watch(connection), within, asked).await {
+                    match entered
+                        .watch(IdleLimit::new(connection, within, activity))
+                        .await
+                    {
                         Some(Ok(())) => {}
                         Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
-                        None => tracing::debug!("client {peer}: no request within {within:?}"),
+                        None => tracing::debug!("client {peer}: no request in {within:?}"),
                     }
                 });
             }

@@ -1,0 +1,245 @@
+//! A client connection that asks for nothing for the header timeout is
+//! closed.
+//!
+//! hyper's header timeout starts with an HTTP/1.1 request's head, and it
+//! also limits how long a kept-alive HTTP/1.1 connection waits for its next
+//! one. Before the first head, hyper-util reads the first bytes to tell
+//! HTTP/2's preface from HTTP/1.1, with no limit, and hyper gives an HTTP/2
+//! connection none at all. So a client that connected and sent nothing, or
+//! only the start of the preface (`P`, `PRI * HTTP/2.0`), or an HTTP/2
+//! client that made one request and then waited, held its connection, and a
+//! place of `--max-connections`, for as long as it liked: the slow-loris
+//! attack, which the header timeout is there to stop.
+//!
+//! [`IdleLimit`] closes a connection that has made no request within the
+//! header timeout. After an HTTP/1.1 request it steps aside (hyper's timer
+//! takes over). An HTTP/2 connection is looked at once a period: one with
+//! no new stream over a whole period is told to go away (`GOAWAY`), and
+//! the streams it has open finish first. So an idle HTTP/2 connection goes
+//! between one and two periods after its last request, and a request costs
+//! a counter's update, not a timer's.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::Version;
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+
+use crate::drain::Graceful;
+
+/// What a connection's service saw: its requests, and whether they were
+/// HTTP/2's. Written by that connection's task only.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Activity(Arc<Seen>);
+
+#[derive(Debug, Default)]
+struct Seen {
+    requests: AtomicU64,
+    http2: AtomicBool,
+}
+
+impl Activity {
+    /// One more request, of `version`.
+    pub(crate) fn note(&self, version: Version) {
+        let seen = &self.0;
+        // One writer (the connection's task calls its service): a load and
+        // a store, no locked instruction.
+        let requests = seen.requests.load(Ordering::Relaxed);
+        seen.requests.store(requests + 1, Ordering::Relaxed);
+        if version == Version::HTTP_2 {
+            seen.http2.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn requests(&self) -> u64 {
+        self.0.requests.load(Ordering::Relaxed)
+    }
+
+    fn is_http2(&self) -> bool {
+        self.0.http2.load(Ordering::Relaxed)
+    }
+}
+
+pin_project! {
+    /// `conn`, closed when it asks for nothing for `within`: `None` when
+    /// it made no request at all (dropped, its socket closed), else the
+    /// connection's own output (an idle HTTP/2 connection goes away).
+    #[derive(Debug)]
+    pub(crate) struct IdleLimit<C> {
+        #[pin]
+        conn: C,
+        // While the connection is watched; `None` after an HTTP/1.1
+        // request, or once an HTTP/2 one was told to go away.
+        deadline: Option<Pin<Box<Sleep>>>,
+        within: Duration,
+        // The requests seen when the deadline was set.
+        seen: u64,
+        activity: Activity,
+    }
+}
+
+impl<C> IdleLimit<C> {
+    pub(crate) fn new(conn: C, within: Duration, activity: Activity) -> Self {
+        IdleLimit {
+            conn,
+            deadline: Some(Box::pin(tokio::time::sleep(within))),
+            within,
+            seen: 0,
+            activity,
+        }
+    }
+}
+
+impl<C: Graceful> Future for IdleLimit<C> {
+    type Output = Option<C::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(out) = this.conn.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let Some(deadline) = this.deadline else {
+            return Poll::Pending;
+        };
+        let requests = this.activity.requests();
+        if requests > 0 && !this.activity.is_http2() {
+            // HTTP/1.1: hyper's header timeout takes over; every later
+            // poll costs one check.
+            *this.deadline = None;
+            return Poll::Pending;
+        }
+        if deadline.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        if requests == 0 {
+            return Poll::Ready(None);
+        }
+        if requests != *this.seen {
+            // Asked during the period: another one from now.
+            *this.seen = requests;
+            deadline.as_mut().reset(Instant::now() + *this.within);
+            // Polled to be woken at the new deadline (not yet due).
+            let _ = deadline.as_mut().poll(cx);
+            return Poll::Pending;
+        }
+        // HTTP/2, no new stream for a whole period.
+        *this.deadline = None;
+        this.conn.as_mut().graceful_shutdown();
+        this.conn.poll(cx).map(Some)
+    }
+}
+
+impl<C: Graceful> Graceful for IdleLimit<C> {
+    fn graceful_shutdown(self: Pin<&mut Self>) {
+        self.project().conn.graceful_shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WITHIN: Duration = Duration::from_millis(100);
+
+    /// A connection that runs until told to go away.
+    #[derive(Debug, Default)]
+    struct Conn {
+        told: bool,
+    }
+
+    impl Future for Conn {
+        type Output = &'static str;
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<&'static str> {
+            if self.told {
+                Poll::Ready("went away")
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+
+    impl Graceful for Conn {
+        fn graceful_shutdown(mut self: Pin<&mut Self>) {
+            self.told = true;
+        }
+    }
+
+    /// `limit` driven until it ends, `ask` run at the given offsets from
+    /// the start; the output and when it came.
+    async fn run(
+        limit: IdleLimit<Conn>,
+        activity: Activity,
+        asks: &[(Duration, Version)],
+    ) -> (Option<&'static str>, Duration) {
+        let started = Instant::now();
+        let asking = async {
+            for &(at, version) in asks {
+                tokio::time::sleep_until(started + at).await;
+                activity.note(version);
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            out = limit => (out, started.elapsed()),
+            () = asking => unreachable!("asking never ends"),
+            // A regression fails here rather than hangs (paused time runs on).
+            () = tokio::time::sleep(WITHIN * 100) => panic!("still open after 100 periods"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_asks_for_nothing_is_dropped_at_the_deadline() {
+        let activity = Activity::default();
+        let limit = IdleLimit::new(Conn::default(), WITHIN, activity.clone());
+        assert_eq!(run(limit, activity, &[]).await, (None, WITHIN));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_an_http_1_1_request_the_limit_steps_aside() {
+        let activity = Activity::default();
+        let mut limit = Box::pin(IdleLimit::new(Conn::default(), WITHIN, activity.clone()));
+        activity.note(Version::HTTP_11);
+        let waited = tokio::time::timeout(WITHIN * 10, limit.as_mut()).await;
+        assert!(waited.is_err(), "still open ten periods later");
+        assert!(limit.deadline.is_none(), "its timer went with the request");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_goes_away_after_a_whole_period_without_a_stream() {
+        // Asked at once: the first period had a request, the second none.
+        let activity = Activity::default();
+        let limit = IdleLimit::new(Conn::default(), WITHIN, activity.clone());
+        let asks = [(Duration::ZERO, Version::HTTP_2)];
+        assert_eq!(
+            run(limit, activity, &asks).await,
+            (Some("went away"), WITHIN * 2)
+        );
+        // Asked every 0.55 periods up to 2.75: each period up to the one
+        // that ends at 3 had a request, the next (3 to 4) none.
+        let activity = Activity::default();
+        let limit = IdleLimit::new(Conn::default(), WITHIN, activity.clone());
+        let asks: Vec<_> = (0..=5)
+            .map(|i| (WITHIN * 55 * i / 100, Version::HTTP_2))
+            .collect();
+        assert_eq!(
+            run(limit, activity, &asks).await,
+            (Some("went away"), WITHIN * 4)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_ends_first_gives_its_output() {
+        let activity = Activity::default();
+        let limit = IdleLimit::new(Conn { told: true }, WITHIN, activity.clone());
+        assert_eq!(
+            run(limit, activity, &[]).await,
+            (Some("went away"), Duration::ZERO)
+        );
+    }
+}
