@@ -824,11 +824,15 @@ async fn slow_clients_are_cut_on_a_current_thread_runtime() {
     slow_clients_are_cut().await;
 }
 
-async fn slow_clients_are_cut() {
+/// A demo backend behind a proxy with these client limits.
+async fn demo_behind_limits(
+    header_timeout: Duration,
+    max_connections: usize,
+) -> (DemoBackend, Running) {
     let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
     let limits = ClientLimits {
-        header_timeout: Duration::from_millis(500),
-        max_connections: Some(6),
+        header_timeout,
+        max_connections: Some(max_connections),
         ..ClientLimits::default()
     };
     let proxy = start_limited(
@@ -837,6 +841,21 @@ async fn slow_clients_are_cut() {
         limits,
     )
     .await;
+    (b, proxy)
+}
+
+/// Whether a plain request is served again (places freed), soon.
+async fn serves_again(addr: SocketAddr) -> bool {
+    eventually(STEP, || async {
+        request(addr, "GET", "/", &[], "")
+            .await
+            .is_ok_and(|r| r.status == 200)
+    })
+    .await
+}
+
+async fn slow_clients_are_cut() {
+    let (b, proxy) = demo_behind_limits(Duration::from_millis(500), 6).await;
     let mut slow = Vec::new();
     for _ in 0..6 {
         let mut s = TcpStream::connect(proxy.addr).await.unwrap();
@@ -860,14 +879,10 @@ async fn slow_clients_are_cut() {
         );
     }
     assert_eq!(b.requests(), 0);
-    // Their places are free again.
-    let served = eventually(STEP, || async {
-        request(proxy.addr, "GET", "/", &[], "")
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await;
-    assert!(served);
+    assert!(
+        serves_again(proxy.addr).await,
+        "their places are free again"
+    );
 }
 
 /// Clients that connect and ask for nothing (silent, only the start of
@@ -877,19 +892,8 @@ async fn slow_clients_are_cut() {
 /// told to go away too, once a whole period has passed without a stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
-    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let limits = ClientLimits {
-        // Long enough for the places to be seen taken on a busy machine.
-        header_timeout: Duration::from_secs(1),
-        max_connections: Some(5),
-        ..ClientLimits::default()
-    };
-    let proxy = start_limited(
-        vec![cluster("default", "rr", &[], &[b.addr()])],
-        vec![],
-        limits,
-    )
-    .await;
+    // Long enough for the places to be seen taken on a busy machine.
+    let (b, proxy) = demo_behind_limits(Duration::from_secs(1), 5).await;
 
     // An HTTP/2 client that asks once, then waits.
     let stream = TcpStream::connect(proxy.addr).await.unwrap();
@@ -924,13 +928,10 @@ async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
         1,
         "only the HTTP/2 client's request was forwarded"
     );
-    let served = eventually(STEP, || async {
-        request(proxy.addr, "GET", "/", &[], "")
-            .await
-            .is_ok_and(|r| r.status == 200)
-    })
-    .await;
-    assert!(served, "the idle ones' places are free again");
+    assert!(
+        serves_again(proxy.addr).await,
+        "the idle ones' places are free again"
+    );
     // The waiting HTTP/2 client was told to go away: its connection ends.
     let ended = tokio::time::timeout(STEP, h2_connection).await;
     assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
