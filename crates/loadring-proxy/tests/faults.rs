@@ -116,6 +116,26 @@ async fn raw_backend(reply: &'static str) -> RawBackend {
     }
 }
 
+/// A proxy without retries in front of a raw backend answering `reply`.
+async fn behind_raw_backend(reply: &'static str) -> (RawBackend, Running) {
+    let backend = raw_backend(reply).await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    (backend, proxy)
+}
+
+/// A GET through `proxy` is a 502, and the proxy closes its connection to
+/// `backend` (whose state after such an answer is unknown).
+async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) {
+    let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "the proxy closes that connection"
+    );
+}
+
 /// Item 3: a backend that sends its headers, 10 of 100 bytes, then
 /// nothing. With `timeout` 300 ms the client's connection is closed (the
 /// body truncated) and the slot released, instead of both being held for
@@ -596,16 +616,8 @@ async fn a_response_with_both_lengths_is_a_502_and_its_connection_closed() {
         )
         .into_boxed_str(),
     );
-    let backend = raw_backend(reply).await;
-    let mut c = cluster("default", "rr", &[], &[backend.addr]);
-    c.retries = 0;
-    let proxy = start(c).await;
-    let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
-    assert_eq!(reply.status, 502, "{reply:?}");
-    assert!(
-        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
-        "the proxy closes that connection"
-    );
+    let (backend, proxy) = behind_raw_backend(reply).await;
+    answered_502_and_closed(&proxy, &backend).await;
     let text = proxy.metrics().await;
     let failed = format!(
         "loadring_requests_total{{endpoint=\"{}\",code=\"502\"}}",
@@ -637,19 +649,11 @@ async fn transfer_codings_other_than_chunked_are_refused_both_ways() {
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
     assert_eq!(b.requests(), 1);
 
-    let backend = raw_backend(
+    let (backend, proxy) = behind_raw_backend(
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nxx\r\n0\r\n\r\n",
     )
     .await;
-    let mut c = cluster("default", "rr", &[], &[backend.addr]);
-    c.retries = 0;
-    let proxy = start(c).await;
-    let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
-    assert_eq!(reply.status, 502, "{reply:?}");
-    assert!(
-        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
-        "the proxy closes that connection"
-    );
+    answered_502_and_closed(&proxy, &backend).await;
 }
 
 /// A backend's `Content-Length` said twice with one value (`2, 2`, or two
@@ -668,10 +672,7 @@ async fn a_length_said_twice_reaches_the_client_once() {
         ),
         ("HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok", None),
     ] {
-        let backend = raw_backend(reply).await;
-        let mut c = cluster("default", "rr", &[], &[backend.addr]);
-        c.retries = 0;
-        let proxy = start(c).await;
+        let (_backend, proxy) = behind_raw_backend(reply).await;
         let answer = raw_exchange(
             proxy.addr,
             "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
@@ -703,23 +704,11 @@ async fn a_length_said_twice_reaches_the_client_once() {
 /// 502 at once rather than a 101 and a connection that goes nowhere.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_switch_nothing_asked_for_is_a_502() {
-    let backend = raw_backend(
+    let (backend, proxy) = behind_raw_backend(
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: foo\r\nConnection: upgrade\r\n\r\n",
     )
     .await;
-    let mut c = cluster("default", "rr", &[], &[backend.addr]);
-    c.retries = 0;
-    let proxy = start(c).await;
-    let answer = raw_exchange(
-        proxy.addr,
-        "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
-    )
-    .await;
-    assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
-    assert!(
-        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
-        "the proxy closes that connection"
-    );
+    answered_502_and_closed(&proxy, &backend).await;
 }
 
 /// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
