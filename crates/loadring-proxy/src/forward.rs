@@ -75,6 +75,30 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     *name == header::TRANSFER_ENCODING || HOP_BY_HOP.contains(name)
 }
 
+/// An HTTP/2 client's cookies, often one field a cookie, made the one
+/// `Cookie` field an HTTP/1.1 backend expects: joined by `; `, in order
+/// (RFC 9113 8.2.3). HTTP/1.1 servers may read only the first field.
+pub fn join_cookies(headers: &mut HeaderMap) {
+    let several = {
+        let mut fields = few_headers::get_all(headers, &header::COOKIE);
+        fields.next().is_some() && fields.next().is_some()
+    };
+    if !several {
+        return;
+    }
+    let mut joined = Vec::new();
+    for field in headers.get_all(header::COOKIE) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(field.as_bytes());
+    }
+    // Valid values joined by `; ` make a valid value.
+    if let Ok(value) = HeaderValue::from_maybe_shared(Bytes::from(joined)) {
+        headers.insert(header::COOKIE, value);
+    }
+}
+
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
 thread_local! {
@@ -541,6 +565,11 @@ impl Forwarder {
             && few_headers::get(&parts.headers, &header::TE)
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
         strip_hop_by_hop(&mut parts.headers);
+        if parts.version == Version::HTTP_2
+            && cluster.config().backend_protocol == crate::config::BackendProtocol::Http1
+        {
+            join_cookies(&mut parts.headers);
+        }
         if te_trailers {
             parts
                 .headers
@@ -1039,6 +1068,30 @@ mod tests {
                 h.append(header::TRANSFER_ENCODING, HeaderValue::from_static(field));
             }
             assert_eq!(unsupported_transfer_coding(&h), refused, "{fields:?}");
+        }
+    }
+
+    #[test]
+    fn cookies_are_joined_in_order_and_other_fields_kept() {
+        let mut h = HeaderMap::new();
+        h.append(header::COOKIE, HeaderValue::from_static("a=1"));
+        h.append("x-user", HeaderValue::from_static("alice"));
+        h.append(header::COOKIE, HeaderValue::from_static("b=2; c=3"));
+        h.append(header::COOKIE, HeaderValue::from_static("d=4"));
+        join_cookies(&mut h);
+        let cookies: Vec<_> = h.get_all(header::COOKIE).iter().collect();
+        assert_eq!(cookies, ["a=1; b=2; c=3; d=4"]);
+        assert_eq!(h["x-user"], "alice");
+        assert_eq!(h.len(), 2);
+        // One field, or none: left as it is.
+        for one in [&["a=1"][..], &[][..]] {
+            let mut h = HeaderMap::new();
+            for v in one {
+                h.append(header::COOKIE, HeaderValue::from_static(v));
+            }
+            let before = h.clone();
+            join_cookies(&mut h);
+            assert_eq!(h, before);
         }
     }
 
