@@ -552,6 +552,15 @@ impl Forwarder {
                 "Transfer-Encoding other than chunked alone is not supported",
             );
         }
+        // A target with an authority (HTTP/2's `:authority`, an absolute
+        // form) names the host, and routing went by it: the `Host` the
+        // backend and the key see is that one, whatever the client's said
+        // (RFC 9112 3.2.2, RFC 9113 8.3.1).
+        if let Some(authority) = parts.uri.authority() {
+            if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                parts.headers.insert(header::HOST, host);
+            }
+        }
         let key = if cluster.is_hashing() {
             cluster
                 .key()
@@ -579,16 +588,7 @@ impl Forwarder {
             tunnel.ask(&mut parts);
         }
         append_forwarded_for(&mut parts.headers, peer.ip());
-        // HTTP/2 clients name the host in the target (`:authority`).
-        let mut had_host = few_headers::contains(&parts.headers, &header::HOST);
-        if !had_host {
-            if let Some(authority) = parts.uri.authority() {
-                if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
-                    parts.headers.insert(header::HOST, host);
-                    had_host = true;
-                }
-            }
-        }
+        let had_host = few_headers::contains(&parts.headers, &header::HOST);
         // Without one from the client, each attempt names its endpoint.
         let mut head = Some(Head {
             method: parts.method,

@@ -711,33 +711,64 @@ async fn a_switch_nothing_asked_for_is_a_502() {
     answered_502_and_closed(&proxy, &backend).await;
 }
 
+/// A backend that answers one request `200` and hands its head over.
+struct HeadCapturingBackend {
+    addr: SocketAddr,
+    head: tokio::sync::oneshot::Receiver<String>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for HeadCapturingBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl HeadCapturingBackend {
+    async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (head_tx, head) = tokio::sync::oneshot::channel::<String>();
+        let task = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "a whole head");
+                head.push(byte[0]);
+            }
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                .await
+                .unwrap();
+            let _ = head_tx.send(String::from_utf8(head).unwrap());
+            // Kept open until the test ends, as a pooled connection is.
+            std::future::pending::<()>().await;
+        });
+        HeadCapturingBackend { addr, head, task }
+    }
+
+    /// The lines of the head it got whose field is `name` (lower case).
+    async fn fields(&mut self, name: &str) -> Vec<String> {
+        let head = tokio::time::timeout(STEP, &mut self.head)
+            .await
+            .unwrap()
+            .unwrap();
+        head.lines()
+            .filter(|l| l.to_ascii_lowercase().starts_with(&format!("{name}:")))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
 /// An HTTP/2 client sends each cookie in a field of its own (browsers do,
 /// for header compression); an HTTP/1.1 backend gets them as one `Cookie`
 /// field, joined by `; ` in order (RFC 9113 8.2.3), where it would
 /// otherwise read only the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_2_clients_cookies_reach_an_http_1_1_backend_as_one_field() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let backend_addr = listener.local_addr().unwrap();
-    let (head_tx, head_rx) = tokio::sync::oneshot::channel::<String>();
-    let backend = tokio::spawn(async move {
-        let (mut stream, _) = listener.accept().await.unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "a whole head");
-            head.push(byte[0]);
-        }
-        stream
-            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
-            .await
-            .unwrap();
-        let _ = head_tx.send(String::from_utf8(head).unwrap());
-        // Kept open until the test ends, as a pooled connection is.
-        std::future::pending::<()>().await;
-    });
-    let proxy = start(cluster("default", "rr", &[], &[backend_addr])).await;
-
+    let mut backend = HeadCapturingBackend::start().await;
+    let proxy = start(cluster("default", "rr", &[], &[backend.addr])).await;
     let stream = TcpStream::connect(proxy.addr).await.unwrap();
     let (mut h2, connection) =
         hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
@@ -750,13 +781,26 @@ async fn an_http_2_clients_cookies_reach_an_http_1_1_backend_as_one_field() {
         ask.headers_mut().append("cookie", cookie.parse().unwrap());
     }
     assert_eq!(h2.send_request(ask).await.unwrap().status(), 200);
-    let head = tokio::time::timeout(STEP, head_rx).await.unwrap().unwrap();
-    let cookies: Vec<&str> = head
-        .lines()
-        .filter(|l| l.to_ascii_lowercase().starts_with("cookie:"))
-        .collect();
-    assert_eq!(cookies, ["cookie: a=1; b=2; c=3; d=4"], "{head}");
-    backend.abort();
+    assert_eq!(
+        backend.fields("cookie").await,
+        ["cookie: a=1; b=2; c=3; d=4"]
+    );
+}
+
+/// A request whose target has an authority (the absolute form) is routed
+/// by it, and the backend is sent that host, not a `Host` field that says
+/// otherwise (RFC 9112 3.2.2): what is routed is what is forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_absolute_targets_authority_is_the_host_forwarded() {
+    let mut backend = HeadCapturingBackend::start().await;
+    let proxy = start(cluster("default", "rr", &[], &[backend.addr])).await;
+    let answer = raw_exchange(
+        proxy.addr,
+        "GET http://routed.example:8080/x HTTP/1.1\r\nHost: other.example\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(backend.fields("host").await, ["host: routed.example:8080"]);
 }
 
 /// Item 10: CONNECT is answered 501 by the proxy; no backend sees it.
