@@ -490,6 +490,54 @@ mod tests {
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3));
 
+    #[test]
+    fn sources_without_a_name_refuse_one_and_names_refuse_blanks_and_equals() {
+        for text in ["path:x", "uri:x", "method-uri:x", "source-ip:x"] {
+            let why = text.parse::<KeySource>().unwrap_err().to_string();
+            assert!(why.contains("this source takes no name"), "{text}: {why}");
+        }
+        for text in ["cookie:a b", "query:a=b", "header:", "cookie:", "query"] {
+            let why = text.parse::<KeySource>().unwrap_err().to_string();
+            assert!(why.contains("a name is needed"), "{text}: {why}");
+        }
+    }
+
+    #[test]
+    fn envoys_style_is_for_ring_hash_and_maglev_under_any_wrapper() {
+        for (spec, style) in [
+            ("ring_hash", KeyStyle::Envoy),
+            ("maglev", KeyStyle::Envoy),
+            ("zone_first over maglev", KeyStyle::Envoy),
+            (
+                "local_first over zone_first over ring_hash",
+                KeyStyle::Envoy,
+            ),
+            ("c_murmurhash", KeyStyle::Value),
+            ("ketama", KeyStyle::Value),
+            ("zone_first over nginx_hash", KeyStyle::Value),
+        ] {
+            let spec: loadring::PolicySpec = spec.parse().unwrap();
+            assert_eq!(KeyStyle::for_policy(&spec), style, "{spec}");
+        }
+    }
+
+    #[test]
+    fn a_request_key_is_placed_as_itself() {
+        let debug = |r: loadring::Request<'_>| format!("{r:?}");
+        assert_eq!(
+            debug(RequestKey::Code(7).request()),
+            debug(loadring::Request::code(7))
+        );
+        let abc = RequestKey::Bytes(KeyBytes::from(b"abc".to_vec()));
+        assert_eq!(debug(abc.request()), debug(loadring::Request::key(b"abc")));
+        assert_ne!(debug(abc.request()), debug(loadring::Request::new()));
+        assert_ne!(
+            KeyBytes::from(b"abc".to_vec()),
+            KeyBytes::from(b"abd".to_vec())
+        );
+        assert_eq!(format!("{:?}", KeyBytes::from(b"abc".to_vec())), "\"abc\"");
+    }
+
     fn values(spec: &str, p: &Parts) -> Option<Vec<u8>> {
         KeySpec::parse(&[spec]).unwrap().sources()[0].value(p, PEER)
     }
