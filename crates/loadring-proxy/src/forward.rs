@@ -546,7 +546,9 @@ impl Forwarder {
             .as_ref()
             .is_some_and(crate::websocket::Tunnel::needs_extended_connect);
         let (mut parts, body) = request.into_parts();
-        if unsupported_transfer_coding(&parts.headers) {
+        // Only a body has a transfer coding: a request without one skips
+        // the look at its fields.
+        if !hyper::body::Body::is_end_stream(&body) && unsupported_transfer_coding(&parts.headers) {
             return local_response(
                 StatusCode::NOT_IMPLEMENTED,
                 "Transfer-Encoding other than chunked alone is not supported",
