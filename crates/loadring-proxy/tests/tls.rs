@@ -343,6 +343,30 @@ async fn garbage_on_the_tls_port_costs_that_connection_only() {
     assert_eq!(backend.requests(), 1);
 }
 
+/// A client that completes its handshake and then asks for nothing (over
+/// `http/1.1` or `h2`) is closed at the header timeout, as on a plain port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_asks_for_nothing_is_closed() {
+    let pki = Pki::new();
+    let (files, _) = pki.leaf("proxy");
+    let backend = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let mut config = proxy_config(cluster(&[backend.addr().to_string()]), Some(files));
+    config.clients.header_timeout = std::time::Duration::from_millis(300);
+    let (addr, _proxy) = serve(config).await;
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        let mut silent = tls_connect(&pki, addr, alpn).await;
+        let mut rest = Vec::new();
+        // Closed by the proxy: the read ends, with an error or without.
+        let read = tokio::time::timeout(WAIT, silent.read_to_end(&mut rest)).await;
+        assert!(
+            read.is_ok(),
+            "{}: the proxy closes it",
+            String::from_utf8_lossy(alpn)
+        );
+    }
+    assert_eq!(backend.requests(), 0);
+}
+
 /// An HTTPS backend with `files`: answers `secure` and counts requests.
 async fn tls_backend(files: &TlsFiles) -> (SocketAddr, Arc<AtomicU64>) {
     let certs = CertificateDer::pem_file_iter(&files.cert)
