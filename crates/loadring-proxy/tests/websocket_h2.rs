@@ -263,6 +263,40 @@ async fn h2_tunnels_echo_reach_the_owner_and_hold_their_slot_until_either_side_c
     drop((reset, ended));
 }
 
+/// A WebSocket over HTTP/2 is a stream that stays open: when its
+/// connection opens no other stream for longer than the header timeout
+/// it is told to go away (`GOAWAY`), and the tunnel goes on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2_tunnel_outlives_its_idle_connections_goaway() {
+    let backend = ws_backend().await;
+    let mut cluster = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
+    cluster.endpoints = vec![backend.addr.to_string().parse().unwrap()];
+    cluster.key = KeySpec::parse(&["header:x-room"]).unwrap();
+    let header_timeout = std::time::Duration::from_millis(200);
+    let clients = loadring_proxy::ClientLimits {
+        header_timeout,
+        ..Default::default()
+    };
+    let running = running::serve(running::config(vec![cluster], vec![], clients), 1).await;
+    let client = h2_cleartext(running.addr).await;
+    let (mut ws, _) = open_h2(&client, "room-idle").await;
+    echoes(&mut ws, 0).await;
+    // No new stream for two periods: the connection is told to go away
+    // (the client sees it without opening a stream), the tunnel still
+    // echoes.
+    let went_away = eventually(WAIT, || {
+        let client = client.clone();
+        async move { client.ready().await.is_err() }
+    })
+    .await;
+    assert!(
+        went_away,
+        "GOAWAY after {header_timeout:?} without a new stream"
+    );
+    echoes(&mut ws, 1).await;
+    the_backends_close(&mut [ws], running.admin, &[backend]).await;
+}
+
 /// Keyed by method and target, a room is placed alike over HTTP/1.1 (a
 /// `GET`) and HTTP/2 (a `CONNECT`, keyed as the `GET` it becomes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
