@@ -21,6 +21,7 @@ use crate::body::{GuardedBody, OnClientGone};
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::connect::{Failure, Upstream, UpstreamBody};
 use crate::few_headers;
+use crate::field_list::TransferCodings;
 use crate::in_place::boxed_in_place;
 use crate::load_report::Reading;
 use crate::metrics::{ClusterCounters, Metrics};
@@ -271,24 +272,16 @@ fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
     .then_some("both Content-Length and Transfer-Encoding")
 }
 
-/// Whether a request's `Transfer-Encoding` says anything but `chunked`
-/// alone. hyper has read the body's chunks and the gateway frames the body
-/// again for its backend: any other coding (`gzip, chunked`) would reach
-/// the backend as plain bytes, so such a request is refused with 501
-/// (RFC 9112 6.1), as nginx and Envoy refuse it.
+/// Whether a request has a `Transfer-Encoding` other than `chunked` alone
+/// ([`TransferCodings::chunked_alone`]): refused with 501 (RFC 9112 6.1).
 fn unsupported_transfer_coding(headers: &HeaderMap) -> bool {
     let mut fields = few_headers::get_all(headers, &header::TRANSFER_ENCODING).peekable();
     if fields.peek().is_none() {
         return false;
     }
-    let mut codings = fields
-        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
-        .filter(|coding| !coding.is_empty());
-    !matches!(
-        (codings.next(), codings.next()),
-        (Some(coding), None) if coding.eq_ignore_ascii_case(b"chunked")
-    )
+    let mut codings = TransferCodings::default();
+    fields.for_each(|field| codings.add(field));
+    !codings.chunked_alone()
 }
 
 /// The error chain on one line.

@@ -67,6 +67,7 @@ mod endpoint_counters;
 mod endpoints;
 mod error;
 mod few_headers;
+mod field_list;
 mod forward;
 mod grpc;
 mod health;

@@ -5,13 +5,14 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
+use http::header::{CONNECTION, CONTENT_LENGTH, TRANSFER_ENCODING};
 use http::{response, Response, StatusCode, Version};
 
 use super::decode::Framing;
 use super::error::UpstreamError;
 use super::fields::{headers_of, spans};
 pub(crate) use super::fields::{MAX_HEAD, MAX_HEADERS};
+use crate::field_list::{elements, TransferCodings};
 
 /// A response head taken off `buf`, `None` until it is whole.
 ///
@@ -61,15 +62,6 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
     Ok(Some(parts))
 }
 
-/// The comma-separated tokens of one field value.
-fn tokens(value: &HeaderValue) -> impl Iterator<Item = &[u8]> {
-    value
-        .as_bytes()
-        .split(|&b| b == b',')
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty())
-}
-
 /// What a response head says of its body and its connection: how the
 /// body ends, and whether the connection may carry another exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,9 +88,7 @@ pub(crate) fn body_and_reuse(
     to_head: bool,
     head: &response::Parts,
 ) -> Result<BodyAndReuse, UpstreamError> {
-    // The transfer codings of all the fields: how many, and whether each
-    // is `chunked`.
-    let mut codings: Option<(usize, bool)> = None;
+    let mut codings: Option<TransferCodings> = None;
     let mut length: Option<u64> = None;
     let mut lengths_said = 0usize;
     let mut has_length = false;
@@ -106,14 +96,10 @@ pub(crate) fn body_and_reuse(
     let (mut close, mut keep_alive) = (false, false);
     for (name, value) in &head.headers {
         if name == TRANSFER_ENCODING {
-            let (count, all_chunked) = codings.get_or_insert((0, true));
-            for token in tokens(value) {
-                *count += 1;
-                *all_chunked &= token.eq_ignore_ascii_case(b"chunked");
-            }
+            codings.get_or_insert_default().add(value);
         } else if name == CONTENT_LENGTH {
             has_length = true;
-            for token in tokens(value) {
+            for token in elements(value) {
                 if length_error.is_some() {
                     break;
                 }
@@ -131,7 +117,7 @@ pub(crate) fn body_and_reuse(
                 }
             }
         } else if name == CONNECTION {
-            for token in tokens(value) {
+            for token in elements(value) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
@@ -152,10 +138,7 @@ pub(crate) fn body_and_reuse(
     {
         Framing::Empty
     } else if let Some(codings) = codings {
-        // Only `chunked`, once: the gateway frames the body again for its
-        // client and would lose any other coding (a `gzip, chunked` body
-        // passed on as plain bytes), as nginx and Envoy refuse it too.
-        if codings != (1, true) {
+        if !codings.chunked_alone() {
             return Err(UpstreamError::Framing(
                 "Transfer-Encoding other than chunked alone",
             ));
@@ -203,7 +186,7 @@ mod tests {
             head.headers
                 .get_all(name)
                 .iter()
-                .flat_map(tokens)
+                .flat_map(elements)
                 .collect::<Vec<_>>()
         };
         let connection = all(CONNECTION);
