@@ -673,11 +673,7 @@ impl ServeOne {
                 ));
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
-                    match connection.await {
-                        Some(Ok(())) => {}
-                        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
-                        None => tracing::debug!("client {peer}: no request in {within:?}"),
-                    }
+                    log_end(peer, within, connection.await);
                 });
             }
             Some(tls) => {
@@ -704,17 +700,23 @@ impl ServeOne {
                             service,
                         )
                         .into_owned();
-                    match entered
+                    let ended = entered
                         .watch(IdleLimit::new(connection, within, activity))
-                        .await
-                    {
-                        Some(Ok(())) => {}
-                        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
-                        None => tracing::debug!("client {peer}: no request in {within:?}"),
-                    }
+                        .await;
+                    log_end(peer, within, ended);
                 });
             }
         }
+    }
+}
+
+/// How a client connection ended, logged at debug level (its client's
+/// doing, not the proxy's): `None` when it asked for nothing in `within`.
+fn log_end(peer: SocketAddr, within: Duration, ended: Option<Result<(), impl std::fmt::Display>>) {
+    match ended {
+        Some(Ok(())) => {}
+        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
+        None => tracing::debug!("client {peer}: no request in {within:?}"),
     }
 }
 
