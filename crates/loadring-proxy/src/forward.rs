@@ -349,6 +349,13 @@ impl Forwarding {
     }
 }
 
+impl Forwarding {
+    /// Whether the answer was given (or the exchange is gone with a panic).
+    pub(crate) fn is_over(&self) -> bool {
+        matches!(self.exchange, Exchange::Over)
+    }
+}
+
 impl std::fmt::Debug for Forwarding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Forwarding")

@@ -18,57 +18,38 @@
 //! the streams it has open finish first. So an idle HTTP/2 connection goes
 //! between one and two periods after its last request, and a request costs
 //! a counter's update, not a timer's.
+//!
+//! It also closes an HTTP/2 connection whose client resets most of what it
+//! asks (reset_flood.rs): watching the connection's requests is this
+//! wrapper's one job, and a second wrapper would cost every poll a call.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::Version;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+use crate::activity::Activity;
 use crate::drain::Graceful;
 
-/// What a connection's service saw: its requests, and whether they were
-/// HTTP/2's. Written by that connection's task only.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Activity(Arc<Seen>);
-
-#[derive(Debug, Default)]
-struct Seen {
-    requests: AtomicU64,
-    http2: AtomicBool,
-}
-
-impl Activity {
-    /// One more request, of `version`.
-    pub(crate) fn note(&self, version: Version) {
-        let seen = &self.0;
-        // One writer (the connection's task calls its service): a load and
-        // a store, no locked instruction.
-        let requests = seen.requests.load(Ordering::Relaxed);
-        seen.requests.store(requests + 1, Ordering::Relaxed);
-        if version == Version::HTTP_2 {
-            seen.http2.store(true, Ordering::Relaxed);
-        }
-    }
-
-    fn requests(&self) -> u64 {
-        self.0.requests.load(Ordering::Relaxed)
-    }
-
-    fn is_http2(&self) -> bool {
-        self.0.http2.load(Ordering::Relaxed)
-    }
+/// How a watched connection ended.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ended<T> {
+    /// Its own way: the connection's output (an idle HTTP/2 connection
+    /// told to go away ends so too).
+    Closed(T),
+    /// It made no request within the limit: dropped, its socket closed.
+    NoRequest,
+    /// Its client reset `left` of its `requests` before their answers:
+    /// dropped at once, its open streams with it.
+    Flooded { left: u64, requests: u64 },
 }
 
 pin_project! {
-    /// `conn`, closed when it asks for nothing for `within`: `None` when
-    /// it made no request at all (dropped, its socket closed), else the
-    /// connection's own output (an idle HTTP/2 connection goes away).
+    /// `conn`, closed when it asks for nothing for `within`, or when its
+    /// client floods it with resets.
     #[derive(Debug)]
     pub(crate) struct IdleLimit<C> {
         #[pin]
@@ -96,12 +77,26 @@ impl<C> IdleLimit<C> {
 }
 
 impl<C: Graceful> Future for IdleLimit<C> {
-    type Output = Option<C::Output>;
+    type Output = Ended<C::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
+        // Only HTTP/2 requests count as left early: an HTTP/1.1
+        // connection costs a flag's load a poll.
+        let http2 = this.activity.is_http2();
+        if http2 {
+            // Before the connection is polled: a request dropped while it
+            // is, or later by its stream's task, wakes this one.
+            this.activity.wake_on_leaving(cx.waker());
+        }
         if let Poll::Ready(out) = this.conn.as_mut().poll(cx) {
-            return Poll::Ready(Some(out));
+            return Poll::Ready(Ended::Closed(out));
+        }
+        if http2 && crate::reset_flood::floods(this.activity) {
+            return Poll::Ready(Ended::Flooded {
+                left: this.activity.left_early(),
+                requests: this.activity.requests(),
+            });
         }
         let Some(deadline) = this.deadline else {
             return Poll::Pending;
@@ -117,7 +112,7 @@ impl<C: Graceful> Future for IdleLimit<C> {
             return Poll::Pending;
         }
         if requests == 0 {
-            return Poll::Ready(None);
+            return Poll::Ready(Ended::NoRequest);
         }
         if requests != *this.seen {
             // Asked during the period: another one from now.
@@ -130,7 +125,7 @@ impl<C: Graceful> Future for IdleLimit<C> {
         // HTTP/2, no new stream for a whole period.
         *this.deadline = None;
         this.conn.as_mut().graceful_shutdown();
-        this.conn.poll(cx).map(Some)
+        this.conn.poll(cx).map(Ended::Closed)
     }
 }
 
@@ -143,6 +138,7 @@ impl<C: Graceful> Graceful for IdleLimit<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Version;
 
     const WITHIN: Duration = Duration::from_millis(100);
 
@@ -176,7 +172,7 @@ mod tests {
         limit: IdleLimit<Conn>,
         activity: Activity,
         asks: &[(Duration, Version)],
-    ) -> (Option<&'static str>, Duration) {
+    ) -> (Ended<&'static str>, Duration) {
         let started = Instant::now();
         let asking = async {
             for &(at, version) in asks {
@@ -197,7 +193,7 @@ mod tests {
     async fn a_connection_that_asks_for_nothing_is_dropped_at_the_deadline() {
         let activity = Activity::default();
         let limit = IdleLimit::new(Conn::default(), WITHIN, activity.clone());
-        assert_eq!(run(limit, activity, &[]).await, (None, WITHIN));
+        assert_eq!(run(limit, activity, &[]).await, (Ended::NoRequest, WITHIN));
     }
 
     #[tokio::test(start_paused = true)]
@@ -218,7 +214,7 @@ mod tests {
         let asks = [(Duration::ZERO, Version::HTTP_2)];
         assert_eq!(
             run(limit, activity, &asks).await,
-            (Some("went away"), WITHIN * 2)
+            (Ended::Closed("went away"), WITHIN * 2)
         );
         // Asked every 0.55 periods up to 2.75: each period up to the one
         // that ends at 3 had a request, the next (3 to 4) none.
@@ -229,7 +225,7 @@ mod tests {
             .collect();
         assert_eq!(
             run(limit, activity, &asks).await,
-            (Some("went away"), WITHIN * 4)
+            (Ended::Closed("went away"), WITHIN * 4)
         );
     }
 
@@ -239,7 +235,62 @@ mod tests {
         let limit = IdleLimit::new(Conn { told: true }, WITHIN, activity.clone());
         assert_eq!(
             run(limit, activity, &[]).await,
-            (Some("went away"), Duration::ZERO)
+            (Ended::Closed("went away"), Duration::ZERO)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_graceful_shutdown_reaches_the_connection() {
+        let mut limit = Box::pin(IdleLimit::new(Conn::default(), WITHIN, Activity::default()));
+        limit.as_mut().graceful_shutdown();
+        assert_eq!(limit.await, Ended::Closed("went away"));
+    }
+
+    /// An HTTP/2 connection after `requests` requests, watched on a task
+    /// of its own while `leave` of them are left one by one from the
+    /// test's: how it ended, if it did.
+    async fn left_on_another_task(
+        version: Version,
+        requests: u64,
+        leave: u64,
+    ) -> Option<Ended<&'static str>> {
+        let activity = Activity::default();
+        for _ in 0..requests {
+            activity.note(version);
+        }
+        // A long limit: only the resets may end it.
+        let limit = IdleLimit::new(Conn::default(), WITHIN * 1000, activity.clone());
+        let mut task = tokio::spawn(limit);
+        for _ in 0..leave {
+            // Each left while the connection waits, woken by nothing else.
+            tokio::task::yield_now().await;
+            activity.note_left_early();
+        }
+        // Paused time: a connection not woken would leave the runtime
+        // idle, and the wait would end at once.
+        let ended = tokio::time::timeout(WITHIN * 10, &mut task).await;
+        task.abort();
+        ended.ok().map(Result::unwrap)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_reset_that_makes_a_flood_closes_its_connection_at_once() {
+        let flooded = |left, requests| Some(Ended::Flooded { left, requests });
+        assert_eq!(left_on_another_task(Version::HTTP_2, 150, 99).await, None);
+        assert_eq!(
+            left_on_another_task(Version::HTTP_2, 150, 100).await,
+            flooded(100, 150)
+        );
+        // 100 of 200 is half, not more.
+        assert_eq!(left_on_another_task(Version::HTTP_2, 200, 100).await, None);
+        assert_eq!(
+            left_on_another_task(Version::HTTP_2, 200, 101).await,
+            flooded(101, 200)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_1_1_connection_is_never_closed_for_resets() {
+        assert_eq!(left_on_another_task(Version::HTTP_11, 150, 150).await, None);
     }
 }

@@ -52,6 +52,7 @@
 // Every module is the crate's own: embedders use the items re-exported
 // below, so the internals can change without breaking them.
 mod abandoned;
+mod activity;
 mod admin;
 #[cfg(feature = "demo")]
 mod backend;
@@ -82,6 +83,7 @@ mod places;
 mod proxy_body;
 mod reload;
 mod request_body;
+mod reset_flood;
 mod run_to_end;
 mod server;
 mod slot_timer;

@@ -68,6 +68,7 @@ pub struct Metrics {
     /// a gateway is built with these metrics.
     abandoned_places: std::sync::OnceLock<Places>,
     abandoned: Gauge,
+    reset_floods: Counter,
     started: std::time::Instant,
     history: crate::history::History,
 }
@@ -208,6 +209,12 @@ impl Metrics {
             "loadring_abandoned_cancelled",
             "Requests cancelled when their client left because --max-abandoned requests were already being read to their end",
         );
+        let reset_floods = Counter::default();
+        registry.register(
+            "loadring_client_reset_floods",
+            "Client connections closed because they reset most of their requests before their answers (at least 100, and more than half: HTTP/2 rapid reset)",
+            reset_floods.clone(),
+        );
         Metrics {
             registry,
             scrape: std::sync::Mutex::new(()),
@@ -226,6 +233,7 @@ impl Metrics {
             abandoned_cancelled,
             abandoned_places: std::sync::OnceLock::new(),
             abandoned,
+            reset_floods,
             started: std::time::Instant::now(),
             history: crate::history::History::default(),
         }
@@ -241,6 +249,12 @@ impl Metrics {
     /// now on: the gateway calls it once; later calls change nothing.
     pub(crate) fn count_abandoned(&self, places: Places) {
         let _ = self.abandoned_places.set(places);
+    }
+
+    /// `loadring_client_reset_floods_total`, for a client connection's
+    /// [`ResetFlood`](crate::reset_flood::ResetFlood).
+    pub(crate) fn reset_floods(&self) -> Counter {
+        self.reset_floods.clone()
     }
 
     /// Time since the metrics were registered (the gateway was built): the

@@ -14,15 +14,17 @@ use std::time::Duration;
 use std::borrow::Cow;
 
 use futures_util::FutureExt as _;
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use prometheus_client::metrics::counter::Counter;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
+use crate::activity::Activity;
 use crate::clients::{AcceptErrors, AcceptLog, ClientLimits};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
@@ -30,11 +32,12 @@ use crate::drain::Drain;
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
-use crate::idle_limit::{Activity, IdleLimit};
+use crate::idle_limit::{Ended, IdleLimit};
 use crate::joined_writes::JoinedWrites;
 use crate::metrics::Metrics;
 use crate::places::{Place, Places};
 use crate::reload::{spawn_membership, start_discovery};
+use crate::reset_flood::LeftEarly;
 use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
@@ -127,18 +130,33 @@ impl Gateway {
 
     /// Handles one request from `peer`: checked and routed now, answered
     /// by the future returned (a few words: see [`Handling`]).
-    pub fn handle(&self, mut request: Request<Incoming>, peer: SocketAddr) -> Handling {
+    pub fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Handling {
+        self.handle_marked(request, peer, LeftEarly::default())
+    }
+
+    /// [`handle`](Self::handle), the answer carrying `left_early`: built
+    /// with it, not given it after (each move of the answer copies it).
+    pub(crate) fn handle_marked(
+        &self,
+        mut request: Request<Incoming>,
+        peer: SocketAddr,
+        left_early: LeftEarly,
+    ) -> Handling {
         let host = match target::check(&request) {
             // Normalised only for routes to compare: without them the
             // check is all a request's host costs.
             Ok(host) if !self.routes.is_empty() => host.map(canonical_host),
             Ok(_) => None,
-            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
+            Err(refused) => {
+                return Handling::answered(local_response(refused.status, refused.why), left_early)
+            }
         };
         let path = match target::resolve_dot_segments(request.uri().path()) {
             Ok(Cow::Borrowed(_)) => None,
             Ok(Cow::Owned(resolved)) => Some(resolved),
-            Err(refused) => return Handling::answered(local_response(refused.status, refused.why)),
+            Err(refused) => {
+                return Handling::answered(local_response(refused.status, refused.why), left_early)
+            }
         };
         if let Some(path) = path {
             // What is routed is what is forwarded.
@@ -150,28 +168,31 @@ impl Gateway {
             match resolved.parse() {
                 Ok(pq) => parts.path_and_query = Some(pq),
                 Err(_) => {
-                    return Handling::answered(local_response(
-                        StatusCode::BAD_REQUEST,
-                        "bad request target",
-                    ))
+                    return Handling::answered(
+                        local_response(StatusCode::BAD_REQUEST, "bad request target"),
+                        left_early,
+                    )
                 }
             }
             match Uri::from_parts(parts) {
                 Ok(uri) => *request.uri_mut() = uri,
                 Err(_) => {
-                    return Handling::answered(local_response(
-                        StatusCode::BAD_REQUEST,
-                        "bad request target",
-                    ))
+                    return Handling::answered(
+                        local_response(StatusCode::BAD_REQUEST, "bad request target"),
+                        left_early,
+                    )
                 }
             }
         }
         match self.route(host.as_deref(), request.uri().path()) {
-            Some(forwarder) => Handling(Answer::Forwarding(forwarder.forward(request, peer))),
-            None => Handling::answered(local_response(
-                StatusCode::NOT_FOUND,
-                "no route for this request",
-            )),
+            Some(forwarder) => Handling {
+                answer: Answer::Forwarding(forwarder.forward(request, peer)),
+                left_early,
+            },
+            None => Handling::answered(
+                local_response(StatusCode::NOT_FOUND, "no route for this request"),
+                left_early,
+            ),
         }
     }
 }
@@ -182,7 +203,12 @@ impl Gateway {
 /// slot, into a stream's task), and each move copies all of it. The
 /// forwarding state, kilobytes, stays in its box.
 #[derive(Debug)]
-pub struct Handling(Answer);
+pub struct Handling {
+    answer: Answer,
+    /// Counts the request in its connection if dropped unanswered (set by
+    /// the connection's service for HTTP/2 streams: reset_flood.rs).
+    left_early: LeftEarly,
+}
 
 #[derive(Debug)]
 enum Answer {
@@ -192,8 +218,11 @@ enum Answer {
 }
 
 impl Handling {
-    fn answered(response: Response<ProxyBody>) -> Self {
-        Handling(Answer::Local(Some(response)))
+    fn answered(response: Response<ProxyBody>, left_early: LeftEarly) -> Self {
+        Handling {
+            answer: Answer::Local(Some(response)),
+            left_early,
+        }
     }
 }
 
@@ -201,13 +230,25 @@ impl Future for Handling {
     type Output = Response<ProxyBody>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
-        match &mut self.0 {
+        match &mut self.answer {
             Answer::Local(response) => match response.take() {
                 Some(response) => Poll::Ready(response),
                 // Polled again after its answer: a caller's bug.
                 None => Poll::Pending,
             },
             Answer::Forwarding(forwarding) => Pin::new(forwarding).poll(cx),
+        }
+    }
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        let answered = match &self.answer {
+            Answer::Local(response) => response.is_none(),
+            Answer::Forwarding(forwarding) => forwarding.is_over(),
+        };
+        if !answered {
+            self.left_early.note();
         }
     }
 }
@@ -648,32 +689,39 @@ impl ServeOne {
         let service = service_fn({
             let activity = activity.clone();
             move |request: Request<Incoming>| {
-                activity.note(request.version());
+                let version = request.version();
+                activity.note(version);
                 // Not boxed: the future is a few words (the forwarding
                 // state, kilobytes, has its own box), and hyper moves it
                 // into HTTP/1's in-flight slot or an HTTP/2 stream's task
-                // without a copy of much.
-                gateway.handle(request, peer).map(served)
+                // without a copy of much. An HTTP/2 stream's counts if its
+                // client resets it unanswered (reset_flood.rs).
+                let left_early = if version == Version::HTTP_2 {
+                    LeftEarly::new(activity.clone())
+                } else {
+                    LeftEarly::default()
+                };
+                gateway.handle_marked(request, peer, left_early).map(served)
             }
         });
         // A request within the header timeout, or the connection is closed
         // (idle_limit.rs); for TLS, from the end of the handshake.
         let within = self.header_timeout;
+        let floods = self.gateway.metrics().reset_floods();
         match &self.tls {
             None => {
+                let connection = self.http.serve_connection_with_upgrades(
+                    TokioIo::new(JoinedWrites::new(stream)),
+                    service,
+                );
                 let connection = self.drain.enter().watch(IdleLimit::new(
-                    self.http
-                        .serve_connection_with_upgrades(
-                            TokioIo::new(JoinedWrites::new(stream)),
-                            service,
-                        )
-                        .into_owned(),
+                    connection.into_owned(),
                     within,
                     activity,
                 ));
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
-                    log_end(peer, within, connection.await);
+                    log_end(peer, within, connection.await, &floods);
                 });
             }
             Some(tls) => {
@@ -703,7 +751,7 @@ impl ServeOne {
                     let ended = entered
                         .watch(IdleLimit::new(connection, within, activity))
                         .await;
-                    log_end(peer, within, ended);
+                    log_end(peer, within, ended, &floods);
                 });
             }
         }
@@ -711,12 +759,25 @@ impl ServeOne {
 }
 
 /// How a client connection ended, logged at debug level (its client's
-/// doing, not the proxy's): `None` when it asked for nothing in `within`.
-fn log_end(peer: SocketAddr, within: Duration, ended: Option<Result<(), impl std::fmt::Display>>) {
+/// doing, not the proxy's), and at info a flood of resets (counted in
+/// `floods`, `loadring_client_reset_floods_total`).
+fn log_end(
+    peer: SocketAddr,
+    within: Duration,
+    ended: Ended<Result<(), impl std::fmt::Display>>,
+    floods: &Counter,
+) {
     match ended {
-        Some(Ok(())) => {}
-        Some(Err(e)) => tracing::debug!("client {peer}: {e}"),
-        None => tracing::debug!("client {peer}: no request in {within:?}"),
+        Ended::Closed(Ok(())) => {}
+        Ended::Closed(Err(e)) => tracing::debug!("client {peer}: {e}"),
+        Ended::NoRequest => tracing::debug!("client {peer}: no request in {within:?}"),
+        Ended::Flooded { left, requests } => {
+            floods.inc();
+            tracing::info!(
+                "client {peer}: connection closed, it reset {left} of its {requests} requests \
+                 before their answers"
+            );
+        }
     }
 }
 

@@ -138,6 +138,19 @@ async fn until(
 /// An HTTP/2 client that opens a stream, waits until the backend holds its
 /// request and resets it, `rounds` times on one connection.
 async fn reset_streams(running: &Running, backend: &HoldingBackend, rounds: u64) {
+    resetting_streams(running, backend, rounds).await.1.abort();
+}
+
+/// [`reset_streams`], giving back the client's handle and its connection's
+/// task (which ends with the last handle).
+async fn resetting_streams(
+    running: &Running,
+    backend: &HoldingBackend,
+    rounds: u64,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    JoinHandle<Result<(), h2::Error>>,
+) {
     let tcp = TcpStream::connect(running.addr).await.unwrap();
     let (mut h2, connection) = h2::client::handshake(tcp).await.unwrap();
     let connection = tokio::spawn(connection);
@@ -157,8 +170,7 @@ async fn reset_streams(running: &Running, backend: &HoldingBackend, rounds: u64)
         stream.send_reset(h2::Reason::CANCEL);
         drop(response);
     }
-    drop(h2);
-    connection.abort();
+    (h2, connection)
 }
 
 /// An HTTP/1.1 client that sends a request, waits until the backend holds
@@ -198,6 +210,30 @@ async fn streams_reset_by_their_client_go_on_up_to_the_limit() {
     );
     assert_eq!(metric_sum(&text, "loadring_abandoned"), 5.0, "{text}");
     assert_eq!(metric_sum(&text, "loadring_in_flight"), 5.0, "{text}");
+}
+
+/// A client that resets every request it makes once the backend has it
+/// (HTTP/2 rapid reset) is cut off at the 100th: the 99 before it leave
+/// the connection open (each next request reaches the backend), the
+/// 100th closes it, counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_resets_every_request_is_closed_at_the_hundredth() {
+    let backend = holding_backend().await;
+    let running = proxy(backend.addr, 0).await;
+    let (_h2, connection) = resetting_streams(&running, &backend, 100).await;
+    let ended = tokio::time::timeout(WAIT, connection).await;
+    assert!(
+        ended.is_ok(),
+        "the connection is still open after 100 resets"
+    );
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_client_reset_floods_total"),
+        1.0,
+        "{text}"
+    );
+    // The proxy serves on: a new connection may ask again.
+    reset_streams(&running, &backend, 1).await;
 }
 
 /// The same with HTTP/1.1 clients that close their connections; and the

@@ -1,0 +1,69 @@
+//! What a client connection's service saw: how many requests it made,
+//! whether they were HTTP/2's, and how many of them its client left before
+//! their answers began. The connection's limits read it: [`IdleLimit`]
+//! (a connection that asks for nothing) and [`ResetFlood`] (one that
+//! resets most of what it asks).
+//!
+//! [`IdleLimit`]: crate::idle_limit::IdleLimit
+//! [`ResetFlood`]: crate::reset_flood::ResetFlood
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+
+use futures_util::task::AtomicWaker;
+use http::Version;
+
+/// One connection's record, shared by its service and its limits.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Activity(Arc<Seen>);
+
+#[derive(Debug, Default)]
+struct Seen {
+    /// Written by the connection's task only (it calls the service).
+    requests: AtomicU64,
+    http2: AtomicBool,
+    /// Written where a request's answer is dropped: an HTTP/2 stream's
+    /// own task.
+    left_early: AtomicU64,
+    /// The connection's task, woken when a request is left.
+    connection: AtomicWaker,
+}
+
+impl Activity {
+    /// One more request, of `version`.
+    pub(crate) fn note(&self, version: Version) {
+        let seen = &self.0;
+        // One writer (the connection's task calls its service): a load and
+        // a store, no locked instruction.
+        let requests = seen.requests.load(Ordering::Relaxed);
+        seen.requests.store(requests + 1, Ordering::Relaxed);
+        if version == Version::HTTP_2 {
+            seen.http2.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A request whose client left before its answer began; the task
+    /// last [registered](Self::wake_on_leaving) is woken to look.
+    pub(crate) fn note_left_early(&self) {
+        self.0.left_early.fetch_add(1, Ordering::Relaxed);
+        self.0.connection.wake();
+    }
+
+    /// `waker`'s task is to be woken by the next [`note_left_early`](Self::note_left_early).
+    pub(crate) fn wake_on_leaving(&self, waker: &Waker) {
+        self.0.connection.register(waker);
+    }
+
+    pub(crate) fn requests(&self) -> u64 {
+        self.0.requests.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn is_http2(&self) -> bool {
+        self.0.http2.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn left_early(&self) -> u64 {
+        self.0.left_early.load(Ordering::Relaxed)
+    }
+}
