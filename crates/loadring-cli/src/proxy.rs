@@ -95,6 +95,10 @@ pub struct Args {
     /// its next request on a kept-alive connection (default 10s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     header_timeout: Option<String>,
+    /// How long sending a response may be held back because the client reads
+    /// nothing; then its connection is closed (default 60s).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    send_timeout: Option<String>,
     /// Client connections open at once; beyond, new ones are refused at once
     /// (default: half the file descriptor limit left after 64).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -175,6 +179,7 @@ impl Args {
             ("--eject-for", self.eject_for.is_some()),
             ("--drain-timeout", self.drain_timeout.is_some()),
             ("--header-timeout", self.header_timeout.is_some()),
+            ("--send-timeout", self.send_timeout.is_some()),
             ("--max-connections", self.max_connections.is_some()),
             ("--max-abandoned", self.max_abandoned.is_some()),
             ("--tls-cert", self.tls_cert.is_some()),
@@ -297,6 +302,9 @@ impl Args {
         let mut clients = ClientLimits::default();
         if let Some(d) = duration("--header-timeout", &self.header_timeout)? {
             clients.header_timeout = d;
+        }
+        if let Some(d) = duration("--send-timeout", &self.send_timeout)? {
+            clients.send_timeout = d;
         }
         if let Some(text) = &self.max_connections {
             clients.max_connections = Some(client_count("--max-connections", text, 1)?);

@@ -1,5 +1,5 @@
 //! Limits on client connections: how long a client may take to send its
-//! request headers, how many connections may be open at once, how many
+//! request headers and to read its answers, how many connections may be open at once, how many
 //! requests whose client left are still served, and how accept errors
 //! (out of file descriptors) are waited out.
 
@@ -9,6 +9,9 @@ use std::time::{Duration, Instant};
 /// How long a client may take to send a request's headers by default (and
 /// to start the next one on a kept-alive connection).
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long sending to a client may be held back (the client reads
+/// nothing) by default: nginx's `send_timeout`.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 /// File descriptors kept aside from client connections by the default
 /// limit: listeners, the endpoints file, logs.
 const RESERVED_FDS: u64 = 64;
@@ -20,6 +23,9 @@ const FALLBACK_MAX_CONNECTIONS: usize = 4096;
 pub struct ClientLimits {
     /// How long a client may take to send a request's headers.
     pub header_timeout: Duration,
+    /// How long sending to a client may be held back because it reads
+    /// nothing; then its connection is closed and its requests abandoned.
+    pub send_timeout: Duration,
     /// Client connections open at once; beyond, new ones are refused at
     /// once. `None`: half of the soft file descriptor limit left after a
     /// reserve of 64 (each client connection may need a connection to a
@@ -41,6 +47,7 @@ impl Default for ClientLimits {
     fn default() -> Self {
         ClientLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             max_connections: None,
             max_abandoned: None,
         }

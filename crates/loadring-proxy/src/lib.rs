@@ -85,6 +85,7 @@ mod reload;
 mod request_body;
 mod reset_flood;
 mod run_to_end;
+mod send_limit;
 mod server;
 mod slot_timer;
 mod target;

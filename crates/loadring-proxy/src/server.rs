@@ -38,6 +38,7 @@ use crate::metrics::Metrics;
 use crate::places::{Place, Places};
 use crate::reload::{spawn_membership, start_discovery};
 use crate::reset_flood::LeftEarly;
+use crate::send_limit::SendLimit;
 use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
@@ -581,6 +582,7 @@ impl ServeClients {
             gateway: self.gateway.clone(),
             tls: self.tls.clone(),
             header_timeout: clients.header_timeout,
+            send_timeout: clients.send_timeout,
             http: Arc::new(http),
             drain: Drain::new(),
         };
@@ -662,6 +664,8 @@ struct ServeOne {
     /// The header timeout: the limit of a TLS handshake, and of the wait
     /// for a connection's first request.
     header_timeout: Duration,
+    /// How long a write to the client may be held back (send_limit.rs).
+    send_timeout: Duration,
     http: Arc<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
     drain: Drain,
 }
@@ -708,6 +712,9 @@ impl ServeOne {
         // (idle_limit.rs); for TLS, from the end of the handshake.
         let within = self.header_timeout;
         let floods = self.gateway.metrics().reset_floods();
+        // A client that reads nothing for the send timeout is cut off
+        // (send_limit.rs); under TLS, its socket is.
+        let stream = SendLimit::new(stream, self.send_timeout);
         match &self.tls {
             None => {
                 let connection = self.http.serve_connection_with_upgrades(

@@ -966,6 +966,114 @@ async fn slow_clients_are_cut() {
     );
 }
 
+/// A backend that answers every request with a body of a gigabyte, written
+/// as fast as it is taken; `ended` counts the answers whose connection the
+/// proxy closed before the end.
+struct EndlessBackend {
+    addr: SocketAddr,
+    ended: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for EndlessBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn endless_backend() -> EndlessBackend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let ended = Arc::new(AtomicU64::new(0));
+    let counted = ended.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let ended = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let total: u64 = 1 << 30;
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {total}\r\n\r\n");
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let piece = vec![b'x'; 64 * 1024];
+                let mut sent = 0;
+                while sent < total {
+                    if stream.write_all(&piece).await.is_err() {
+                        ended.fetch_add(1, SeqCst);
+                        return;
+                    }
+                    sent += piece.len() as u64;
+                }
+            });
+        }
+    });
+    EndlessBackend { addr, ended, task }
+}
+
+/// A client that asks for a large answer and reads none of it (the slow
+/// read attack) is cut off once nothing could be sent to it for the send
+/// timeout: its request's connection to the backend is closed and its slot
+/// released, where before both were held for as long as the client
+/// stayed. What it was sent stops short of the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
+    let backend = endless_backend().await;
+    let limits = ClientLimits {
+        send_timeout: Duration::from_millis(300),
+        // Its request is then cancelled, not read to its end.
+        max_abandoned: Some(0),
+        ..ClientLimits::default()
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[backend.addr])],
+        vec![],
+        limits,
+    )
+    .await;
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    client
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let ended = backend.ended.clone();
+    assert!(
+        eventually(common::WAIT, || {
+            let ended = ended.clone();
+            async move { ended.load(SeqCst) == 1 }
+        })
+        .await,
+        "the backend's connection is still open"
+    );
+    let proxy_ref = &proxy;
+    assert!(
+        eventually(common::WAIT, || async move {
+            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 0.0
+        })
+        .await,
+        "{}",
+        proxy.metrics().await
+    );
+    // The client finds its answer cut short.
+    let mut received: u64 = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match tokio::time::timeout(common::WAIT, client.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => received += n as u64,
+            Err(_) => panic!("the client's connection is still open"),
+        }
+    }
+    assert!(received > 0 && received < 1 << 30, "received {received}");
+}
+
 /// Clients that connect and ask for nothing (silent, only the start of
 /// HTTP/2's preface, or HTTP/2 with no stream) hold places of the
 /// connection limit until the header timeout closes them; then their

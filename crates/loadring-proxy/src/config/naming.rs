@@ -35,6 +35,7 @@ impl Naming {
                 "keepalive" => "--keepalive",
                 "listen" => "--listen",
                 "header_timeout" => "--header-timeout",
+                "send_timeout" => "--send-timeout",
                 "max_connections" => "--max-connections",
                 "max_abandoned" => "--max-abandoned",
                 "admin" => "--admin",

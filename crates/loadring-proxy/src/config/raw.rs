@@ -24,6 +24,7 @@ pub(super) struct RawConfig {
     admin: Option<String>,
     drain_timeout: Option<String>,
     header_timeout: Option<String>,
+    send_timeout: Option<String>,
     /// Signed, so that a negative value is named with its key.
     max_connections: Option<i64>,
     /// Signed, as `max_connections`.
@@ -112,6 +113,11 @@ impl RawConfig {
                 "header_timeout",
                 self.header_timeout.as_deref(),
                 crate::clients::DEFAULT_HEADER_TIMEOUT,
+            )?,
+            send_timeout: duration(
+                "send_timeout",
+                self.send_timeout.as_deref(),
+                crate::clients::DEFAULT_SEND_TIMEOUT,
             )?,
             max_connections: count("max_connections", self.max_connections, 1)?,
             max_abandoned: count("max_abandoned", self.max_abandoned, 0)?,

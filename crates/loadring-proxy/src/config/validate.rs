@@ -246,12 +246,17 @@ impl ProxyConfig {
                 ));
             }
         }
-        if self.clients.header_timeout.is_zero() {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Range,
-                format!("{}: must be more than 0ms", naming.name("header_timeout")),
-            )
-            .with_setting(naming.name("header_timeout")));
+        for (key, value) in [
+            ("header_timeout", self.clients.header_timeout),
+            ("send_timeout", self.clients.send_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!("{}: must be more than 0ms", naming.name(key)),
+                )
+                .with_setting(naming.name(key)));
+            }
         }
         for (key, value, least) in [
             ("max_connections", self.clients.max_connections, 1),
