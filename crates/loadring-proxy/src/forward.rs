@@ -54,12 +54,13 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if !headers.keys().any(is_hop_by_hop) {
         return;
     }
+    // Element by element, as bytes: a value with one element that is not
+    // a name (not ASCII) still has the others honoured.
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .flat_map(crate::field_list::elements)
+        .filter_map(|name| HeaderName::from_bytes(name).ok())
         .collect();
     for name in named {
         headers.remove(name);
@@ -1044,6 +1045,21 @@ mod tests {
         h.insert("x-session-hop", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert("te", HeaderValue::from_static("trailers"));
+        h.insert("x-user", HeaderValue::from_static("alice"));
+        strip_hop_by_hop(&mut h);
+        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(left, ["x-user"]);
+    }
+
+    #[test]
+    fn names_in_a_connection_value_with_other_bytes_go_too() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_bytes(b"x-session-hop, caf\xc3\xa9,\tx-other-hop").unwrap(),
+        );
+        h.insert("x-session-hop", HeaderValue::from_static("1"));
+        h.insert("x-other-hop", HeaderValue::from_static("2"));
         h.insert("x-user", HeaderValue::from_static("alice"));
         strip_hop_by_hop(&mut h);
         let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();

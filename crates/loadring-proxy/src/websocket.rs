@@ -56,9 +56,8 @@ enum Asked {
 /// Whether a `Connection` header lists `upgrade`.
 fn lists_upgrade(headers: &HeaderMap) -> bool {
     crate::few_headers::get_all(headers, &CONNECTION)
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+        .flat_map(crate::field_list::elements)
+        .any(|t| t.eq_ignore_ascii_case(b"upgrade"))
 }
 
 impl Tunnel {
@@ -321,6 +320,25 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upgrade_is_found_among_connections_elements() {
+        let with = |values: &[&[u8]]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(CONNECTION, HeaderValue::from_bytes(v).unwrap());
+            }
+            lists_upgrade(&h)
+        };
+        assert!(with(&[b"Upgrade"]));
+        assert!(with(&[b"keep-alive, upgrade"]));
+        assert!(with(&[b"keep-alive", b" UPGRADE\t"]));
+        // An element that is not ASCII does not hide the others.
+        assert!(with(&[b"caf\xc3\xa9, upgrade"]));
+        assert!(!with(&[]));
+        assert!(!with(&[b"keep-alive, upgraded"]));
+        assert!(!with(&[b"keep-alive", b"close"]));
+    }
 
     #[test]
     fn the_accept_key_is_rfc_6455s() {
