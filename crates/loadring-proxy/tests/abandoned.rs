@@ -59,13 +59,8 @@ async fn backend_holding(first: &'static [u8]) -> HoldingBackend {
             };
             let (held, received, mut released) = (h.clone(), r.clone(), released.clone());
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !common::read_head(&mut stream).await {
+                    return;
                 }
                 if stream.write_all(first).await.is_err() {
                     return;
@@ -73,6 +68,7 @@ async fn backend_holding(first: &'static [u8]) -> HoldingBackend {
                 received.fetch_add(1, SeqCst);
                 held.fetch_add(1, SeqCst);
                 let closed = async {
+                    let mut buf = [0u8; 4096];
                     while let Ok(n) = stream.read(&mut buf).await {
                         if n == 0 {
                             break;

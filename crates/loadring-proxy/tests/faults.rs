@@ -990,13 +990,8 @@ async fn endless_backend() -> EndlessBackend {
         while let Ok((mut stream, _)) = listener.accept().await {
             let ended = counted.clone();
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if !common::read_head(&mut stream).await {
+                    return;
                 }
                 let total: u64 = 1 << 30;
                 let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {total}\r\n\r\n");

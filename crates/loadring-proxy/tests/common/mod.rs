@@ -182,6 +182,20 @@ where
     }
 }
 
+/// Reads from `stream` until a whole request head has come (a scripted
+/// backend's first step): `false` if the peer closed first.
+pub async fn read_head(stream: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
+
 /// A port free right now on 127.0.0.1.
 ///
 /// Each port is handed out once per test process (a counter walks the
