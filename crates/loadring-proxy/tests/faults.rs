@@ -966,53 +966,6 @@ async fn slow_clients_are_cut() {
     );
 }
 
-/// A backend that answers every request with a body of a gigabyte, written
-/// as fast as it is taken; `ended` counts the answers whose connection the
-/// proxy closed before the end.
-struct EndlessBackend {
-    addr: SocketAddr,
-    ended: Arc<AtomicU64>,
-    task: JoinHandle<()>,
-}
-
-impl Drop for EndlessBackend {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn endless_backend() -> EndlessBackend {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let ended = Arc::new(AtomicU64::new(0));
-    let counted = ended.clone();
-    let task = tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let ended = counted.clone();
-            tokio::spawn(async move {
-                if !common::read_head(&mut stream).await {
-                    return;
-                }
-                let total: u64 = 1 << 30;
-                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {total}\r\n\r\n");
-                if stream.write_all(answer.as_bytes()).await.is_err() {
-                    return;
-                }
-                let piece = vec![b'x'; 64 * 1024];
-                let mut sent = 0;
-                while sent < total {
-                    if stream.write_all(&piece).await.is_err() {
-                        ended.fetch_add(1, SeqCst);
-                        return;
-                    }
-                    sent += piece.len() as u64;
-                }
-            });
-        }
-    });
-    EndlessBackend { addr, ended, task }
-}
-
 /// A client that asks for a large answer and reads none of it (the slow
 /// read attack) is cut off once nothing could be sent to it for the send
 /// timeout: its request's connection to the backend is closed and its slot
@@ -1020,7 +973,7 @@ async fn endless_backend() -> EndlessBackend {
 /// stayed. What it was sent stops short of the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
-    let backend = endless_backend().await;
+    let backend = common::endless_backend().await;
     let limits = ClientLimits {
         send_timeout: Duration::from_millis(300),
         // Its request is then cancelled, not read to its end.

@@ -367,6 +367,34 @@ async fn a_tls_client_that_asks_for_nothing_is_closed() {
     assert_eq!(backend.requests(), 0);
 }
 
+/// Under TLS too, a client that asks for a large answer and reads none of
+/// it is cut off at the send timeout: the limit is on the socket beneath.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_client_that_reads_nothing_is_cut_at_the_send_timeout() {
+    let pki = Pki::new();
+    let (files, _) = pki.leaf("proxy");
+    let backend = common::endless_backend().await;
+    let mut config = proxy_config(cluster(&[backend.addr.to_string()]), Some(files));
+    config.clients.send_timeout = std::time::Duration::from_millis(300);
+    config.clients.max_abandoned = Some(0);
+    let (addr, _proxy) = serve(config).await;
+    let mut client = tls_connect(&pki, addr, b"http/1.1").await;
+    client
+        .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let ended = backend.ended.clone();
+    assert!(
+        eventually(WAIT, || {
+            let ended = ended.clone();
+            async move { ended.load(Relaxed) == 1 }
+        })
+        .await,
+        "the backend's connection is still open"
+    );
+    drop(client);
+}
+
 /// An HTTPS backend with `files`: answers `secure` and counts requests.
 async fn tls_backend(files: &TlsFiles) -> (SocketAddr, Arc<AtomicU64>) {
     let certs = CertificateDer::pem_file_iter(&files.cert)

@@ -6,10 +6,13 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
 /// Any single step of a test may take this long at most.
 pub const STEP: Duration = Duration::from_secs(10);
@@ -194,6 +197,53 @@ pub async fn read_head(stream: &mut TcpStream) -> bool {
         }
     }
     true
+}
+
+/// A backend that answers every request with a body of a gigabyte, written
+/// as fast as it is taken; `ended` counts the answers whose connection the
+/// proxy closed before the end.
+pub struct EndlessBackend {
+    pub addr: SocketAddr,
+    pub ended: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for EndlessBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub async fn endless_backend() -> EndlessBackend {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let ended = Arc::new(AtomicU64::new(0));
+    let counted = ended.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let ended = counted.clone();
+            tokio::spawn(async move {
+                if !read_head(&mut stream).await {
+                    return;
+                }
+                let total: u64 = 1 << 30;
+                let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {total}\r\n\r\n");
+                if stream.write_all(answer.as_bytes()).await.is_err() {
+                    return;
+                }
+                let piece = vec![b'x'; 64 * 1024];
+                let mut sent = 0;
+                while sent < total {
+                    if stream.write_all(&piece).await.is_err() {
+                        ended.fetch_add(1, SeqCst);
+                        return;
+                    }
+                    sent += piece.len() as u64;
+                }
+            });
+        }
+    });
+    EndlessBackend { addr, ended, task }
 }
 
 /// A port free right now on 127.0.0.1.
