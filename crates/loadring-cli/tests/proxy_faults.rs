@@ -503,3 +503,95 @@ async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
     assert!(served, "serving again once descriptors are free");
     assert!(proxy.terminate().await.0.success());
 }
+
+/// Out of file descriptors for connections to backends: an HTTP/2 client
+/// opens 60 streams at once on one connection, each held 3 s by the
+/// backend, under `ulimit -n 48`. The connects past the limit are answered
+/// 503 at once, and the endpoint is not blamed: counted against it, they
+/// ejected it (`--eject-after 2`), and every request after got "no eligible
+/// endpoint" for 30 s. Once the streams end, a request is served. (No
+/// idle connections are kept, `--keepalive 0`: they would hold the
+/// descriptors the admin listener needs to answer.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_descriptors_for_backends_the_endpoint_is_not_blamed() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let addr = b.addr().to_string();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let proxy = ProxyProcess::start_as(
+        &[
+            "--policy",
+            "rr",
+            "-e",
+            &addr,
+            "--eject-after",
+            "2",
+            "--admin",
+            &admin,
+            "--max-connections",
+            "1000",
+            "--keepalive",
+            "0",
+        ],
+        "warn",
+        Some(48),
+    )
+    .await;
+    let tcp = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let (h2, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let mut h2 = h2.ready().await.unwrap();
+    let mut answers = Vec::new();
+    for _ in 0..60 {
+        let request = http::Request::get("http://held/?delay=3000")
+            .body(())
+            .unwrap();
+        let (answer, _) = h2.send_request(request, true).unwrap();
+        answers.push(answer);
+        h2 = h2.ready().await.unwrap();
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    for answer in answers {
+        let response = tokio::time::timeout(WAIT, answer).await.unwrap().unwrap();
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let mut text = Vec::new();
+        while let Some(chunk) = body.data().await {
+            text.extend_from_slice(&chunk.unwrap());
+        }
+        if status == 503 {
+            assert_eq!(
+                String::from_utf8_lossy(&text),
+                "the proxy is out of connections: try again later\n"
+            );
+        }
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    assert!(statuses.get(&200).is_some_and(|&n| n > 0), "{statuses:?}");
+    assert!(statuses.get(&503).is_some_and(|&n| n > 0), "{statuses:?}");
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [200, 503],
+        "{statuses:?}"
+    );
+    // The endpoint still serves.
+    let request = http::Request::get("http://held/").body(()).unwrap();
+    let (answer, _) = h2.send_request(request, true).unwrap();
+    let response = tokio::time::timeout(WAIT, answer).await.unwrap().unwrap();
+    assert_eq!(response.status(), 200, "{:?}", proxy.log());
+    let metrics = get(admin.parse().unwrap(), "/metrics", &[]).await.body;
+    assert!(
+        metrics.contains(&format!(
+            "loadring_endpoint_healthy{{endpoint=\"{addr}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(
+        proxy
+            .log()
+            .iter()
+            .any(|l| l.contains("out of local resources, answered 503")),
+        "{:?}",
+        proxy.log()
+    );
+    assert!(proxy.terminate().await.0.success());
+}

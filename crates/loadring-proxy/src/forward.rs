@@ -894,6 +894,25 @@ impl Forwarder {
                         "no response from the backend",
                     );
                 }
+                Ok(Tried::Failed(Failure::Connect(e))) if e.is_local() => {
+                    // Out of descriptors or ports here, not the endpoint's
+                    // doing: no verdict on it (counted against it, such
+                    // failures would eject healthy endpoints one by one),
+                    // and no retry, which would meet the same want.
+                    drop(pick);
+                    self.metrics.request(&self.label, &upstream, 503);
+                    tracing::warn!(
+                        cluster = name,
+                        endpoint = upstream.addr(),
+                        "{e}: out of local resources, answered 503 (the endpoint not blamed)"
+                    );
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the proxy is out of connections: try again later",
+                    );
+                }
                 Ok(Tried::Failed(mut failure)) => {
                     self.attempt_failed(pick, started, &upstream, 502);
                     if let Some(written) = failure.take_head() {

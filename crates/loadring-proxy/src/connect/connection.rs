@@ -229,6 +229,27 @@ pub(crate) enum ConnectError {
     Tls(String, io::Error),
 }
 
+impl ConnectError {
+    /// Whether the connection failed for want of this machine's resources
+    /// (file descriptors, buffers, memory, local ports), not for anything
+    /// the backend did: the endpoint is not to blame for it.
+    pub(crate) fn is_local(&self) -> bool {
+        match self {
+            ConnectError::Io(_, e) => is_out_of_local_resources(e),
+            _ => false,
+        }
+    }
+}
+
+/// `error` says the process or the machine ran out of something a new
+/// socket needs.
+fn is_out_of_local_resources(error: &io::Error) -> bool {
+    matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)
+    )
+}
+
 /// Opens a connection to `addr` (`host:port`) within `timeout`, with
 /// TCP_NODELAY, and a TLS session over it when `tls` is given (SNI: the
 /// host; the certificate verified, a failure is an error).
@@ -274,4 +295,38 @@ pub(crate) async fn connect(
     tls: Option<&Arc<ClientConfig>>,
 ) -> Result<Conn, ConnectError> {
     Ok(Conn::new(open(addr, timeout, tls).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_want_of_local_resources_is_local() {
+        let io = |errno| ConnectError::Io("b:1".into(), io::Error::from_raw_os_error(errno));
+        for errno in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::ENOBUFS,
+            libc::ENOMEM,
+            libc::EADDRNOTAVAIL,
+        ] {
+            assert!(io(errno).is_local(), "errno {errno}");
+        }
+        for errno in [
+            libc::ECONNREFUSED,
+            libc::ETIMEDOUT,
+            libc::EHOSTUNREACH,
+            libc::ENETUNREACH,
+        ] {
+            assert!(!io(errno).is_local(), "errno {errno}");
+        }
+        let timeout = ConnectError::Timeout("b:1".into(), Duration::from_secs(2));
+        assert!(!timeout.is_local());
+        let tls = ConnectError::Tls("b:1".into(), io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(
+            !tls.is_local(),
+            "a TLS failure comes after the socket was made"
+        );
+    }
 }
