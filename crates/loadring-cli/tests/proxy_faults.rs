@@ -509,9 +509,10 @@ async fn out_of_file_descriptors_accept_errors_back_off_and_are_counted() {
 /// backend, under `ulimit -n 48`. The connects past the limit are answered
 /// 503 at once, and the endpoint is not blamed: counted against it, they
 /// ejected it (`--eject-after 2`), and every request after got "no eligible
-/// endpoint" for 30 s. Once the streams end, a request is served. (No
-/// idle connections are kept, `--keepalive 0`: they would hold the
-/// descriptors the admin listener needs to answer.)
+/// endpoint" for 30 s. Once the streams end, a request is served; and a
+/// new client is too, although the connections left idle for reuse hold
+/// every descriptor: the failed accept closes them (else the client, and
+/// the admin listener, would wait for their idle timeout, a minute).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_descriptors_for_backends_the_endpoint_is_not_blamed() {
     let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
@@ -529,8 +530,6 @@ async fn out_of_descriptors_for_backends_the_endpoint_is_not_blamed() {
             &admin,
             "--max-connections",
             "1000",
-            "--keepalive",
-            "0",
         ],
         "warn",
         Some(48),
@@ -578,6 +577,13 @@ async fn out_of_descriptors_for_backends_the_endpoint_is_not_blamed() {
     let (answer, _) = h2.send_request(request, true).unwrap();
     let response = tokio::time::timeout(WAIT, answer).await.unwrap().unwrap();
     assert_eq!(response.status(), 200, "{:?}", proxy.log());
+    let fresh = common::request(proxy.addr, "GET", "/", &[], "").await;
+    assert!(
+        fresh.as_ref().is_ok_and(|r| r.status == 200),
+        "a new client: {:?} {:?}",
+        fresh.map(|r| r.status),
+        proxy.log()
+    );
     let metrics = get(admin.parse().unwrap(), "/metrics", &[]).await.body;
     assert!(
         metrics.contains(&format!(

@@ -898,7 +898,10 @@ impl Forwarder {
                     // Out of descriptors or ports here, not the endpoint's
                     // doing: no verdict on it (counted against it, such
                     // failures would eject healthy endpoints one by one),
-                    // and no retry, which would meet the same want.
+                    // and no retry, which would meet the same want. The
+                    // worker's idle connections give their descriptors
+                    // back for the requests that follow.
+                    crate::connect::pool::shed();
                     drop(pick);
                     self.metrics.request(&self.label, &upstream, 503);
                     tracing::warn!(

@@ -594,7 +594,12 @@ impl ServeClients {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
-                            // Out of file descriptors and the like: wait, do not spin.
+                            // Out of file descriptors and the like: the
+                            // worker's idle connections to backends give
+                            // theirs back; wait, do not spin.
+                            if crate::connect::is_out_of_local_resources(&e) {
+                                crate::connect::pool::shed();
+                            }
                             tokio::time::sleep(accept_errors.failed(&e)).await;
                             continue;
                         }

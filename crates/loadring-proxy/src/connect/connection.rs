@@ -243,7 +243,7 @@ impl ConnectError {
 
 /// `error` says the process or the machine ran out of something a new
 /// socket needs.
-fn is_out_of_local_resources(error: &io::Error) -> bool {
+pub(crate) fn is_out_of_local_resources(error: &io::Error) -> bool {
     matches!(
         error.raw_os_error(),
         Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM | libc::EADDRNOTAVAIL)

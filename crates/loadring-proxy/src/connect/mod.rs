@@ -44,8 +44,8 @@ use tokio_rustls::rustls::ClientConfig;
 
 use body::Home;
 pub(crate) use body::UpstreamBody;
-pub(crate) use connection::ConnectError;
 use connection::{connect, Conn};
+pub(crate) use connection::{is_out_of_local_resources, ConnectError};
 pub(crate) use error::UpstreamError;
 use exchange::{exchange, ExchangeError};
 

@@ -36,7 +36,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use std::time::Duration;
@@ -226,7 +226,14 @@ struct Idle {
     given_back: u32,
     /// A sweeper task runs for these connections.
     sweeping: bool,
+    /// The [`SHEDS`] count this worker's connections were last shed at.
+    shed_at: u64,
 }
+
+/// How many times some worker ran out of file descriptors: each other
+/// worker closes its idle connections at its next sweep on seeing it grow
+/// ([`shed`]).
+static SHEDS: AtomicU64 = AtomicU64::new(0);
 
 impl Idle {
     fn sweep(&mut self, now: Instant) {
@@ -238,6 +245,17 @@ impl Idle {
 
     fn take(&mut self, pool: usize, addr: &str, now: Instant) -> Option<Conn> {
         self.pools.get_mut(&pool)?.take(addr, now)
+    }
+
+    /// Closes every idle connection here, the shed counted `sheds` seen;
+    /// how many were closed.
+    fn shed_here(&mut self, sheds: u64) -> usize {
+        self.shed_at = sheds;
+        let closed = self.pools.values().map(|p| p.idle).sum();
+        // Dropped, their sockets closed; the sweeper finds nothing left
+        // and ends.
+        self.pools.clear();
+        closed
     }
 
     /// Parks `conn`; true when a sweeper must be started.
@@ -266,7 +284,13 @@ impl Idle {
 
     /// One sweep of the timer's: false when no idle connection is left
     /// (the sweeper ends, and the next give-back starts one).
-    fn sweep_on_timer(&mut self, now: Instant) -> bool {
+    ///
+    /// `sheds` is [`SHEDS`]' count: when it has grown since this worker
+    /// last shed, another worker ran out of descriptors, and these go too.
+    fn sweep_on_timer(&mut self, now: Instant, sheds: u64) -> bool {
+        if sheds != self.shed_at {
+            self.shed_here(sheds);
+        }
         self.sweep(now);
         self.sweeping = !self.pools.is_empty();
         self.sweeping
@@ -289,7 +313,8 @@ async fn sweeper() {
     let mut running = Running(true);
     loop {
         tokio::time::sleep(SWEEP_PERIOD).await;
-        let more = with_idle(|idle| idle.sweep_on_timer(Instant::now())).unwrap_or(false);
+        let sheds = SHEDS.load(Relaxed);
+        let more = with_idle(|idle| idle.sweep_on_timer(Instant::now(), sheds)).unwrap_or(false);
         if !more {
             running.0 = false;
             return;
@@ -384,6 +409,17 @@ pub(crate) fn give_back(
             }
         }
     }
+}
+
+/// Closes every idle connection of this worker (or of the shared pool),
+/// of every pool, and those of the other workers at their next sweep
+/// (within [`SWEEP_PERIOD`]): the process ran out of file descriptors, and
+/// a client waiting to be accepted, or a request waiting for a
+/// connection, matters more than a connection kept in case. How many were
+/// closed here.
+pub(crate) fn shed() -> usize {
+    let sheds = SHEDS.fetch_add(1, Relaxed) + 1;
+    with_idle(|idle| idle.shed_here(sheds)).unwrap_or(0)
 }
 
 /// Idle connections of `pool` on this worker (or in the shared pool).
@@ -678,6 +714,55 @@ mod tests {
         assert!(take(pool, &b).is_none());
         assert_eq!(take(pool, &a).map(|c| id(&c)), Some(a_id));
         assert_eq!(take(pool, &c).map(|c| id(&c)), Some(c_id));
+    }
+
+    /// Out of descriptors: every idle connection of the worker goes, of
+    /// every pool, each closed; the pools take connections again after.
+    #[tokio::test]
+    async fn shedding_closes_every_idle_connection_of_every_pool() {
+        let (addr, mut seen) = backend_acting(Acts::Holds).await;
+        let (one, two) = (new_id(), new_id());
+        let mut ids = Vec::new();
+        for pool in [one, one, two] {
+            let conn = ready(&addr).await;
+            ids.push(id(&conn));
+            give_back(pool, &addr, conn, 8);
+        }
+        assert_eq!((idle_count(one), idle_count(two)), (2, 1));
+        // Not `shed()`: its count is the process's, and other tests' pools
+        // would go at their sweeps.
+        let shed_here = || with_idle(|idle| idle.shed_here(idle.shed_at)).unwrap();
+        assert_eq!(shed_here(), 3);
+        assert_eq!((idle_count(one), idle_count(two)), (0, 0));
+        // Closed in any order.
+        let mut open: std::collections::HashSet<SocketAddr> = ids.into_iter().collect();
+        let all_closed = tokio::time::timeout(WAIT, async {
+            while !open.is_empty() {
+                open.remove(&seen.recv().await.unwrap());
+            }
+        });
+        assert!(all_closed.await.is_ok(), "each is closed");
+        assert_eq!(shed_here(), 0);
+        give_back(one, &addr, ready(&addr).await, 8);
+        assert_eq!(idle_count(one), 1);
+    }
+
+    /// Another worker's shed reaches this one's connections at its next
+    /// sweep, once.
+    #[tokio::test]
+    async fn a_shed_elsewhere_closes_these_at_the_next_sweep() {
+        let addr = backend(true).await;
+        let pool = new_id();
+        give_back(pool, &addr, ready(&addr).await, 8);
+        let seen = with_idle(|idle| idle.shed_at).unwrap();
+        let sweep = |sheds| with_idle(|idle| idle.sweep_on_timer(Instant::now(), sheds)).unwrap();
+        assert!(sweep(seen), "kept: no shed since");
+        assert_eq!(idle_count(pool), 1);
+        assert!(!sweep(seen + 1), "nothing left to sweep");
+        assert_eq!(idle_count(pool), 0);
+        give_back(pool, &addr, ready(&addr).await, 8);
+        assert!(sweep(seen + 1), "the same shed is not seen twice");
+        assert_eq!(idle_count(pool), 1);
     }
 
     #[tokio::test]
