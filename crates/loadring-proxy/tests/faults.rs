@@ -991,13 +991,8 @@ async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
         .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .unwrap();
-    let ended = backend.ended.clone();
     assert!(
-        eventually(common::WAIT, || {
-            let ended = ended.clone();
-            async move { ended.load(SeqCst) == 1 }
-        })
-        .await,
+        backend.cut_off().await,
         "the backend's connection is still open"
     );
     let proxy_ref = &proxy;

@@ -208,6 +208,13 @@ pub struct EndlessBackend {
     task: JoinHandle<()>,
 }
 
+impl EndlessBackend {
+    /// Whether, soon, the proxy closed the connection of one answer.
+    pub async fn cut_off(&self) -> bool {
+        eventually(WAIT, || async { self.ended.load(SeqCst) == 1 }).await
+    }
+}
+
 impl Drop for EndlessBackend {
     fn drop(&mut self) {
         self.task.abort();
