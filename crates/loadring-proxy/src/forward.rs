@@ -348,9 +348,7 @@ impl Forwarding {
             forwarder,
         }
     }
-}
 
-impl Forwarding {
     /// Whether the answer was given (or the exchange is gone with a panic).
     pub(crate) fn is_over(&self) -> bool {
         matches!(self.exchange, Exchange::Over)

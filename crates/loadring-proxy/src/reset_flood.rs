@@ -14,9 +14,9 @@
 //! answers ([`LeftEarly`]); once those are at least [`FLOOD_LEAST`] and
 //! more than half of all its requests, it is closed at once (by
 //! [`IdleLimit`](crate::idle_limit::IdleLimit), which watches what a
-//! connection asks), as Envoy does on its "premature resets". A client that cancels now and
-//! then never comes near it; one that resets as many requests as it lets
-//! finish is held to twice an honest client's cost.
+//! connection asks), as Envoy does on its "premature resets". A client
+//! that cancels now and then never comes near it; one that resets as many
+//! requests as it lets finish is held to twice an honest client's cost.
 
 use crate::activity::Activity;
 
