@@ -96,7 +96,8 @@ pub struct Args {
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     header_timeout: Option<String>,
     /// How long sending a response may be held back because the client reads
-    /// nothing; then its connection is closed (default 60s).
+    /// nothing; then its connection is closed, or an HTTP/2 stream held back
+    /// alone is reset (default 60s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     send_timeout: Option<String>,
     /// Client connections open at once; beyond, new ones are refused at once

@@ -1,11 +1,12 @@
 //! What a client connection's service saw: how many requests it made,
-//! whether they were HTTP/2's, and how many of them its client left before
-//! their answers began. The connection's limits read it: [`IdleLimit`]
-//! (a connection that asks for nothing) and [`ResetFlood`] (one that
-//! resets most of what it asks).
+//! whether they were HTTP/2's, how many of them its client left before
+//! their answers began, and the HTTP/2 answers being sent. The
+//! connection's limits read it: [`IdleLimit`] (a connection that asks for
+//! nothing), [`reset_flood`] (one that resets most of what it asks) and
+//! [`Answers`] (one that takes nothing of an answer).
 //!
 //! [`IdleLimit`]: crate::idle_limit::IdleLimit
-//! [`ResetFlood`]: crate::reset_flood::ResetFlood
+//! [`reset_flood`]: crate::reset_flood
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,8 @@ use std::task::Waker;
 
 use futures_util::task::AtomicWaker;
 use http::Version;
+
+use crate::stream_send_limit::Answers;
 
 /// One connection's record, shared by its service and its limits.
 #[derive(Debug, Clone, Default)]
@@ -28,6 +31,8 @@ struct Seen {
     left_early: AtomicU64,
     /// The connection's task, woken when a request is left.
     connection: AtomicWaker,
+    /// Its HTTP/2 answers being sent, for the send timeout.
+    answers: Answers,
 }
 
 impl Activity {
@@ -65,5 +70,10 @@ impl Activity {
 
     pub(crate) fn left_early(&self) -> u64 {
         self.0.left_early.load(Ordering::Relaxed)
+    }
+
+    /// The connection's HTTP/2 answers (stream_send_limit.rs).
+    pub(crate) fn answers(&self) -> &Answers {
+        &self.0.answers
     }
 }

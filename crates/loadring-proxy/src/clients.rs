@@ -25,6 +25,8 @@ pub struct ClientLimits {
     pub header_timeout: Duration,
     /// How long sending to a client may be held back because it reads
     /// nothing; then its connection is closed and its requests abandoned.
+    /// An HTTP/2 stream its client holds back alone (its window shut) has
+    /// its request abandoned after as long, and within a quarter more.
     pub send_timeout: Duration,
     /// Client connections open at once; beyond, new ones are refused at
     /// once. `None`: half of the soft file descriptor limit left after a

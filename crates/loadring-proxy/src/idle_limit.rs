@@ -20,8 +20,10 @@
 //! a counter's update, not a timer's.
 //!
 //! It also closes an HTTP/2 connection whose client resets most of what it
-//! asks (reset_flood.rs): watching the connection's requests is this
-//! wrapper's one job, and a second wrapper would cost every poll a call.
+//! asks (reset_flood.rs), and sweeps an HTTP/2 connection's answers for
+//! those its client takes nothing of (stream_send_limit.rs): watching what
+//! the connection's client does is this wrapper's one job, and a second
+//! wrapper would cost every poll a call.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +35,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::activity::Activity;
 use crate::drain::Graceful;
+use crate::stream_send_limit::QUIET_SWEEPS;
 
 /// How a watched connection ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -45,6 +48,9 @@ pub(crate) enum Ended<T> {
     /// Its client reset `left` of its `requests` before their answers:
     /// dropped at once, its open streams with it.
     Flooded { left: u64, requests: u64 },
+    /// Its client took nothing of any of its `cut` answers for the send
+    /// timeout, and asked for nothing new for as long: dropped.
+    Stalled { cut: usize },
 }
 
 pin_project! {
@@ -61,6 +67,14 @@ pin_project! {
         // The requests seen when the deadline was set.
         seen: u64,
         activity: Activity,
+        // A quarter of the send timeout, when HTTP/2 answers are swept.
+        sweep_every: Option<Duration>,
+        // Made at the first poll of an HTTP/2 connection.
+        sweeps: Option<Pin<Box<Sleep>>>,
+        // The requests seen at the last sweep, and the sweeps in a row
+        // since one came.
+        seen_at_sweep: u64,
+        sweeps_without_request: u32,
     }
 }
 
@@ -72,7 +86,18 @@ impl<C> IdleLimit<C> {
             within,
             seen: 0,
             activity,
+            sweep_every: None,
+            sweeps: None,
+            seen_at_sweep: 0,
+            sweeps_without_request: 0,
         }
+    }
+
+    /// Also cuts the HTTP/2 answers whose client takes nothing of them for
+    /// `send_timeout` (stream_send_limit.rs).
+    pub(crate) fn cutting_stalled_answers(mut self, send_timeout: Duration) -> Self {
+        self.sweep_every = Some(send_timeout / QUIET_SWEEPS);
+        self
     }
 }
 
@@ -97,6 +122,28 @@ impl<C: Graceful> Future for IdleLimit<C> {
                 left: this.activity.left_early(),
                 requests: this.activity.requests(),
             });
+        }
+        if let (true, Some(every)) = (http2, *this.sweep_every) {
+            let sweeps = this
+                .sweeps
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(every)));
+            // Until it is polled before its time, so that it wakes this task.
+            while sweeps.as_mut().poll(cx).is_ready() {
+                let swept = this.activity.answers().sweep();
+                let requests = this.activity.requests();
+                if requests == *this.seen_at_sweep {
+                    *this.sweeps_without_request += 1;
+                } else {
+                    *this.seen_at_sweep = requests;
+                    *this.sweeps_without_request = 0;
+                }
+                // Nothing but dead streams, and nothing asked for a whole
+                // send timeout.
+                if swept.only_cut() && *this.sweeps_without_request >= QUIET_SWEEPS {
+                    return Poll::Ready(Ended::Stalled { cut: swept.cut });
+                }
+                sweeps.as_mut().reset(Instant::now() + every);
+            }
         }
         let Some(deadline) = this.deadline else {
             return Poll::Pending;
@@ -287,6 +334,86 @@ mod tests {
             left_on_another_task(Version::HTTP_2, 200, 101).await,
             flooded(101, 200)
         );
+    }
+
+    const SEND: Duration = Duration::from_millis(400);
+
+    /// An HTTP/2 connection with one request whose answer its client
+    /// takes nothing of, and `then` run beside it: how the connection
+    /// ended, and when, if it did within 100 periods.
+    async fn stalled_beside(
+        then: impl Future<Output = ()>,
+        activity: Activity,
+    ) -> Option<(Ended<&'static str>, Duration)> {
+        // A long idle limit: only the answers may end it.
+        let limit = IdleLimit::new(Conn::default(), WITHIN * 1000, activity.clone())
+            .cutting_stalled_answers(SEND);
+        let started = Instant::now();
+        activity.note(Version::HTTP_2);
+        let stalled = activity
+            .answers()
+            .watch(http::Response::new(crate::proxy_body::text_body(
+                "never taken",
+            )));
+        let ended = tokio::select! {
+            out = limit => Some((out, started.elapsed())),
+            () = then => None,
+        };
+        drop(stalled);
+        ended
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_with_nothing_but_stalled_answers_is_dropped() {
+        // Swept from its first poll every quarter of the send timeout: the
+        // first sweep sees the answer, the fifth finds it quiet a fourth
+        // time, a whole send timeout after the first.
+        assert_eq!(
+            stalled_beside(tokio::time::sleep(WITHIN * 100), Activity::default()).await,
+            Some((Ended::Stalled { cut: 1 }, SEND * 5 / 4))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_that_goes_on_asking_stays_open() {
+        // A request every half a send timeout: the stalled answer is cut,
+        // the connection is not.
+        let activity = Activity::default();
+        let asking = {
+            let activity = activity.clone();
+            async move {
+                for _ in 0..20 {
+                    tokio::time::sleep(SEND / 2).await;
+                    activity.note(Version::HTTP_2);
+                }
+            }
+        };
+        assert_eq!(stalled_beside(asking, activity).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_with_an_answer_being_taken_stays_open() {
+        use http_body::{Body as _, Frame};
+        use http_body_util::BodyExt as _;
+
+        let activity = Activity::default();
+        let endless = futures_util::stream::repeat_with(|| {
+            Ok::<_, crate::body::BoxError>(Frame::data(bytes::Bytes::from_static(b"x")))
+        });
+        let mut taken = activity.answers().watch(http::Response::new(
+            http_body_util::StreamBody::new(endless).boxed_unsync(),
+        ));
+        let taking = async move {
+            for _ in 0..20 {
+                tokio::time::sleep(SEND / 2).await;
+                // A frame taken, as hyper does each time the client opens
+                // its window.
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                let frame = Pin::new(taken.body_mut()).poll_frame(&mut cx);
+                assert!(matches!(frame, Poll::Ready(Some(Ok(_)))));
+            }
+        };
+        assert_eq!(stalled_beside(taking, activity).await, None);
     }
 
     #[tokio::test(start_paused = true)]

@@ -88,6 +88,7 @@ mod run_to_end;
 mod send_limit;
 mod server;
 mod slot_timer;
+mod stream_send_limit;
 mod target;
 mod tls;
 mod upstream;

@@ -259,6 +259,19 @@ fn served(response: Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallib
     Ok(response)
 }
 
+/// [`served`], the answer's body watched by `answers`'s connection when
+/// there is one (HTTP/2's).
+fn served_watched(
+    answers: Option<Activity>,
+) -> impl FnOnce(Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
+    move |response| {
+        served(match answers {
+            Some(activity) => activity.answers().watch(response),
+            None => response,
+        })
+    }
+}
+
 /// A configured proxy with its listeners bound, not serving yet.
 #[derive(Debug)]
 pub struct Proxy {
@@ -705,12 +718,16 @@ impl ServeOne {
                 // into HTTP/1's in-flight slot or an HTTP/2 stream's task
                 // without a copy of much. An HTTP/2 stream's counts if its
                 // client resets it unanswered (reset_flood.rs).
-                let left_early = if version == Version::HTTP_2 {
-                    LeftEarly::new(activity.clone())
+                // Its answer is watched too, for a client that takes
+                // nothing of it (stream_send_limit.rs).
+                let (left_early, answers) = if version == Version::HTTP_2 {
+                    (LeftEarly::new(activity.clone()), Some(activity.clone()))
                 } else {
-                    LeftEarly::default()
+                    (LeftEarly::default(), None)
                 };
-                gateway.handle_marked(request, peer, left_early).map(served)
+                gateway
+                    .handle_marked(request, peer, left_early)
+                    .map(served_watched(answers))
             }
         });
         // A request within the header timeout, or the connection is closed
@@ -726,11 +743,10 @@ impl ServeOne {
                     TokioIo::new(JoinedWrites::new(stream)),
                     service,
                 );
-                let connection = self.drain.enter().watch(IdleLimit::new(
-                    connection.into_owned(),
-                    within,
-                    activity,
-                ));
+                let connection = self.drain.enter().watch(
+                    IdleLimit::new(connection.into_owned(), within, activity)
+                        .cutting_stalled_answers(self.send_timeout),
+                );
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
                     log_end(peer, within, connection.await, &floods);
@@ -739,6 +755,7 @@ impl ServeOne {
             Some(tls) => {
                 let acceptor = TlsAcceptor::from(tls.current());
                 let (http, entered) = (self.http.clone(), self.drain.enter());
+                let send_timeout = self.send_timeout;
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
                     // A client that sends garbage (or plain HTTP) or stalls
@@ -761,7 +778,10 @@ impl ServeOne {
                         )
                         .into_owned();
                     let ended = entered
-                        .watch(IdleLimit::new(connection, within, activity))
+                        .watch(
+                            IdleLimit::new(connection, within, activity)
+                                .cutting_stalled_answers(send_timeout),
+                        )
                         .await;
                     log_end(peer, within, ended, &floods);
                 });
@@ -783,6 +803,10 @@ fn log_end(
         Ended::Closed(Ok(())) => {}
         Ended::Closed(Err(e)) => tracing::debug!("client {peer}: {e}"),
         Ended::NoRequest => tracing::debug!("client {peer}: no request in {within:?}"),
+        Ended::Stalled { cut } => tracing::debug!(
+            "client {peer}: connection closed, it took nothing of its {cut} answers for the send \
+             timeout"
+        ),
         Ended::Flooded { left, requests } => {
             floods.inc();
             tracing::info!(

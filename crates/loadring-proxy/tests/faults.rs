@@ -1017,6 +1017,147 @@ async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
     assert!(received > 0 && received < 1 << 30, "received {received}");
 }
 
+/// An HTTP/2 client (h2's own, which lets the test hold a stream's window
+/// shut) on a proxy with a 300 ms send timeout in front of an endless
+/// backend; the proxy, the backend and the client's connection task.
+async fn shut_window_client() -> (
+    Running,
+    common::EndlessBackend,
+    h2::client::SendRequest<Bytes>,
+    JoinHandle<Result<(), h2::Error>>,
+) {
+    let backend = common::endless_backend().await;
+    let limits = ClientLimits {
+        send_timeout: Duration::from_millis(300),
+        max_abandoned: Some(0),
+        ..ClientLimits::default()
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[backend.addr])],
+        vec![],
+        limits,
+    )
+    .await;
+    let tcp = TcpStream::connect(proxy.addr).await.unwrap();
+    // Room on the connection for what one stream's window lets through
+    // many times over: a stream held back is held back by its own window.
+    let (h2, connection) = h2::client::Builder::new()
+        .initial_connection_window_size(64 << 20)
+        .handshake(tcp)
+        .await
+        .unwrap();
+    let connection = tokio::spawn(connection);
+    (proxy, backend, h2, connection)
+}
+
+/// Asks `h2` for a large answer and waits for its head.
+async fn ask_big(h2: &mut h2::client::SendRequest<Bytes>) -> h2::RecvStream {
+    let request = http::Request::get("http://x/big").body(()).unwrap();
+    let (response, _) = h2.send_request(request, true).unwrap();
+    let response = tokio::time::timeout(common::WAIT, response)
+        .await
+        .expect("no answer's head")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.into_body()
+}
+
+/// Reads `body` until `bytes` more came, giving each back to the window.
+async fn take(body: &mut h2::RecvStream, bytes: usize) {
+    let mut taken = 0;
+    while taken < bytes {
+        let data = tokio::time::timeout(common::WAIT, body.data())
+            .await
+            .expect("the answer stopped")
+            .expect("the answer ended")
+            .unwrap();
+        taken += data.len();
+        body.flow_control().release_capacity(data.len()).unwrap();
+    }
+}
+
+/// An HTTP/2 client that keeps one stream's window shut (it never gives
+/// back what that stream received) while it reads another on the same
+/// connection: the shut stream's request is cut at the send timeout, its
+/// connection to the backend closed and its slot released; the other
+/// stream goes on, and so does the connection. When the client at last
+/// opens the window, the stream is reset rather than ended as if whole.
+/// Before, hyper stopped asking the shut stream's answer for more, and its
+/// request held its backend for as long as the client liked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_whose_window_stays_shut_is_cut_at_the_send_timeout() {
+    let (proxy, backend, mut h2, connection) = shut_window_client().await;
+    let mut shut = ask_big(&mut h2).await;
+    let mut read = ask_big(&mut h2).await;
+    let reading = tokio::spawn(async move {
+        // Read on until told to stop: the answer is 1 GiB.
+        loop {
+            take(&mut read, 1 << 20).await;
+        }
+    });
+    assert!(
+        backend.cut_off().await,
+        "the shut stream's backend connection is still open"
+    );
+    let proxy_ref = &proxy;
+    assert!(
+        eventually(common::WAIT, || async move {
+            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 1.0
+        })
+        .await,
+        "{}",
+        proxy.metrics().await
+    );
+    assert!(!reading.is_finished(), "the other stream stopped");
+    assert!(!connection.is_finished(), "the connection is closed");
+    // The window opened at last: what was held comes, then a reset.
+    let mut received = 0;
+    let ended = loop {
+        match tokio::time::timeout(common::WAIT, shut.data()).await {
+            Ok(Some(Ok(data))) => {
+                received += data.len();
+                shut.flow_control().release_capacity(data.len()).unwrap();
+            }
+            Ok(Some(Err(e))) => break Some(e),
+            Ok(None) => break None,
+            Err(_) => panic!("the shut stream neither went on nor ended"),
+        }
+    };
+    let reset = ended.expect("the cut answer ended as if whole");
+    assert_eq!(reset.reason(), Some(h2::Reason::INTERNAL_ERROR), "{reset}");
+    assert!(received < 1 << 30, "received {received}");
+    assert_eq!(backend.ended.load(SeqCst), 1, "one backend connection cut");
+    assert!(!connection.is_finished(), "the connection is closed");
+    reading.abort();
+}
+
+/// An HTTP/2 client that takes nothing at all (its connection's window
+/// shut): its answer is cut at the send timeout, and its connection,
+/// which then serves nothing, is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_that_takes_nothing_is_closed_at_the_send_timeout() {
+    let (proxy, backend, mut h2, connection) = shut_window_client().await;
+    let shut = ask_big(&mut h2).await;
+    assert!(
+        backend.cut_off().await,
+        "the backend's connection is still open"
+    );
+    let closed = tokio::time::timeout(common::WAIT, connection)
+        .await
+        .expect("the client's connection is still open");
+    assert!(closed.is_ok(), "{closed:?}");
+    let proxy_ref = &proxy;
+    assert!(
+        eventually(common::WAIT, || async move {
+            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 0.0
+        })
+        .await,
+        "{}",
+        proxy.metrics().await
+    );
+    drop(shut);
+}
+
 /// Clients that connect and ask for nothing (silent, only the start of
 /// HTTP/2's preface, or HTTP/2 with no stream) hold places of the
 /// connection limit until the header timeout closes them; then their
