@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
@@ -413,6 +413,8 @@ pub struct Inner {
     counters: ClusterCounters,
     /// Where requests whose client left go on, or not.
     abandoning: Abandoning,
+    /// The clients' send timeout, for the client side of tunnels.
+    send_timeout: Duration,
 }
 
 impl std::ops::Deref for Forwarder {
@@ -478,10 +480,17 @@ impl Forwarder {
     }
 
     /// A forwarder for `cluster`, with its own upstream connections.
-    /// Requests whose client left go on in `abandoned`'s places.
-    pub fn new(cluster: Arc<Cluster>, metrics: Arc<Metrics>, abandoned: Places) -> Self {
+    /// Requests whose client left go on in `abandoned`'s places; a tunnel's
+    /// client that takes nothing for `send_timeout` closes it.
+    pub fn new(
+        cluster: Arc<Cluster>,
+        metrics: Arc<Metrics>,
+        abandoned: Places,
+        send_timeout: Duration,
+    ) -> Self {
         Forwarder {
             inner: Arc::new(Inner {
+                send_timeout,
                 label: cluster.name().into(),
                 counters: metrics.cluster(cluster.name()),
                 abandoning: Abandoning::new(abandoned, metrics.abandoned_cancelled(cluster.name())),
@@ -537,6 +546,7 @@ impl Forwarder {
         let tunnel = match crate::websocket::Tunnel::asked(
             &mut request,
             cluster.config().backend_protocol,
+            self.send_timeout,
         ) {
             Ok(tunnel) => tunnel,
             Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why),
@@ -985,7 +995,12 @@ mod tests {
         config.endpoints = vec!["127.0.0.1:9".parse().unwrap()];
         config.abort_on_close = abort_on_close;
         let cluster = Arc::new(Cluster::new(config).unwrap());
-        Forwarder::new(cluster, Arc::new(Metrics::new(true)), Places::new(16))
+        Forwarder::new(
+            cluster,
+            Arc::new(Metrics::new(true)),
+            Places::new(16),
+            crate::clients::DEFAULT_SEND_TIMEOUT,
+        )
     }
 
     fn alive_tasks() -> usize {

@@ -90,6 +90,7 @@ impl Gateway {
                 cluster.clone(),
                 metrics.clone(),
                 abandoned.clone(),
+                config.clients.send_timeout,
             ));
             clusters.push(cluster);
         }

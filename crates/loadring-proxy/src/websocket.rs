@@ -8,7 +8,7 @@
 //! is a hot key, and its load is its open connections.
 
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use http::header::{
@@ -26,6 +26,7 @@ use crate::cluster::Backend;
 use crate::config::BackendProtocol;
 use crate::connect::UpstreamBody;
 use crate::proxy_body::{empty_body, ProxyBody};
+use crate::send_limit::SendLimit;
 
 /// A client's request to switch protocols, its side of the tunnel to come.
 #[derive(Debug)]
@@ -38,6 +39,10 @@ pub(crate) struct Tunnel {
     /// itself: its handshake became an HTTP/2 backend's extended CONNECT,
     /// which carries no key.
     accept: Option<HeaderValue>,
+    /// How long a write to the client may be held back before the tunnel
+    /// closes: an HTTP/2 client's stream may be shut while its socket
+    /// flows (an HTTP/1.1 client's socket has the same limit already).
+    send_timeout: Duration,
 }
 
 /// How the client asked for its tunnel.
@@ -73,6 +78,7 @@ impl Tunnel {
     pub(crate) fn asked(
         request: &mut Request<Incoming>,
         to: BackendProtocol,
+        send_timeout: Duration,
     ) -> Result<Option<Tunnel>, &'static str> {
         if request.method() == Method::CONNECT {
             // Any other CONNECT was refused before it was routed.
@@ -89,6 +95,7 @@ impl Tunnel {
                 asked: Asked::Connect,
                 to,
                 accept: None,
+                send_timeout,
             }));
         }
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
@@ -120,6 +127,7 @@ impl Tunnel {
             asked: Asked::Upgrade(protocol),
             to,
             accept,
+            send_timeout,
         }))
     }
 
@@ -224,20 +232,19 @@ impl Tunnel {
                 head.headers.remove(CONTENT_LENGTH);
             }
         }
-        let client = self.client;
+        let (client, send_timeout) = (self.client, self.send_timeout);
+        let limited = move |client| SendLimit::new(TokioIo::new(client), send_timeout);
         tokio::spawn(async move {
             // The backend's connection is the tunnel's now: never pooled.
             let copied = match h1_backend {
                 Some(backend) => match client.await {
-                    Ok(client) => Ok(copy_until_either_closes(TokioIo::new(client), backend).await),
+                    Ok(client) => Ok(copy_until_either_closes(limited(client), backend).await),
                     Err(e) => Err(e),
                 },
                 None => match tokio::try_join!(client, h2_backend) {
-                    Ok((client, backend)) => Ok(copy_until_either_closes(
-                        TokioIo::new(client),
-                        TokioIo::new(backend),
-                    )
-                    .await),
+                    Ok((client, backend)) => {
+                        Ok(copy_until_either_closes(limited(client), TokioIo::new(backend)).await)
+                    }
                     Err(e) => Err(e),
                 },
             };

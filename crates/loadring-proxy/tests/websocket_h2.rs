@@ -297,6 +297,64 @@ async fn an_h2_tunnel_outlives_its_idle_connections_goaway() {
     the_backends_close(&mut [ws], running.admin, &[backend]).await;
 }
 
+/// A backend that switches every handshake and then sends without end;
+/// it counts the tunnels the proxy closed under it.
+async fn flooding_ws_backend() -> (SocketAddr, Arc<AtomicU64>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let closed = Arc::new(AtomicU64::new(0));
+    let counted = closed.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let closed = counted.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                if !common::read_head(&mut stream).await {
+                    return;
+                }
+                // The proxy looks at the status alone.
+                let switched = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                                Connection: Upgrade\r\n\r\n";
+                if stream.write_all(switched.as_bytes()).await.is_err() {
+                    return;
+                }
+                let piece = vec![0u8; 64 * 1024];
+                while stream.write_all(&piece).await.is_ok() {}
+                closed.fetch_add(1, Relaxed);
+            });
+        }
+    });
+    (addr, closed)
+}
+
+/// An HTTP/2 client that opens a WebSocket and takes nothing of it (its
+/// stream's window stays shut while its socket is read): once nothing
+/// could be sent to it for the send timeout, the tunnel is closed and its
+/// slot released, where it was held as long as the client liked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_h2_tunnel_whose_client_takes_nothing_is_closed_at_the_send_timeout() {
+    let (backend, closed) = flooding_ws_backend().await;
+    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+    cluster.endpoints = vec![backend.to_string().parse().unwrap()];
+    let clients = loadring_proxy::ClientLimits {
+        send_timeout: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let running = running::serve(running::config(vec![cluster], vec![], clients), 1).await;
+    let client = h2_cleartext(running.addr).await;
+    let (head, tunnel) = connect(&client, "/feed", "room-feed").await;
+    assert_eq!(head.status, 200, "{head:?}");
+    assert!(
+        eventually(WAIT, || async { closed.load(Relaxed) == 1 }).await,
+        "the backend's side of the tunnel is still open"
+    );
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await,
+        "the tunnel's slot is still held"
+    );
+    drop(tunnel);
+}
+
 /// Keyed by method and target, a room is placed alike over HTTP/1.1 (a
 /// `GET`) and HTTP/2 (a `CONNECT`, keyed as the `GET` it becomes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
