@@ -104,7 +104,7 @@ pub use duration::parse_duration;
 pub use error::{ConfigError, ConfigErrorKind, ProxyError, ProxyErrorKind};
 pub use key::{KeySource, KeySpec};
 pub use load_report::LoadReportSpec;
-pub use server::Proxy;
+pub use server::{Proxy, MAX_ADMIN_CONNECTIONS};
 
 /// A demo HTTP backend that reports what it served (feature `demo`): for
 /// tests, examples and trying the gateway out.

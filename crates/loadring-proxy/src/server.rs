@@ -439,14 +439,19 @@ impl Proxy {
         for (i, discovery) in discoveries {
             background.push(spawn_membership(gateway.clusters[i].clone(), discovery));
         }
+        let accept_log = AcceptLog::default();
         if let Some(admin) = admin {
-            background.push(tokio::spawn(serve_admin(admin, gateway.clone())));
+            background.push(tokio::spawn(serve_admin(
+                admin,
+                gateway.clone(),
+                clients,
+                accept_log.clone(),
+            )));
         }
         if let Some(tls) = &tls {
             background.push(spawn_tls_reload(tls.clone())?);
         }
         let connections = Places::new(clients.max_connections());
-        let accept_log = AcceptLog::default();
         let (stop, stopping) = watch::channel(false);
         let (inboxes, mut receivers): (Vec<_>, Vec<_>) = (0..=workers.len())
             .map(|_| mpsc::unbounded_channel())
@@ -840,7 +845,17 @@ const MAX_CLIENT_STREAMS: u32 = 200;
 /// The answer to a connection over the limit, written if the socket takes it.
 const AT_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 37\r\nconnection: close\r\n\r\ntoo many connections: try again later\n";
 
-async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
+/// Admin connections open at once: a dashboard takes a few, a scraper
+/// one. Beyond, they are refused at once, so that a flood of them cannot
+/// take the file descriptors the clients' connections need.
+pub const MAX_ADMIN_CONNECTIONS: usize = 64;
+
+async fn serve_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    clients: ClientLimits,
+    accept_log: AcceptLog,
+) {
     // The dashboard's timeline, sampled beside the listener: it stops with it.
     let sampler = gateway.clone();
     let sampling = async move {
@@ -851,15 +866,41 @@ async fn serve_admin(listener: TcpListener, gateway: Arc<Gateway>) {
             sampler.metrics().sample(sampler.clusters());
         }
     };
-    tokio::join!(sampling, accept_admin(listener, gateway));
+    tokio::join!(
+        sampling,
+        accept_admin(listener, gateway, clients, accept_log)
+    );
 }
 
-async fn accept_admin(listener: TcpListener, gateway: Arc<Gateway>) {
+/// Serves the admin listener with the clients' limits: the header timeout
+/// (which hyper's HTTP/1.1 server also applies to a kept-alive
+/// connection's wait), the send timeout, and [`MAX_ADMIN_CONNECTIONS`].
+async fn accept_admin(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    clients: ClientLimits,
+    accept_log: AcceptLog,
+) {
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new());
+    http.timer(TokioTimer::new())
+        .header_read_timeout(clients.header_timeout);
+    let places = Places::new(MAX_ADMIN_CONNECTIONS);
+    let mut accept_errors = AcceptErrors::new(accept_log);
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                if crate::connect::is_out_of_local_resources(&e) {
+                    crate::connect::pool::shed();
+                }
+                tokio::time::sleep(accept_errors.failed(&e)).await;
+                continue;
+            }
+        };
+        accept_errors.succeeded();
+        let Some(place) = places.try_take() else {
+            let _ = stream.try_write(AT_CAPACITY);
+            tracing::debug!("admin client {peer}: refused, at the admin connection limit");
             continue;
         };
         let gateway = gateway.clone();
@@ -873,9 +914,13 @@ async fn accept_admin(listener: TcpListener, gateway: Arc<Gateway>) {
                 ))
             }
         });
+        let stream = SendLimit::new(stream, clients.send_timeout);
         let connection = http.serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
-            let _ = connection.await;
+            let _place = place;
+            if let Err(e) = connection.await {
+                tracing::debug!("admin client {peer}: {e}");
+            }
         });
     }
 }

@@ -1158,6 +1158,78 @@ async fn an_http2_connection_that_takes_nothing_is_closed_at_the_send_timeout() 
     drop(shut);
 }
 
+/// The admin listener has the clients' limits: with a 300 ms header
+/// timeout, connections that send nothing take every one of its
+/// `MAX_ADMIN_CONNECTIONS` places, one more is refused at once (503), the
+/// silent ones are closed when their time is up, and then the admin
+/// answers again. Before, it took every connection and kept each for as
+/// long as the client liked: a flood of them took the descriptors the
+/// clients' connections need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_connections_have_a_limit_and_the_header_timeout() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let limits = ClientLimits {
+        header_timeout: Duration::from_millis(300),
+        ..ClientLimits::default()
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[b.addr()])],
+        vec![],
+        limits,
+    )
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..loadring_proxy::MAX_ADMIN_CONNECTIONS {
+        silent.push(TcpStream::connect(proxy.admin).await.unwrap());
+    }
+    let mut extra = TcpStream::connect(proxy.admin).await.unwrap();
+    let refused = read_until_closed(&mut extra).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused:?}");
+    for s in &mut silent {
+        let text = read_until_closed(s).await;
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 408"),
+            "{text:?}"
+        );
+    }
+    assert_eq!(get(proxy.admin, "/status", &[]).await.status, 200);
+}
+
+/// An admin client that asks and asks and reads none of the answers is
+/// cut at the send timeout, as a client of the proxy's is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_client_that_reads_nothing_is_cut_at_the_send_timeout() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let limits = ClientLimits {
+        send_timeout: Duration::from_millis(300),
+        ..ClientLimits::default()
+    };
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[b.addr()])],
+        vec![],
+        limits,
+    )
+    .await;
+    let client = TcpStream::connect(proxy.admin).await.unwrap();
+    let ask = b"GET /status HTTP/1.1\r\nHost: admin\r\n\r\n";
+    // Requests pipelined until neither side's buffers take more; then, once
+    // the proxy has closed the connection, a write fails (reset).
+    let cut = eventually(common::WAIT, || {
+        let client = &client;
+        async move {
+            loop {
+                match client.try_write(ask) {
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+                    Err(_) => return true,
+                }
+            }
+        }
+    })
+    .await;
+    assert!(cut, "the admin still holds a client that reads nothing");
+}
+
 /// Clients that connect and ask for nothing (silent, only the start of
 /// HTTP/2's preface, or HTTP/2 with no stream) hold places of the
 /// connection limit until the header timeout closes them; then their
