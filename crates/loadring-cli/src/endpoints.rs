@@ -60,7 +60,7 @@ pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliE
         );
     }
     if let Some(path) = file {
-        let content = std::fs::read_to_string(path)
+        let content = read_bounded(path)
             .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
         for (n, line) in content.lines().enumerate() {
             let line = line.trim();
@@ -78,4 +78,35 @@ pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliE
         }
     }
     Ok(endpoints)
+}
+
+/// The most an endpoints file may hold, as for the proxy's: 16 MiB.
+const MAX_FILE_BYTES: u64 = 16 << 20;
+
+/// The text of the file at `path`, refused past [`MAX_FILE_BYTES`] (a
+/// device such as `/dev/zero`, a log file named by mistake) rather than
+/// read until memory runs out. The proxy's reader does the same
+/// (`loadring_discovery::read_text`); this one is the CLI's own because
+/// `place`, `describe` and `simulate` build without the networked crates.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "more than {} MiB: not a file to read whole",
+                MAX_FILE_BYTES >> 20
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })
 }

@@ -91,6 +91,16 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
             "unknown policy `nope`",
         ),
         (
+            &["place", "--policy", "rr", "--endpoints", "/dev/zero"],
+            "",
+            "--endpoints /dev/zero: more than 16 MiB",
+        ),
+        (
+            &["simulate", "--policy", "rr", "--endpoints", "/dev/zero"],
+            "",
+            "--endpoints /dev/zero: more than 16 MiB",
+        ),
+        (
             &["place", "--policy", "c_md5:replicas=0", "-e", "a"],
             "",
             "replicas=0 is out of range: accepted 1..=8388608",

@@ -617,6 +617,25 @@ fn bad_input_fails_cleanly_before_serving() {
         vec!["proxy", "--policy", "rr", "-e", "127.0.0.1:1"],
         "--listen".into(),
     ));
+    // Files without end (a device, a log named by mistake): refused, not
+    // read until memory runs out.
+    all.push((
+        vec!["proxy", "--config", "/dev/zero"],
+        "--config /dev/zero: more than 16 MiB".into(),
+    ));
+    all.push((
+        [&base[..], &["--policy", "rr", "--endpoints", "/dev/zero"]].concat(),
+        "--endpoints /dev/zero: more than 16 MiB".into(),
+    ));
+    all.push((
+        [
+            &base[..],
+            &["--policy", "rr", "-e", "127.0.0.1:1", "--backend-tls"],
+            &["--backend-ca", "/dev/zero"],
+        ]
+        .concat(),
+        "--backend-ca: /dev/zero: more than 16 MiB".into(),
+    ));
     for (args, culprit) in all {
         let out = run(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -644,7 +663,8 @@ fn a_tls_pair_that_cannot_be_loaded_is_one_line_and_exit_1() {
     std::fs::write(&junk, "not PEM at all\n").unwrap();
     let missing = dir.join("missing.pem");
     let free = format!("127.0.0.1:{}", free_port());
-    for (cert, key) in [(&junk, &junk), (&missing, &junk)] {
+    let endless = PathBuf::from("/dev/zero");
+    for (cert, key) in [(&junk, &junk), (&missing, &junk), (&endless, &endless)] {
         let out = Command::new(BIN)
             .args([
                 "proxy",

@@ -33,7 +33,7 @@ pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Reads and parses the file, each endpoint passing `check`: its
 /// membership and its text.
 pub(crate) fn read(path: &Path, check: &EndpointCheck) -> Result<(Membership, String), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let text = crate::read_text(path).map_err(|e| e.to_string())?;
     let membership = parse_endpoints_checked(&text, check.as_ref()).map_err(|e| e.to_string())?;
     Ok((membership, text))
 }
@@ -87,14 +87,14 @@ async fn settled_text(
     forced: bool,
     events: &mut mpsc::UnboundedReceiver<()>,
 ) -> std::io::Result<String> {
-    let mut text = std::fs::read_to_string(path)?;
+    let mut text = crate::read_text(path)?;
     if !forced && last == Some(text.as_str()) {
         return Ok(text);
     }
     loop {
         tokio::time::sleep(DEBOUNCE).await;
         while events.try_recv().is_ok() {}
-        let again = std::fs::read_to_string(path)?;
+        let again = crate::read_text(path)?;
         if again == text {
             return Ok(text);
         }

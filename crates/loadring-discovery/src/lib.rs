@@ -59,11 +59,13 @@ use loadring::{Balancer, BuildError, Endpoint};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+mod bounded_read;
 pub mod dns;
 pub mod etcd;
 pub mod file;
 mod spec;
 
+pub use bounded_read::{read_file, read_text, MAX_FILE_BYTES};
 pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
 
 /// One membership: every endpoint in the pool, in the source's order

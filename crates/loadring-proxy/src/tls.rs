@@ -79,14 +79,17 @@ fn server_config(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, Confi
 fn read_pair(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, String> {
     let flag = naming.name("tls_cert");
     let certs = read_certs(&files.cert).map_err(|e| format!("{flag}: {e}"))?;
-    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|e| {
-        format!(
-            "{flag}: its key ({} {}): {}",
-            naming.name("tls_key"),
-            files.key.display(),
-            pem_error(&e)
-        )
-    })?;
+    let key = loadring_discovery::read_file(&files.key)
+        .map_err(rustls_pki_types::pem::Error::Io)
+        .and_then(|pem| PrivateKeyDer::from_pem_slice(&pem))
+        .map_err(|e| {
+            format!(
+                "{flag}: its key ({} {}): {}",
+                naming.name("tls_key"),
+                files.key.display(),
+                pem_error(&e)
+            )
+        })?;
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)
         .map_err(|e| format!("{flag}: {e}"))?
@@ -114,8 +117,10 @@ fn pem_error(e: &rustls_pki_types::pem::Error) -> String {
 
 /// Every certificate of a PEM file; at least one.
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+    let pem =
+        loadring_discovery::read_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{}: {}", path.display(), pem_error(&e)))?;
     if certs.is_empty() {
         return Err(format!("{}: no PEM certificate in it", path.display()));

@@ -31,7 +31,7 @@ impl ClusterConfig {
 /// An unreadable file or a bad line, naming the file (the caller says
 /// which setting it came from).
 fn read_endpoints_file(path: &Path) -> Result<Vec<Endpoint>, ConfigError> {
-    let text = std::fs::read_to_string(path)
+    let text = loadring_discovery::read_text(path)
         .map_err(|e| ConfigError::new(ConfigErrorKind::Read, format!("{}: {e}", path.display())))?;
     parse_endpoints(&text)
         .map_err(|e| ConfigError::new(ConfigErrorKind::Value, format!("{}: {e}", path.display())))
@@ -43,7 +43,7 @@ impl ProxyConfig {
     /// # Errors
     /// An unreadable file, a TOML error or a bad value, naming the file.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = loadring_discovery::read_text(path).map_err(|e| {
             ConfigError::new(
                 ConfigErrorKind::Read,
                 format!("--config {}: {e}", path.display()),
