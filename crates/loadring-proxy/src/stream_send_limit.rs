@@ -417,6 +417,20 @@ mod tests {
     }
 
     #[test]
+    fn a_watched_body_tells_its_size_until_it_is_cut() {
+        let answers = Answers::default();
+        let body = answers.watch(Response::new(text_body("four"))).into_body();
+        // hyper gives an HTTP/2 answer without a length this one.
+        assert_eq!(body.size_hint().exact(), Some(4));
+        let answer = watched(&answers);
+        for _ in 0..=QUIET_SWEEPS {
+            answers.sweep();
+        }
+        assert!(answer.dropped.load(Ordering::SeqCst));
+        assert_eq!(answer.body.size_hint().exact(), None);
+    }
+
+    #[test]
     fn a_connection_with_no_answers_is_not_one_of_cut_answers_only() {
         let answers = Answers::default();
         assert_eq!(answers.sweep(), Swept::default());
