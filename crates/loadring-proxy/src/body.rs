@@ -24,14 +24,21 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[error("the backend sent nothing of its response body for {0:?}")]
 pub struct BodyStalled(pub Duration);
 
+/// The most of a response whose client left that is read: past it, its
+/// connection to the backend is closed rather than the rest read.
+pub(crate) const MAX_DRAINED_BYTES: u64 = 1 << 20;
+
 /// What becomes of the backend's response when the client leaves first.
 #[derive(Debug, Clone)]
 pub enum OnClientGone {
-    /// Read the rest of the response (each pause bounded by the idle
-    /// timeout) and release the slot when the backend is done, as HAProxy
-    /// does without `option abortonclose`: bounded load counts the work
-    /// the backend is really doing. That takes one of the proxy's places
-    /// for abandoned requests; with none free, as `Abort`.
+    /// Read the rest of the response and release the slot when the backend
+    /// is done, as HAProxy does without `option abortonclose`: bounded load
+    /// counts the work the backend is really doing. That takes one of the
+    /// proxy's places for abandoned requests; with none free, as `Abort`.
+    /// The rest is read for at most the idle timeout in all and at most
+    /// [`MAX_DRAINED_BYTES`]; past either, as `Abort`: a large answer or an
+    /// endless stream (events, a download) would otherwise cost the backend
+    /// and the proxy all of it for a client that asked and left at once.
     Drain(Abandoning),
     /// Close the upstream connection at once and release the slot
     /// (`--abort-on-close`).
@@ -228,8 +235,10 @@ impl<B: BackendBody> Drop for GuardedBody<B> {
     }
 }
 
-/// Reads what is left of a response nobody will see, each pause bounded by
-/// `idle`, and releases the slot when the backend is done.
+/// Reads what is left of a response nobody will see, for at most `idle`
+/// and [`MAX_DRAINED_BYTES`], and releases the slot when the backend is
+/// done: with its verdict when it ended, or failed (it sent nothing for
+/// `idle`); with none when the rest was cut (its connection closed).
 async fn drain<B: BackendBody>(
     mut inner: B,
     pick: Pick<Backend>,
@@ -238,16 +247,34 @@ async fn drain<B: BackendBody>(
     idle: Duration,
     report: Option<LoadReport>,
 ) {
+    let until = tokio::time::Instant::now() + idle;
+    let mut drained: u64 = 0;
+    let mut heard = false;
     let ended = loop {
-        match tokio::time::timeout(idle, inner.frame()).await {
-            Ok(None) => break true,
-            Ok(Some(Ok(_))) => {
+        match tokio::time::timeout_at(until, inner.frame()).await {
+            Ok(None) => break Some(true),
+            Ok(Some(Ok(frame))) => {
                 if inner.is_end_stream() {
-                    break true;
+                    break Some(true);
+                }
+                heard = true;
+                drained += frame.data_ref().map_or(0, |data| data.len() as u64);
+                if drained > MAX_DRAINED_BYTES {
+                    break None;
                 }
             }
-            Ok(Some(Err(_))) | Err(_) => break false,
+            Ok(Some(Err(_))) => break Some(false),
+            // Nothing at all for `idle`: the backend stalled. Otherwise it
+            // was sending, only too long for a client that is gone.
+            Err(_) => break (!heard).then_some(false),
         }
     };
-    pick.finish(outcome(ended && succeeded, started.elapsed(), report));
+    match ended {
+        Some(ended) => pick.finish(outcome(ended && succeeded, started.elapsed(), report)),
+        // Cut: dropping the body closes the upstream connection.
+        None => {
+            drop(inner);
+            drop(pick);
+        }
+    }
 }

@@ -365,3 +365,106 @@ async fn an_http2_connection_may_open_200_streams_at_once() {
     drop(h2);
     connection.abort();
 }
+
+/// Sends a request for `/` to `proxy` on a new connection, reads until the
+/// answer's head has come, and closes the connection.
+async fn ask_and_leave(proxy: SocketAddr) {
+    let mut tcp = TcpStream::connect(proxy).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
+            .await
+            .expect("the answer's head in time")
+            .unwrap();
+        assert!(n > 0, "closed before the head");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(seen.starts_with(b"HTTP/1.1 200"));
+}
+
+/// Waits until nothing is in flight or abandoned any more.
+async fn all_released(running: &Running) {
+    let released = eventually(WAIT, || async {
+        let text = running.metrics().await;
+        metric_sum(&text, "loadring_in_flight") == 0.0
+            && metric_sum(&text, "loadring_abandoned") == 0.0
+    })
+    .await;
+    assert!(released, "{}", running.metrics().await);
+}
+
+/// A client that asks for a gigabyte and leaves once the head has come:
+/// the rest is read up to a mebibyte, then the connection to the backend
+/// is closed and the slot released. Before, the proxy read the whole
+/// gigabyte from the backend for nobody, for every such request: a
+/// request of a few bytes cost the backend and the proxy the whole answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_answer_whose_client_left_is_cut_after_a_mebibyte() {
+    let backend = common::endless_backend().await;
+    let running = proxy(backend.addr, 16).await;
+    ask_and_leave(running.addr).await;
+    assert!(
+        backend.cut_off().await,
+        "the backend's connection is still open: the whole answer is being read"
+    );
+    all_released(&running).await;
+}
+
+/// A backend that answers with a chunked body of one byte every 20 ms,
+/// without end; it counts the answers whose connection the proxy closed.
+async fn trickling_backend() -> (SocketAddr, Arc<AtomicU64>, JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let closed = Arc::new(AtomicU64::new(0));
+    let counted = closed.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let closed = counted.clone();
+            tokio::spawn(async move {
+                if !common::read_head(&mut stream).await {
+                    return;
+                }
+                let head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                if stream.write_all(head).await.is_err() {
+                    return;
+                }
+                let mut ticks = tokio::time::interval(std::time::Duration::from_millis(20));
+                loop {
+                    ticks.tick().await;
+                    if stream.write_all(b"1\r\nx\r\n").await.is_err() {
+                        closed.fetch_add(1, SeqCst);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, closed, task)
+}
+
+/// A client that leaves an endless stream of small pieces (events, a
+/// feed), each well within the backend timeout: the rest is read for the
+/// timeout in all, then the connection to the backend is closed and the
+/// slot released. Before, each pause was bounded and the whole was not:
+/// the proxy read the stream, and held its slot and a place for abandoned
+/// requests, for as long as the backend sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_stream_whose_client_left_is_cut_at_the_timeout() {
+    let (backend, closed, task) = trickling_backend().await;
+    let mut c = ClusterConfig::new("held", "rr".parse().unwrap());
+    c.endpoints = vec![backend.to_string().parse().unwrap()];
+    c.timeout = std::time::Duration::from_millis(500);
+    let running =
+        running::serve(running::config(vec![c], vec![], ClientLimits::default()), 2).await;
+    ask_and_leave(running.addr).await;
+    assert!(
+        eventually(WAIT, || async { closed.load(SeqCst) == 1 }).await,
+        "the backend's stream is still being read"
+    );
+    all_released(&running).await;
+    task.abort();
+}
