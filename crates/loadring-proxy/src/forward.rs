@@ -28,6 +28,7 @@ use crate::metrics::{ClusterCounters, Metrics};
 use crate::places::Places;
 use crate::request_body::{Outgoing, ReadError, RequestBody};
 use crate::run_to_end::RunToEnd;
+use crate::upload::Late;
 // Public here before they moved to their own file.
 use crate::proxy_body::empty_body;
 pub use crate::proxy_body::{text_body, ProxyBody};
@@ -641,6 +642,7 @@ impl Forwarder {
             }
         };
         let replayable = body.is_replayable();
+        let upload = body.upload();
         let idempotent = head.as_ref().is_some_and(|h| is_idempotent(&h.method));
         // A request a connection gave back unsent: its body, as it was.
         let mut returned_body: Option<Outgoing> = None;
@@ -739,9 +741,20 @@ impl Forwarder {
                             Err(failure) => Tried::Failed(failure),
                         }
                     });
-                    match crate::slot_timer::timeout(timeout, trying.as_mut()).await {
+                    // A streamed body's attempt is timed from its last step
+                    // (upload.rs); any other from its start.
+                    let timed = match &upload {
+                        None => crate::slot_timer::timeout(timeout, trying.as_mut())
+                            .await
+                            .map_err(|_| Late::Backend),
+                        Some(upload) => {
+                            upload.step();
+                            upload.timeout(timeout, trying.as_mut()).await
+                        }
+                    };
+                    match timed {
                         Ok(t) => t,
-                        Err(elapsed) => break Err(elapsed),
+                        Err(late) => break Err(late),
                     }
                 };
                 match tried_once {
@@ -962,7 +975,23 @@ impl Forwarder {
                         "no response from the backend",
                     );
                 }
-                Err(_) => {
+                Err(Late::Client) => {
+                    // The client's pause, not the endpoint's: no verdict.
+                    drop(pick);
+                    self.metrics.request(&self.label, &upstream, 408);
+                    tracing::debug!(
+                        cluster = name,
+                        endpoint = upstream.addr(),
+                        "the request body stalled: nothing from the client for {timeout:?}"
+                    );
+                    return self.refuse(
+                        grpc,
+                        last.as_ref(),
+                        StatusCode::REQUEST_TIMEOUT,
+                        &format!("the request body stalled: nothing for {timeout:?}"),
+                    );
+                }
+                Err(Late::Backend) => {
                     self.attempt_failed(pick, started, &upstream, 504);
                     tracing::warn!(
                         cluster = name,

@@ -21,6 +21,8 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use crate::upload::Upload;
+
 /// A request body, as the attempts will send it.
 #[derive(Debug)]
 pub(crate) enum RequestBody {
@@ -29,8 +31,8 @@ pub(crate) enum RequestBody {
     /// Read whole: every attempt sends these chunks and trailers.
     Buffered(Buffered),
     /// Streams to the first attempt only: what was read, then the rest of
-    /// the client's body.
-    Streamed(Buffered, Incoming),
+    /// the client's body, its progress followed for the backend's timeout.
+    Streamed(Buffered, Incoming, Upload),
     /// A streamed body already handed to an attempt.
     Spent,
 }
@@ -78,7 +80,7 @@ impl RequestBody {
         let mut read = Buffered::default();
         let mut len = 0;
         if limit == 0 || body.size_hint().lower() > limit {
-            return Ok(RequestBody::Streamed(read, body));
+            return Ok(RequestBody::Streamed(read, body, Upload::new()));
         }
         loop {
             let frame = match tokio::time::timeout(idle, body.frame()).await {
@@ -91,7 +93,7 @@ impl RequestBody {
                     len += data.len() as u64;
                     read.chunks.push_back(data);
                     if len > limit {
-                        return Ok(RequestBody::Streamed(read, body));
+                        return Ok(RequestBody::Streamed(read, body, Upload::new()));
                     }
                 }
                 Err(frame) => {
@@ -102,6 +104,15 @@ impl RequestBody {
             }
         }
         Ok(RequestBody::Buffered(read))
+    }
+
+    /// A streamed body's progress (upload.rs), shared with the attempt
+    /// that sends it.
+    pub(crate) fn upload(&self) -> Option<Upload> {
+        match self {
+            RequestBody::Streamed(_, _, upload) => Some(upload.clone()),
+            _ => None,
+        }
     }
 
     /// Whether every attempt can send the whole body.
@@ -117,7 +128,11 @@ impl RequestBody {
             RequestBody::Buffered(read) => Some(Outgoing::new(read.clone(), None)),
             RequestBody::Streamed(..) | RequestBody::Spent => {
                 match std::mem::replace(self, RequestBody::Spent) {
-                    RequestBody::Streamed(read, rest) => Some(Outgoing::new(read, Some(rest))),
+                    RequestBody::Streamed(read, rest, upload) => {
+                        let mut outgoing = Outgoing::new(read, Some(rest));
+                        outgoing.upload = Some(upload);
+                        Some(outgoing)
+                    }
                     _ => None,
                 }
             }
@@ -131,6 +146,8 @@ impl RequestBody {
 pub(crate) struct Outgoing {
     read: Buffered,
     rest: Option<Incoming>,
+    /// A streamed body's progress: each piece passed on steps it.
+    upload: Option<Upload>,
 }
 
 impl Outgoing {
@@ -140,7 +157,11 @@ impl Outgoing {
     }
 
     fn new(read: Buffered, rest: Option<Incoming>) -> Self {
-        Outgoing { read, rest }
+        Outgoing {
+            read,
+            rest,
+            upload: None,
+        }
     }
 
     /// A body of these chunks and trailers, read whole.
@@ -181,10 +202,19 @@ impl Body for Outgoing {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
         if let Some(chunk) = this.read.chunks.pop_front() {
+            if let Some(upload) = &this.upload {
+                upload.step();
+            }
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match &mut this.rest {
-            Some(rest) => Pin::new(rest).poll_frame(cx),
+            Some(rest) => {
+                let polled = Pin::new(rest).poll_frame(cx);
+                if let Some(upload) = &this.upload {
+                    upload.looked(&polled);
+                }
+                polled
+            }
             None => Poll::Ready(this.read.trailers.take().map(|t| Ok(Frame::trailers(t)))),
         }
     }

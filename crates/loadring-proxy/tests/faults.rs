@@ -1230,6 +1230,89 @@ async fn an_admin_client_that_reads_nothing_is_cut_at_the_send_timeout() {
     assert!(cut, "the admin still holds a client that reads nothing");
 }
 
+/// A cluster over the demo backend `b` whose bodies stream to it (a retry
+/// buffer of 16 bytes) with a backend timeout of `timeout`.
+fn streaming_cluster(b: &DemoBackend, timeout: Duration) -> ClusterConfig {
+    let mut c = cluster("default", "rr", &[], &[b.addr()]);
+    c.retry_buffer = 16;
+    c.timeout = timeout;
+    c
+}
+
+/// A client that uploads a body slowly but steadily, for longer than the
+/// backend timeout in all: the backend gets all of it and answers, and
+/// nothing is counted against it. Before, the timeout ran from the start of
+/// the attempt, so such a client got 504 and the endpoint was blamed (a
+/// failure towards its ejection) for the client's pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_steady_upload_longer_than_the_timeout_is_answered() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let timeout = Duration::from_secs(1);
+    let proxy = start(streaming_cluster(&b, timeout)).await;
+    let (pieces, piece) = (25u64, [b'u'; 100]);
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    let head = format!(
+        "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        pieces * 100
+    );
+    client.write_all(head.as_bytes()).await.unwrap();
+    // A tenth of the timeout apart: the whole takes at least 2.4 timeouts.
+    let mut pace = tokio::time::interval(timeout / 10);
+    for _ in 0..pieces {
+        pace.tick().await;
+        client.write_all(&piece).await.unwrap();
+    }
+    let answer = read_until_closed(&mut client).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.ends_with(&"u".repeat(2500)),
+        "the whole body reached the backend: {answer}"
+    );
+    let metrics = proxy.metrics().await;
+    assert_eq!(
+        metric_sum(&metrics, "loadring_requests_total"),
+        1.0,
+        "{metrics}"
+    );
+    assert!(!metrics.contains("code=\"504\""), "{metrics}");
+}
+
+/// A client that stops in the middle of a streamed body: answered 408 once
+/// it has sent nothing for the backend timeout, and the endpoint is not
+/// blamed (the attempt counted as 408, the endpoint healthy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_the_client_stops_is_a_408_not_the_backends_failure() {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let proxy = start(streaming_cluster(&b, Duration::from_millis(300))).await;
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    // More than the retry buffer, so the body streams; then nothing.
+    client
+        .write_all(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        .await
+        .unwrap();
+    client.write_all(&[b'u'; 100]).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(common::WAIT, client.read(&mut buf))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(n > 0, "closed without an answer");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let answer = String::from_utf8_lossy(&seen);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let metrics = proxy.metrics().await;
+    assert!(metrics.contains("code=\"408\"} 1"), "{metrics}");
+    assert!(!metrics.contains("code=\"504\""), "{metrics}");
+    assert_eq!(
+        metric_sum(&metrics, "loadring_endpoint_healthy"),
+        1.0,
+        "{metrics}"
+    );
+}
+
 /// Clients that connect and ask for nothing (silent, only the start of
 /// HTTP/2's preface, or HTTP/2 with no stream) hold places of the
 /// connection limit until the header timeout closes them; then their

@@ -1,0 +1,176 @@
+//! Whose turn it is while a request body streams to its backend.
+//!
+//! The backend's timeout (`--timeout`) is how long it may take to answer.
+//! A body larger than the retry buffer (or any body when no retry is
+//! allowed, a gRPC call's) streams to the backend as the client sends it,
+//! so an upload can take as long as the client takes: timed from the
+//! attempt's start, a client uploading slowly but steadily got 504 once
+//! the timeout had passed, and the endpoint was blamed for it (counted as
+//! failed, towards ejection). nginx reads the whole body before it connects;
+//! Envoy starts its route timeout once the whole request has been received.
+//!
+//! [`Upload`] follows a streamed body: each piece passed from the client to
+//! the backend is a step, and so is its end. The backend's time runs from
+//! the last step, so a steady upload is never late and the backend has
+//! the whole timeout to answer once the body is sent. No step for the
+//! timeout is [`Late::Client`] when the body was waiting for the client
+//! (it paused too long: 408, as a body read ahead that stalls, and no
+//! verdict on the endpoint), and [`Late::Backend`] otherwise (it stopped
+//! reading the body, or did not answer).
+//!
+//! Only streamed bodies are followed: a request without a body, or one read
+//! ahead whole, is timed from its attempt's start as before, and pays
+//! nothing for this.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Who was late when an attempt's time ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Late {
+    /// The backend: it did not read the body, or did not answer.
+    Backend,
+    /// The client: the body waited for it.
+    Client,
+}
+
+/// One streamed body's progress, shared by the body (which steps) and the
+/// attempt's timer (which reads).
+#[derive(Debug, Clone)]
+pub(crate) struct Upload(Arc<Progress>);
+
+#[derive(Debug)]
+struct Progress {
+    /// When the upload was followed from: steps are nanoseconds after it.
+    from: Instant,
+    last_step: AtomicU64,
+    /// The body's last look at the client's stream found nothing yet.
+    waiting_for_client: AtomicBool,
+}
+
+impl Upload {
+    /// An upload whose first step is now.
+    pub(crate) fn new() -> Self {
+        Upload(Arc::new(Progress {
+            from: Instant::now(),
+            last_step: AtomicU64::new(0),
+            waiting_for_client: AtomicBool::new(false),
+        }))
+    }
+
+    /// What the body's look at the client's stream gave: a piece or the
+    /// end is a step, nothing yet is a wait for the client.
+    pub(crate) fn looked<T>(&self, polled: &Poll<T>) {
+        let waiting = polled.is_pending();
+        self.0.waiting_for_client.store(waiting, Ordering::Relaxed);
+        if !waiting {
+            self.step();
+        }
+    }
+
+    /// A piece read ahead was passed on.
+    pub(crate) fn step(&self) {
+        let since = self.0.from.elapsed().as_nanos();
+        self.0
+            .last_step
+            .store(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn last_step(&self) -> Instant {
+        self.0.from + Duration::from_nanos(self.0.last_step.load(Ordering::Relaxed))
+    }
+
+    /// Runs `attempt` until it ends, or until `timeout` has passed since
+    /// the upload's last step: late, and who was.
+    pub(crate) async fn timeout<F: Future>(
+        &self,
+        timeout: Duration,
+        mut attempt: Pin<&mut F>,
+    ) -> Result<F::Output, Late> {
+        loop {
+            let deadline = self.last_step() + timeout;
+            if let Ok(out) = tokio::time::timeout_at(deadline, attempt.as_mut()).await {
+                return Ok(out);
+            }
+            if self.last_step() + timeout > Instant::now() {
+                // A step since: the time runs from it.
+                continue;
+            }
+            return Err(if self.0.waiting_for_client.load(Ordering::Relaxed) {
+                Late::Client
+            } else {
+                Late::Backend
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// An attempt that never ends, the upload stepped as `steps` says (the
+    /// offsets from the start, and whether the body then waits for the
+    /// client): when the attempt was late, and who was.
+    async fn late_after(steps: &[(Duration, bool)]) -> (Duration, Late) {
+        let upload = Upload::new();
+        let started = Instant::now();
+        let stepping = {
+            let upload = upload.clone();
+            let steps = steps.to_vec();
+            async move {
+                for (at, then_waits) in steps {
+                    tokio::time::sleep_until(started + at).await;
+                    upload.looked(&Poll::Ready(()));
+                    if then_waits {
+                        upload.looked(&Poll::<()>::Pending);
+                    }
+                }
+                std::future::pending::<()>().await;
+            }
+        };
+        let attempt = std::pin::pin!(std::future::pending::<()>());
+        tokio::select! {
+            late = upload.timeout(TIMEOUT, attempt) => (started.elapsed(), late.unwrap_err()),
+            () = stepping => unreachable!("stepping never ends"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_no_step_the_time_runs_from_the_start() {
+        assert_eq!(late_after(&[]).await, (TIMEOUT, Late::Backend));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_steady_upload_is_never_late_and_the_backend_then_has_the_whole_timeout() {
+        // A piece every 0.9 timeouts for nine timeouts, then the end: the
+        // backend does not answer.
+        let steps: Vec<_> = (1..=10).map(|i| (TIMEOUT * 9 * i / 10, false)).collect();
+        assert_eq!(late_after(&steps).await, (TIMEOUT * 10, Late::Backend));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_waiting_for_its_client_makes_the_client_late() {
+        // Two pieces, then the client sends nothing.
+        let steps = [(TIMEOUT / 2, true), (TIMEOUT, true)];
+        assert_eq!(late_after(&steps).await, (TIMEOUT * 2, Late::Client));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_ends_in_time_gives_its_output() {
+        let upload = Upload::new();
+        let attempt = std::pin::pin!(async {
+            tokio::time::sleep(TIMEOUT / 2).await;
+            7
+        });
+        assert_eq!(upload.timeout(TIMEOUT, attempt).await, Ok(7));
+    }
+}
