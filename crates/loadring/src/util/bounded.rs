@@ -259,6 +259,11 @@ mod tests {
 
     #[test]
     fn huge_values_do_not_overflow() {
+        // (total + 1) * weight = 2^40 * 2^30 = 2^70, past 64 bits, with a
+        // cap that is not: 2 * 2^70 / 2^40 = 2^31, above the fair share 2^30.
+        let two = LoadFactor::parse_decimal("load_factor", "2").unwrap();
+        assert_eq!(two.fleet_cap((1 << 40) - 1, 1 << 30, 1 << 40), 1 << 31);
+        assert_eq!(two.cap((1 << 40) - 1, 1 << 30, 1 << 40), 1 << 31);
         let f = LoadFactor::parse_decimal("load_factor", "1000").unwrap();
         assert_eq!(f.cap(u64::MAX - 1, u32::MAX, u64::from(u32::MAX)), u64::MAX);
         assert_eq!(
@@ -378,6 +383,10 @@ mod tests {
         assert!(ok("1000") && !ok("1000.000001"), "at most 1000");
         assert!(ok("999.5") && !ok("01000.5"), "four integer digits at most");
         assert!(!ok("1.") && !ok(".5") && !ok("1.2.3") && !ok("1,5"));
+        // Each alone: what Rust's integer parser would take on its own (a
+        // sign, a trailing dot on a factor that is otherwise fine).
+        assert!(ok("2") && !ok("2."), "no trailing dot");
+        assert!(ok("2.5") && !ok("+2.5") && !ok("2.+5"), "digits only");
         assert!(ok("1.000001") && !ok("1.000000"), "greater than 1");
         let pct = |t: &str| LoadFactor::parse_percent("balance", t).is_ok();
         assert!(!pct("100") && pct("101"), "above 100");
