@@ -50,7 +50,13 @@ pub fn spawn_active_checks(cluster: Arc<Cluster>) -> Option<JoinHandle<()>> {
     }))
 }
 
-/// One check: a GET answered 2xx or 3xx, body read, within `deadline`.
+/// The most of a check's answer that is read: its status decides, and a
+/// health path that serves a large file (or a stream) is neither read
+/// whole nor held in memory; past it, the connection is closed.
+const MAX_CHECK_BODY: u64 = 64 << 10;
+
+/// One check: a GET answered 2xx or 3xx, its body read (up to
+/// [`MAX_CHECK_BODY`]), within `deadline`.
 async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Duration) -> bool {
     let request = http::Request::get(path)
         .header(http::header::HOST, upstream.authority().as_str())
@@ -62,7 +68,17 @@ async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Dura
         let connection = client.checkout(upstream.shared_addr(), false).await.ok()?;
         let response = connection.send(request).await.ok()?;
         let ok = response.status().is_success() || response.status().is_redirection();
-        response.into_body().collect().await.ok()?;
+        let mut body = response.into_body();
+        let mut read: u64 = 0;
+        while read <= MAX_CHECK_BODY {
+            match body.frame().await {
+                None => break,
+                Some(frame) => {
+                    let frame = frame.ok()?;
+                    read += frame.data_ref().map_or(0, |data| data.len() as u64);
+                }
+            }
+        }
         Some(ok)
     };
     matches!(

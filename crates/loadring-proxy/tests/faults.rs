@@ -1313,6 +1313,34 @@ async fn an_upload_the_client_stops_is_a_408_not_the_backends_failure() {
     );
 }
 
+/// A health path that answers 200 with a body without end (a large file, a
+/// stream): the check reads the start of it, passes on the status, and
+/// closes the connection, each time. Before, each check read the body
+/// into memory until its deadline, then failed: the endpoint was marked
+/// unhealthy, and the proxy held what it had read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_check_answered_with_an_endless_body_passes_without_reading_it_all() {
+    let backend = common::endless_backend().await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.health.path = Some("/health".into());
+    c.health.interval = Duration::from_millis(100);
+    c.health.fall = 1;
+    c.health.rise = 1;
+    let proxy = start(c).await;
+    // Several checks, each cut short by the proxy.
+    assert!(
+        eventually(common::WAIT, || async { backend.ended.load(SeqCst) >= 3 }).await,
+        "the checks read the whole answer"
+    );
+    let healthy = format!("loadring_endpoint_healthy{{endpoint=\"{}\"}}", backend.addr);
+    assert_eq!(
+        common::metric(&proxy.metrics().await, &healthy),
+        Some(1.0),
+        "{}",
+        proxy.metrics().await
+    );
+}
+
 /// Clients that connect and ask for nothing (silent, only the start of
 /// HTTP/2's preface, or HTTP/2 with no stream) hold places of the
 /// connection limit until the header timeout closes them; then their
