@@ -5,8 +5,8 @@
 //! - `GET /health...`: 200, or 503 after [`DemoBackend::set_healthy`]`(false)`.
 //! - any other request: `?delay=MS` waits first, `?status=CODE` answers with
 //!   that status, `?drip=N` sends the body as N lines 100 ms apart after
-//!   the headers; the body is otherwise the request's body when it has one,
-//!   else the backend's address and a newline. Headers `x-backend` (its address),
+//!   the headers; the body is otherwise the request's body when it has one
+//!   (of at most 16 MiB), else the backend's address and a newline. Headers `x-backend` (its address),
 //!   `x-echo-method`, `x-echo-uri`, `x-echo-host`, `x-echo-forwarded-for`
 //!   and `x-echo-hop` (the hop-by-hop headers it received) tell what came.
 //! - after [`DemoBackend::set_load_report`]`(true)`, each answer carries an
@@ -28,6 +28,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
+
+/// The most of a request's body the demo backend reads to echo it.
+const MAX_ECHOED_BODY: usize = 16 << 20;
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -215,7 +218,12 @@ async fn answer(
         ("x-echo-hop", hop.join(",")),
     ];
     let drip = query_param(query, "drip").and_then(|v| v.parse::<u32>().ok());
-    let body = match request.into_body().collect().await {
+    // Echoed whole, so read whole: up to a bound, so that an upload cannot
+    // take the demo's memory (a larger body is echoed as none).
+    let body = match http_body_util::Limited::new(request.into_body(), MAX_ECHOED_BODY)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
         Err(_) => Bytes::new(),
     };
