@@ -100,6 +100,10 @@ pub struct Args {
     /// alone is reset (default 60s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     send_timeout: Option<String>,
+    /// How long an open tunnel (a WebSocket) may carry nothing either way;
+    /// then both its sides are closed (default 1h).
+    #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
+    tunnel_timeout: Option<String>,
     /// Client connections open at once; beyond, new ones are refused at once
     /// (default: half the file descriptor limit left after 64).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -181,6 +185,7 @@ impl Args {
             ("--drain-timeout", self.drain_timeout.is_some()),
             ("--header-timeout", self.header_timeout.is_some()),
             ("--send-timeout", self.send_timeout.is_some()),
+            ("--tunnel-timeout", self.tunnel_timeout.is_some()),
             ("--max-connections", self.max_connections.is_some()),
             ("--max-abandoned", self.max_abandoned.is_some()),
             ("--tls-cert", self.tls_cert.is_some()),
@@ -306,6 +311,9 @@ impl Args {
         }
         if let Some(d) = duration("--send-timeout", &self.send_timeout)? {
             clients.send_timeout = d;
+        }
+        if let Some(d) = duration("--tunnel-timeout", &self.tunnel_timeout)? {
+            clients.tunnel_timeout = d;
         }
         if let Some(text) = &self.max_connections {
             clients.max_connections = Some(client_count("--max-connections", text, 1)?);

@@ -276,6 +276,16 @@ fn zero_timeouts_are_refused_naming_the_flag() {
             "error: --send-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
+            "--tunnel-timeout",
+            "0s",
+            "error: --tunnel-timeout: must be more than 0ms",
+        ),
+        (
+            "--tunnel-timeout",
+            "25h",
+            "error: --tunnel-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h (e.g. 500ms, 10s, 1m)",
+        ),
+        (
             "--max-connections",
             "0",
             "error: --max-connections: `0` is out of range: accepted 1..=16777216",

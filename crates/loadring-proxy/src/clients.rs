@@ -1,5 +1,6 @@
 //! Limits on client connections: how long a client may take to send its
-//! request headers and to read its answers, how many connections may be open at once, how many
+//! request headers and to read its answers, how long its tunnels may stay
+//! quiet, how many connections may be open at once, how many
 //! requests whose client left are still served, and how accept errors
 //! (out of file descriptors) are waited out.
 
@@ -12,6 +13,9 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long sending to a client may be held back (the client reads
 /// nothing) by default: nginx's `send_timeout`.
 pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an open tunnel (a WebSocket) may carry nothing either way by
+/// default: HAProxy's usual `timeout tunnel`.
+pub const DEFAULT_TUNNEL_TIMEOUT: Duration = Duration::from_secs(3600);
 /// File descriptors kept aside from client connections by the default
 /// limit: listeners, the endpoints file, logs.
 const RESERVED_FDS: u64 = 64;
@@ -28,6 +32,9 @@ pub struct ClientLimits {
     /// An HTTP/2 stream its client holds back alone (its window shut) has
     /// its request abandoned after as long, and within a quarter more.
     pub send_timeout: Duration,
+    /// How long an open tunnel (a WebSocket) may carry nothing either way;
+    /// then both its sides are closed and its slot released.
+    pub tunnel_timeout: Duration,
     /// Client connections open at once; beyond, new ones are refused at
     /// once. `None`: half of the soft file descriptor limit left after a
     /// reserve of 64 (each client connection may need a connection to a
@@ -50,6 +57,7 @@ impl Default for ClientLimits {
         ClientLimits {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             send_timeout: DEFAULT_SEND_TIMEOUT,
+            tunnel_timeout: DEFAULT_TUNNEL_TIMEOUT,
             max_connections: None,
             max_abandoned: None,
         }

@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
@@ -18,6 +18,7 @@ use loadring::{LoadReport, Outcome, Pick};
 
 use crate::abandoned::Abandoning;
 use crate::body::{GuardedBody, OnClientGone};
+use crate::clients::ClientLimits;
 use crate::cluster::{Backend, Cluster, SelectError};
 use crate::connect::{Failure, Upstream, UpstreamBody};
 use crate::few_headers;
@@ -414,8 +415,8 @@ pub struct Inner {
     counters: ClusterCounters,
     /// Where requests whose client left go on, or not.
     abandoning: Abandoning,
-    /// The clients' send timeout, for the client side of tunnels.
-    send_timeout: Duration,
+    /// The clients' limits, for tunnels (send and tunnel timeouts).
+    clients: ClientLimits,
 }
 
 impl std::ops::Deref for Forwarder {
@@ -481,17 +482,17 @@ impl Forwarder {
     }
 
     /// A forwarder for `cluster`, with its own upstream connections.
-    /// Requests whose client left go on in `abandoned`'s places; a tunnel's
-    /// client that takes nothing for `send_timeout` closes it.
+    /// Requests whose client left go on in `abandoned`'s places; tunnels
+    /// close as `clients`' send and tunnel timeouts say.
     pub fn new(
         cluster: Arc<Cluster>,
         metrics: Arc<Metrics>,
         abandoned: Places,
-        send_timeout: Duration,
+        clients: ClientLimits,
     ) -> Self {
         Forwarder {
             inner: Arc::new(Inner {
-                send_timeout,
+                clients,
                 label: cluster.name().into(),
                 counters: metrics.cluster(cluster.name()),
                 abandoning: Abandoning::new(abandoned, metrics.abandoned_cancelled(cluster.name())),
@@ -547,7 +548,7 @@ impl Forwarder {
         let tunnel = match crate::websocket::Tunnel::asked(
             &mut request,
             cluster.config().backend_protocol,
-            self.send_timeout,
+            &self.clients,
         ) {
             Ok(tunnel) => tunnel,
             Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why),
@@ -1028,7 +1029,7 @@ mod tests {
             cluster,
             Arc::new(Metrics::new(true)),
             Places::new(16),
-            crate::clients::DEFAULT_SEND_TIMEOUT,
+            ClientLimits::default(),
         )
     }
 

@@ -91,6 +91,7 @@ mod slot_timer;
 mod stream_send_limit;
 mod target;
 mod tls;
+mod tunnel_idle;
 mod upload;
 mod upstream;
 mod websocket;

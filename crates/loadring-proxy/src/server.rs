@@ -90,7 +90,7 @@ impl Gateway {
                 cluster.clone(),
                 metrics.clone(),
                 abandoned.clone(),
-                config.clients.send_timeout,
+                config.clients,
             ));
             clusters.push(cluster);
         }

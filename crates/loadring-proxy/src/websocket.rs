@@ -22,11 +22,13 @@ use hyper_util::rt::TokioIo;
 use loadring::{Outcome, Pick};
 use tokio_rustls::rustls::crypto::SecureRandom;
 
+use crate::clients::ClientLimits;
 use crate::cluster::Backend;
 use crate::config::BackendProtocol;
 use crate::connect::UpstreamBody;
 use crate::proxy_body::{empty_body, ProxyBody};
 use crate::send_limit::SendLimit;
+use crate::tunnel_idle::{Noted, Traffic};
 
 /// A client's request to switch protocols, its side of the tunnel to come.
 #[derive(Debug)]
@@ -43,6 +45,8 @@ pub(crate) struct Tunnel {
     /// closes: an HTTP/2 client's stream may be shut while its socket
     /// flows (an HTTP/1.1 client's socket has the same limit already).
     send_timeout: Duration,
+    /// How long the open tunnel may carry nothing either way.
+    tunnel_timeout: Duration,
 }
 
 /// How the client asked for its tunnel.
@@ -78,8 +82,9 @@ impl Tunnel {
     pub(crate) fn asked(
         request: &mut Request<Incoming>,
         to: BackendProtocol,
-        send_timeout: Duration,
+        clients: &ClientLimits,
     ) -> Result<Option<Tunnel>, &'static str> {
+        let (send_timeout, tunnel_timeout) = (clients.send_timeout, clients.tunnel_timeout);
         if request.method() == Method::CONNECT {
             // Any other CONNECT was refused before it was routed.
             let websocket = request
@@ -96,6 +101,7 @@ impl Tunnel {
                 to,
                 accept: None,
                 send_timeout,
+                tunnel_timeout,
             }));
         }
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
@@ -128,6 +134,7 @@ impl Tunnel {
             to,
             accept,
             send_timeout,
+            tunnel_timeout,
         }))
     }
 
@@ -232,18 +239,23 @@ impl Tunnel {
                 head.headers.remove(CONTENT_LENGTH);
             }
         }
-        let (client, send_timeout) = (self.client, self.send_timeout);
+        let (client, send_timeout, quiet) = (self.client, self.send_timeout, self.tunnel_timeout);
         let limited = move |client| SendLimit::new(TokioIo::new(client), send_timeout);
         tokio::spawn(async move {
             // The backend's connection is the tunnel's now: never pooled.
             let copied = match h1_backend {
                 Some(backend) => match client.await {
-                    Ok(client) => Ok(copy_until_either_closes(limited(client), backend).await),
+                    Ok(client) => {
+                        Ok(copy_until_either_closes(limited(client), backend, quiet).await)
+                    }
                     Err(e) => Err(e),
                 },
                 None => match tokio::try_join!(client, h2_backend) {
                     Ok((client, backend)) => {
-                        Ok(copy_until_either_closes(limited(client), TokioIo::new(backend)).await)
+                        Ok(
+                            copy_until_either_closes(limited(client), TokioIo::new(backend), quiet)
+                                .await,
+                        )
                     }
                     Err(e) => Err(e),
                 },
@@ -301,15 +313,23 @@ fn accept_key(key: &HeaderValue) -> HeaderValue {
 /// Copies bytes both ways until one side has ended its stream (what it
 /// sent passed on, then the other side's writing shut down), then closes
 /// both, as nginx ends a tunnel: a WebSocket has no use for a half-closed
-/// connection, and a peer that left must not hold the slot.
-async fn copy_until_either_closes<C, B>(client: C, backend: B) -> std::io::Result<()>
+/// connection, and a peer that left must not hold the slot. A tunnel that
+/// carries nothing either way for `quiet` is closed too (tunnel_idle.rs).
+async fn copy_until_either_closes<C, B>(
+    client: C,
+    backend: B,
+    quiet: Duration,
+) -> std::io::Result<()>
 where
     C: tokio::io::AsyncRead + tokio::io::AsyncWrite,
     B: tokio::io::AsyncRead + tokio::io::AsyncWrite,
 {
     use tokio::io::AsyncWriteExt;
-    let (mut client_reads, mut client_writes) = tokio::io::split(client);
-    let (mut backend_reads, mut backend_writes) = tokio::io::split(backend);
+    let traffic = Traffic::new();
+    let (client_reads, mut client_writes) = tokio::io::split(client);
+    let (backend_reads, mut backend_writes) = tokio::io::split(backend);
+    let mut client_reads = Noted::new(client_reads, traffic.clone());
+    let mut backend_reads = Noted::new(backend_reads, traffic.clone());
     let up = async {
         tokio::io::copy(&mut client_reads, &mut backend_writes).await?;
         backend_writes.shutdown().await
@@ -321,6 +341,10 @@ where
     tokio::select! {
         ended = up => ended,
         ended = down => ended,
+        () = traffic.quiet_for(quiet) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("nothing either way for {quiet:?}"),
+        )),
     }
 }
 

@@ -203,3 +203,52 @@ async fn a_hot_room_spills_once_its_owner_holds_its_cap() {
     drop(held);
     assert!(eventually(WAIT, || async { in_flight(running.admin).await == 0.0 }).await);
 }
+
+/// A tunnel that carries nothing either way for the tunnel timeout is
+/// closed, both sides, and its slot released; one that carries a message
+/// now and then, each within the timeout, stays open. Before, a quiet
+/// tunnel held its client's connection, its backend's and its slot for
+/// ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_tunnel_is_closed_at_the_tunnel_timeout() {
+    let backend = ws_backend().await;
+    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+    cluster.endpoints = vec![backend.addr.to_string().parse().unwrap()];
+    let tunnel_timeout = std::time::Duration::from_secs(1);
+    let clients = loadring_proxy::ClientLimits {
+        tunnel_timeout,
+        ..Default::default()
+    };
+    let running = running::serve(running::config(vec![cluster], vec![], clients), 1).await;
+    let (mut talking, _) = open(running.addr, "room-talking").await;
+    let (mut quiet, _) = open(running.addr, "room-quiet").await;
+    assert_eq!(in_flight(running.admin).await, 2.0);
+    // The talking one sends a message every tenth of the timeout until the
+    // quiet one is closed.
+    let mut pace = tokio::time::interval(tunnel_timeout / 10);
+    let mut sent = 0;
+    let mut closing = std::pin::pin!(tokio::time::timeout(WAIT, quiet.next()));
+    let closed = loop {
+        tokio::select! {
+            _ = pace.tick() => {
+                talking.send(Message::text(format!("ping-{sent}"))).await.unwrap();
+                assert_eq!(next_text(&mut talking).await, format!("ping-{sent}"));
+                sent += 1;
+            }
+            message = &mut closing => break message,
+        }
+    };
+    match closed.expect("the quiet tunnel is still open") {
+        None | Some(Ok(Message::Close(_)) | Err(_)) => {}
+        Some(Ok(other)) => panic!("a message on the quiet tunnel: {other:?}"),
+    }
+    assert!(
+        eventually(WAIT, || async { in_flight(running.admin).await == 1.0 }).await,
+        "the quiet tunnel's slot is still held"
+    );
+    assert!(eventually(WAIT, || async { backend.open.load(Relaxed) == 1 }).await);
+    // Opened before the quiet one, the talking one would have been closed
+    // first without its messages.
+    talking.send(Message::text("still")).await.unwrap();
+    assert_eq!(next_text(&mut talking).await, "still");
+}

@@ -176,13 +176,14 @@ cluster = "users"
         let limited = ProxyConfig::from_toml(
             &TWO_CLUSTERS.replace(
                 "drain_timeout = \"5s\"",
-                "header_timeout = \"2s\"\nsend_timeout = \"5m\"\nmax_connections = 100\nmax_abandoned = 0",
+                "header_timeout = \"2s\"\nsend_timeout = \"5m\"\ntunnel_timeout = \"10m\"\nmax_connections = 100\nmax_abandoned = 0",
             ),
             Path::new("."),
         )
         .unwrap();
         assert_eq!(limited.clients.header_timeout, Duration::from_secs(2));
         assert_eq!(limited.clients.send_timeout, Duration::from_secs(300));
+        assert_eq!(limited.clients.tunnel_timeout, Duration::from_secs(600));
         assert_eq!(limited.clients.max_connections, Some(100));
         assert_eq!(limited.clients.max_abandoned, Some(0));
         assert_eq!(limited.clients.max_abandoned(), 0);
@@ -291,6 +292,10 @@ cluster = "users"
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "send_timeout = \"0ms\""),
                 "send_timeout: must be more than 0ms",
+            ),
+            (
+                TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "tunnel_timeout = \"0s\""),
+                "tunnel_timeout: must be more than 0ms",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = 0"),

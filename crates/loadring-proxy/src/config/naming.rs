@@ -36,6 +36,7 @@ impl Naming {
                 "listen" => "--listen",
                 "header_timeout" => "--header-timeout",
                 "send_timeout" => "--send-timeout",
+                "tunnel_timeout" => "--tunnel-timeout",
                 "max_connections" => "--max-connections",
                 "max_abandoned" => "--max-abandoned",
                 "admin" => "--admin",

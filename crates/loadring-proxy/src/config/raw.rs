@@ -25,6 +25,7 @@ pub(super) struct RawConfig {
     drain_timeout: Option<String>,
     header_timeout: Option<String>,
     send_timeout: Option<String>,
+    tunnel_timeout: Option<String>,
     /// Signed, so that a negative value is named with its key.
     max_connections: Option<i64>,
     /// Signed, as `max_connections`.
@@ -118,6 +119,11 @@ impl RawConfig {
                 "send_timeout",
                 self.send_timeout.as_deref(),
                 crate::clients::DEFAULT_SEND_TIMEOUT,
+            )?,
+            tunnel_timeout: duration(
+                "tunnel_timeout",
+                self.tunnel_timeout.as_deref(),
+                crate::clients::DEFAULT_TUNNEL_TIMEOUT,
             )?,
             max_connections: count("max_connections", self.max_connections, 1)?,
             max_abandoned: count("max_abandoned", self.max_abandoned, 0)?,

@@ -249,6 +249,7 @@ impl ProxyConfig {
         for (key, value) in [
             ("header_timeout", self.clients.header_timeout),
             ("send_timeout", self.clients.send_timeout),
+            ("tunnel_timeout", self.clients.tunnel_timeout),
         ] {
             if value.is_zero() {
                 return Err(ConfigError::new(
