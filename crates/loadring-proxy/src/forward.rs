@@ -548,7 +548,6 @@ impl Forwarder {
         let tunnel = match crate::websocket::Tunnel::asked(
             &mut request,
             cluster.config().backend_protocol,
-            &self.clients,
         ) {
             Ok(tunnel) => tunnel,
             Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why),
@@ -743,14 +742,22 @@ impl Forwarder {
                         }
                     });
                     // A streamed body's attempt is timed from its last step
-                    // (upload.rs); any other from its start.
-                    let timed = match &upload {
-                        None => crate::slot_timer::timeout(timeout, trying.as_mut())
-                            .await
-                            .map_err(|_| Late::Backend),
-                        Some(upload) => {
-                            upload.step();
-                            upload.timeout(timeout, trying.as_mut()).await
+                    // (upload.rs): when the time runs out, it runs again for
+                    // what is left. Any other attempt is timed from its start.
+                    // One timer future here, whichever: the request path's
+                    // code stays as it was without uploads.
+                    if let Some(upload) = &upload {
+                        upload.step();
+                    }
+                    let mut budget = timeout;
+                    let timed = loop {
+                        match crate::slot_timer::timeout(budget, trying.as_mut()).await {
+                            Ok(t) => break Ok(t),
+                            Err(_) => match upload.as_ref().map(|u| u.left(timeout)) {
+                                Some(Ok(left)) => budget = left,
+                                Some(Err(late)) => break Err(late),
+                                None => break Err(Late::Backend),
+                            },
                         }
                     };
                     match timed {
@@ -878,7 +885,7 @@ impl Forwarder {
                             let mut response = response;
                             let protocol = response.headers().get(header::UPGRADE).cloned();
                             strip_hop_by_hop(response.headers_mut());
-                            return tunnel.open(response, protocol, pick, started);
+                            return tunnel.open(response, protocol, pick, started, &self.clients);
                         }
                     }
                     let (mut head, body) = response.into_parts();

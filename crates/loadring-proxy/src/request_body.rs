@@ -31,10 +31,29 @@ pub(crate) enum RequestBody {
     /// Read whole: every attempt sends these chunks and trailers.
     Buffered(Buffered),
     /// Streams to the first attempt only: what was read, then the rest of
-    /// the client's body, its progress followed for the backend's timeout.
-    Streamed(Buffered, Incoming, Upload),
+    /// the client's body.
+    Streamed(Buffered, Box<Rest>),
     /// A streamed body already handed to an attempt.
     Spent,
+}
+
+/// The client's body past what was read ahead, streamed to one attempt,
+/// its progress followed for the backend's timeout (upload.rs). Boxed: the
+/// rarer case, kept out of the size of every request's body, which moves
+/// with the request.
+#[derive(Debug)]
+pub(crate) struct Rest {
+    body: Incoming,
+    upload: Upload,
+}
+
+impl Rest {
+    fn new(body: Incoming) -> Box<Self> {
+        Box::new(Rest {
+            body,
+            upload: Upload::new(),
+        })
+    }
 }
 
 /// Why a body could not be read ahead.
@@ -80,7 +99,7 @@ impl RequestBody {
         let mut read = Buffered::default();
         let mut len = 0;
         if limit == 0 || body.size_hint().lower() > limit {
-            return Ok(RequestBody::Streamed(read, body, Upload::new()));
+            return Ok(RequestBody::Streamed(read, Rest::new(body)));
         }
         loop {
             let frame = match tokio::time::timeout(idle, body.frame()).await {
@@ -93,7 +112,7 @@ impl RequestBody {
                     len += data.len() as u64;
                     read.chunks.push_back(data);
                     if len > limit {
-                        return Ok(RequestBody::Streamed(read, body, Upload::new()));
+                        return Ok(RequestBody::Streamed(read, Rest::new(body)));
                     }
                 }
                 Err(frame) => {
@@ -110,7 +129,7 @@ impl RequestBody {
     /// that sends it.
     pub(crate) fn upload(&self) -> Option<Upload> {
         match self {
-            RequestBody::Streamed(_, _, upload) => Some(upload.clone()),
+            RequestBody::Streamed(_, rest) => Some(rest.upload.clone()),
             _ => None,
         }
     }
@@ -128,11 +147,7 @@ impl RequestBody {
             RequestBody::Buffered(read) => Some(Outgoing::new(read.clone(), None)),
             RequestBody::Streamed(..) | RequestBody::Spent => {
                 match std::mem::replace(self, RequestBody::Spent) {
-                    RequestBody::Streamed(read, rest, upload) => {
-                        let mut outgoing = Outgoing::new(read, Some(rest));
-                        outgoing.upload = Some(upload);
-                        Some(outgoing)
-                    }
+                    RequestBody::Streamed(read, rest) => Some(Outgoing::new(read, Some(rest))),
                     _ => None,
                 }
             }
@@ -145,9 +160,8 @@ impl RequestBody {
 #[derive(Debug)]
 pub(crate) struct Outgoing {
     read: Buffered,
-    rest: Option<Incoming>,
-    /// A streamed body's progress: each piece passed on steps it.
-    upload: Option<Upload>,
+    /// A streamed body's rest: each piece passed on steps its upload.
+    rest: Option<Box<Rest>>,
 }
 
 impl Outgoing {
@@ -156,12 +170,8 @@ impl Outgoing {
         Outgoing::new(Buffered::default(), None)
     }
 
-    fn new(read: Buffered, rest: Option<Incoming>) -> Self {
-        Outgoing {
-            read,
-            rest,
-            upload: None,
-        }
+    fn new(read: Buffered, rest: Option<Box<Rest>>) -> Self {
+        Outgoing { read, rest }
     }
 
     /// A body of these chunks and trailers, read whole.
@@ -202,17 +212,15 @@ impl Body for Outgoing {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let this = &mut *self;
         if let Some(chunk) = this.read.chunks.pop_front() {
-            if let Some(upload) = &this.upload {
-                upload.step();
+            if let Some(rest) = &this.rest {
+                rest.upload.step();
             }
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
         match &mut this.rest {
             Some(rest) => {
-                let polled = Pin::new(rest).poll_frame(cx);
-                if let Some(upload) = &this.upload {
-                    upload.looked(&polled);
-                }
+                let polled = Pin::new(&mut rest.body).poll_frame(cx);
+                rest.upload.looked(&polled);
                 polled
             }
             None => Poll::Ready(this.read.trailers.take().map(|t| Ok(Frame::trailers(t)))),
@@ -222,14 +230,17 @@ impl Body for Outgoing {
     fn is_end_stream(&self) -> bool {
         self.read.chunks.is_empty()
             && self.read.trailers.is_none()
-            && self.rest.as_ref().is_none_or(Body::is_end_stream)
+            && self
+                .rest
+                .as_ref()
+                .is_none_or(|rest| rest.body.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.rest {
             None => SizeHint::with_exact(self.read.len()),
             Some(rest) => {
-                let rest = rest.size_hint();
+                let rest = rest.body.size_hint();
                 let mut hint = SizeHint::new();
                 let read = self.read.len();
                 hint.set_lower(rest.lower().saturating_add(read));

@@ -11,7 +11,8 @@
 //!
 //! [`Upload`] follows a streamed body: each piece passed from the client to
 //! the backend is a step, and so is its end. The backend's time runs from
-//! the last step, so a steady upload is never late and the backend has
+//! the last step (the attempt's timer, when it runs out, asks
+//! [`Upload::left`] and runs again for what is left), so a steady upload is never late and the backend has
 //! the whole timeout to answer once the body is sent. No step for the
 //! timeout is [`Late::Client`] when the body was waiting for the client
 //! (it paused too long: 408, as a body read ahead that stalls, and no
@@ -22,8 +23,6 @@
 //! ahead whole, is timed from its attempt's start as before, and pays
 //! nothing for this.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
@@ -86,28 +85,20 @@ impl Upload {
         self.0.from + Duration::from_nanos(self.0.last_step.load(Ordering::Relaxed))
     }
 
-    /// Runs `attempt` until it ends, or until `timeout` has passed since
-    /// the upload's last step: late, and who was.
-    pub(crate) async fn timeout<F: Future>(
-        &self,
-        timeout: Duration,
-        mut attempt: Pin<&mut F>,
-    ) -> Result<F::Output, Late> {
-        loop {
-            let deadline = self.last_step() + timeout;
-            if let Ok(out) = tokio::time::timeout_at(deadline, attempt.as_mut()).await {
-                return Ok(out);
-            }
-            if self.last_step() + timeout > Instant::now() {
-                // A step since: the time runs from it.
-                continue;
-            }
-            return Err(if self.0.waiting_for_client.load(Ordering::Relaxed) {
-                Late::Client
-            } else {
-                Late::Backend
-            });
+    /// The time the backend has left, `timeout` counted from the last
+    /// step; when none is left, who was late. The attempt's timer asks
+    /// when it runs out, and runs again for the time left after a step.
+    pub(crate) fn left(&self, timeout: Duration) -> Result<Duration, Late> {
+        let due = self.last_step() + timeout;
+        let now = Instant::now();
+        if due > now {
+            return Ok(due - now);
         }
+        Err(if self.0.waiting_for_client.load(Ordering::Relaxed) {
+            Late::Client
+        } else {
+            Late::Backend
+        })
     }
 }
 
@@ -137,9 +128,20 @@ mod tests {
                 std::future::pending::<()>().await;
             }
         };
-        let attempt = std::pin::pin!(std::future::pending::<()>());
+        // The attempt's timer as the forwarder runs it, for an attempt that
+        // never ends: the whole timeout, then whatever is left.
+        let timing = async {
+            let mut budget = TIMEOUT;
+            loop {
+                tokio::time::sleep(budget).await;
+                match upload.left(TIMEOUT) {
+                    Ok(left) => budget = left,
+                    Err(late) => return late,
+                }
+            }
+        };
         tokio::select! {
-            late = upload.timeout(TIMEOUT, attempt) => (started.elapsed(), late.unwrap_err()),
+            late = timing => (started.elapsed(), late),
             () = stepping => unreachable!("stepping never ends"),
         }
     }
@@ -165,12 +167,13 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_that_ends_in_time_gives_its_output() {
+    async fn the_time_left_counts_from_the_last_step() {
         let upload = Upload::new();
-        let attempt = std::pin::pin!(async {
-            tokio::time::sleep(TIMEOUT / 2).await;
-            7
-        });
-        assert_eq!(upload.timeout(TIMEOUT, attempt).await, Ok(7));
+        tokio::time::advance(TIMEOUT * 3 / 10).await;
+        assert_eq!(upload.left(TIMEOUT), Ok(TIMEOUT * 7 / 10));
+        upload.step();
+        assert_eq!(upload.left(TIMEOUT), Ok(TIMEOUT));
+        tokio::time::advance(TIMEOUT).await;
+        assert_eq!(upload.left(TIMEOUT), Err(Late::Backend));
     }
 }

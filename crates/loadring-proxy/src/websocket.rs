@@ -41,12 +41,6 @@ pub(crate) struct Tunnel {
     /// itself: its handshake became an HTTP/2 backend's extended CONNECT,
     /// which carries no key.
     accept: Option<HeaderValue>,
-    /// How long a write to the client may be held back before the tunnel
-    /// closes: an HTTP/2 client's stream may be shut while its socket
-    /// flows (an HTTP/1.1 client's socket has the same limit already).
-    send_timeout: Duration,
-    /// How long the open tunnel may carry nothing either way.
-    tunnel_timeout: Duration,
 }
 
 /// How the client asked for its tunnel.
@@ -82,9 +76,7 @@ impl Tunnel {
     pub(crate) fn asked(
         request: &mut Request<Incoming>,
         to: BackendProtocol,
-        clients: &ClientLimits,
     ) -> Result<Option<Tunnel>, &'static str> {
-        let (send_timeout, tunnel_timeout) = (clients.send_timeout, clients.tunnel_timeout);
         if request.method() == Method::CONNECT {
             // Any other CONNECT was refused before it was routed.
             let websocket = request
@@ -100,8 +92,6 @@ impl Tunnel {
                 asked: Asked::Connect,
                 to,
                 accept: None,
-                send_timeout,
-                tunnel_timeout,
             }));
         }
         if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
@@ -133,8 +123,6 @@ impl Tunnel {
             asked: Asked::Upgrade(protocol),
             to,
             accept,
-            send_timeout,
-            tunnel_timeout,
         }))
     }
 
@@ -202,13 +190,17 @@ impl Tunnel {
     /// The backend switched (its answer's hop-by-hop headers already
     /// removed; `protocol` its `Upgrade`): answers the client (`101` over
     /// HTTP/1.1, `2xx` over HTTP/2) and copies bytes both ways until either
-    /// side closes, `pick` held until then.
+    /// side closes, `pick` held until then. `clients`' send timeout limits
+    /// writes to the client (an HTTP/2 client's stream may be shut while
+    /// its socket flows; an HTTP/1.1 client's socket has the same limit
+    /// already), and its tunnel timeout how long the tunnel may be quiet.
     pub(crate) fn open(
         self,
         mut response: Response<UpstreamBody>,
         protocol: Option<HeaderValue>,
         pick: Pick<Backend>,
         started: Instant,
+        clients: &ClientLimits,
     ) -> Response<ProxyBody> {
         // An HTTP/2 backend's stream is hyper's; an HTTP/1.1 backend's
         // switched connection is the body's.
@@ -239,7 +231,8 @@ impl Tunnel {
                 head.headers.remove(CONTENT_LENGTH);
             }
         }
-        let (client, send_timeout, quiet) = (self.client, self.send_timeout, self.tunnel_timeout);
+        let (client, send_timeout, quiet) =
+            (self.client, clients.send_timeout, clients.tunnel_timeout);
         let limited = move |client| SendLimit::new(TokioIo::new(client), send_timeout);
         tokio::spawn(async move {
             // The backend's connection is the tunnel's now: never pooled.
