@@ -458,6 +458,9 @@ async fn an_endless_stream_whose_client_left_is_cut_at_the_timeout() {
     let mut c = ClusterConfig::new("held", "rr".parse().unwrap());
     c.endpoints = vec![backend.to_string().parse().unwrap()];
     c.timeout = std::time::Duration::from_millis(500);
+    // One failure would eject it: the cut is no verdict on a backend that
+    // was sending.
+    c.health.eject_after = 1;
     let running =
         running::serve(running::config(vec![c], vec![], ClientLimits::default()), 2).await;
     ask_and_leave(running.addr).await;
@@ -466,5 +469,53 @@ async fn an_endless_stream_whose_client_left_is_cut_at_the_timeout() {
         "the backend's stream is still being read"
     );
     all_released(&running).await;
+    let text = running.metrics().await;
+    assert_eq!(
+        metric_sum(&text, "loadring_endpoint_healthy"),
+        1.0,
+        "{text}"
+    );
     task.abort();
+}
+
+/// A failed answer (a 500) whose client left after its head is read to its
+/// end and then counted as the failure it is: with one failure enough to
+/// eject it, the endpoint is ejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_answer_read_to_its_end_for_nobody_is_still_a_failure() {
+    let backend =
+        backend_holding(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 10\r\n\r\nabc")
+            .await;
+    let mut c = ClusterConfig::new("held", "rr".parse().unwrap());
+    c.endpoints = vec![backend.addr.to_string().parse().unwrap()];
+    c.retries = 0;
+    c.health.eject_after = 1;
+    let running =
+        running::serve(running::config(vec![c], vec![], ClientLimits::default()), 2).await;
+    let mut tcp = TcpStream::connect(running.addr).await.unwrap();
+    tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !seen.ends_with(b"abc") {
+        let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(tcp);
+    assert_eq!(
+        metric_sum(&running.metrics().await, "loadring_endpoint_healthy"),
+        1.0,
+        "not judged before its end"
+    );
+    backend.release.send_replace(true);
+    let ejected = eventually(WAIT, || async {
+        metric_sum(&running.metrics().await, "loadring_endpoint_healthy") == 0.0
+    })
+    .await;
+    assert!(ejected, "{}", running.metrics().await);
 }
