@@ -613,13 +613,7 @@ impl ServeClients {
                     let (stream, peer) = match accepted {
                         Ok(a) => a,
                         Err(e) => {
-                            // Out of file descriptors and the like: the
-                            // worker's idle connections to backends give
-                            // theirs back; wait, do not spin.
-                            if crate::connect::is_out_of_local_resources(&e) {
-                                crate::connect::pool::shed();
-                            }
-                            tokio::time::sleep(accept_errors.failed(&e)).await;
+                            wait_out(&e, &mut accept_errors).await;
                             continue;
                         }
                     };
@@ -679,6 +673,16 @@ impl ServeClients {
             );
         }
     }
+}
+
+/// A failed accept (out of file descriptors and the like): the worker's
+/// idle connections to backends give theirs back, and the loop waits, not
+/// spins.
+async fn wait_out(error: &std::io::Error, errors: &mut AcceptErrors) {
+    if crate::connect::is_out_of_local_resources(error) {
+        crate::connect::pool::shed();
+    }
+    tokio::time::sleep(errors.failed(error)).await;
 }
 
 /// What a worker needs to serve one client connection.
@@ -890,10 +894,7 @@ async fn accept_admin(
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
-                if crate::connect::is_out_of_local_resources(&e) {
-                    crate::connect::pool::shed();
-                }
-                tokio::time::sleep(accept_errors.failed(&e)).await;
+                wait_out(&e, &mut accept_errors).await;
                 continue;
             }
         };

@@ -111,6 +111,21 @@ async fn proxy(backend: SocketAddr, max_abandoned: usize) -> Running {
     running::serve(running::config(vec![c], vec![], clients), 2).await
 }
 
+/// Reads from `tcp` until what came ends with `end`: what came.
+async fn read_until(tcp: &mut TcpStream, end: &[u8]) -> Vec<u8> {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !seen.ends_with(end) {
+        let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    seen
+}
+
 /// Waits until `what` holds of the backend's counts, or fails with them.
 async fn until(
     backend: &HoldingBackend,
@@ -316,16 +331,7 @@ async fn a_body_left_unread_goes_on_up_to_the_limit() {
             .await
             .unwrap();
         // The head and the start of the body reached the client.
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !seen.ends_with(b"abc") {
-            let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
-                .await
-                .unwrap()
-                .unwrap();
-            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
-            seen.extend_from_slice(&buf[..n]);
-        }
+        let seen = read_until(&mut tcp, b"abc").await;
         assert!(
             seen.starts_with(b"HTTP/1.1 200"),
             "{}",
@@ -496,16 +502,7 @@ async fn a_failed_answer_read_to_its_end_for_nobody_is_still_a_failure() {
     tcp.write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !seen.ends_with(b"abc") {
-        let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
-        seen.extend_from_slice(&buf[..n]);
-    }
+    read_until(&mut tcp, b"abc").await;
     drop(tcp);
     assert_eq!(
         metric_sum(&running.metrics().await, "loadring_endpoint_healthy"),

@@ -910,19 +910,12 @@ async fn demo_behind_limits(
     header_timeout: Duration,
     max_connections: usize,
 ) -> (DemoBackend, Running) {
-    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let limits = ClientLimits {
+    demo_with_limits(ClientLimits {
         header_timeout,
         max_connections: Some(max_connections),
         ..ClientLimits::default()
-    };
-    let proxy = start_limited(
-        vec![cluster("default", "rr", &[], &[b.addr()])],
-        vec![],
-        limits,
-    )
-    .await;
-    (b, proxy)
+    })
+    .await
 }
 
 /// Whether a plain request is served again (places freed), soon.
@@ -1158,6 +1151,18 @@ async fn an_http2_connection_that_takes_nothing_is_closed_at_the_send_timeout() 
     drop(shut);
 }
 
+/// A demo backend behind a proxy with `limits`.
+async fn demo_with_limits(limits: ClientLimits) -> (DemoBackend, Running) {
+    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
+    let proxy = start_limited(
+        vec![cluster("default", "rr", &[], &[b.addr()])],
+        vec![],
+        limits,
+    )
+    .await;
+    (b, proxy)
+}
+
 /// The admin listener has the clients' limits: with a 300 ms header
 /// timeout, connections that send nothing take every one of its
 /// `MAX_ADMIN_CONNECTIONS` places, one more is refused at once (503), the
@@ -1167,16 +1172,10 @@ async fn an_http2_connection_that_takes_nothing_is_closed_at_the_send_timeout() 
 /// clients' connections need.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_connections_have_a_limit_and_the_header_timeout() {
-    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let limits = ClientLimits {
+    let (_b, proxy) = demo_with_limits(ClientLimits {
         header_timeout: Duration::from_millis(300),
         ..ClientLimits::default()
-    };
-    let proxy = start_limited(
-        vec![cluster("default", "rr", &[], &[b.addr()])],
-        vec![],
-        limits,
-    )
+    })
     .await;
     let mut silent = Vec::new();
     for _ in 0..loadring_proxy::MAX_ADMIN_CONNECTIONS {
@@ -1199,16 +1198,10 @@ async fn admin_connections_have_a_limit_and_the_header_timeout() {
 /// cut at the send timeout, as a client of the proxy's is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_client_that_reads_nothing_is_cut_at_the_send_timeout() {
-    let b = DemoBackend::start("127.0.0.1:0").await.unwrap();
-    let limits = ClientLimits {
+    let (_b, proxy) = demo_with_limits(ClientLimits {
         send_timeout: Duration::from_millis(300),
         ..ClientLimits::default()
-    };
-    let proxy = start_limited(
-        vec![cluster("default", "rr", &[], &[b.addr()])],
-        vec![],
-        limits,
-    )
+    })
     .await;
     let client = TcpStream::connect(proxy.admin).await.unwrap();
     let ask = b"GET /status HTTP/1.1\r\nHost: admin\r\n\r\n";
