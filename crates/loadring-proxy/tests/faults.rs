@@ -959,17 +959,12 @@ async fn slow_clients_are_cut() {
     );
 }
 
-/// A client that asks for a large answer and reads none of it (the slow
-/// read attack) is cut off once nothing could be sent to it for the send
-/// timeout: its request's connection to the backend is closed and its slot
-/// released, where before both were held for as long as the client
-/// stayed. What it was sent stops short of the answer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
+/// An endless backend behind a proxy with a 300 ms send timeout, whose
+/// requests left by their clients are cancelled, not read to their end.
+async fn endless_behind_a_send_timeout() -> (common::EndlessBackend, Running) {
     let backend = common::endless_backend().await;
     let limits = ClientLimits {
         send_timeout: Duration::from_millis(300),
-        // Its request is then cancelled, not read to its end.
         max_abandoned: Some(0),
         ..ClientLimits::default()
     };
@@ -979,6 +974,17 @@ async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
         limits,
     )
     .await;
+    (backend, proxy)
+}
+
+/// A client that asks for a large answer and reads none of it (the slow
+/// read attack) is cut off once nothing could be sent to it for the send
+/// timeout: its request's connection to the backend is closed and its slot
+/// released, where before both were held for as long as the client
+/// stayed. What it was sent stops short of the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
+    let (backend, proxy) = endless_behind_a_send_timeout().await;
     let mut client = TcpStream::connect(proxy.addr).await.unwrap();
     client
         .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -1019,18 +1025,7 @@ async fn shut_window_client() -> (
     h2::client::SendRequest<Bytes>,
     JoinHandle<Result<(), h2::Error>>,
 ) {
-    let backend = common::endless_backend().await;
-    let limits = ClientLimits {
-        send_timeout: Duration::from_millis(300),
-        max_abandoned: Some(0),
-        ..ClientLimits::default()
-    };
-    let proxy = start_limited(
-        vec![cluster("default", "rr", &[], &[backend.addr])],
-        vec![],
-        limits,
-    )
-    .await;
+    let (backend, proxy) = endless_behind_a_send_timeout().await;
     let tcp = TcpStream::connect(proxy.addr).await.unwrap();
     // Room on the connection for what one stream's window lets through
     // many times over: a stream held back is held back by its own window.
