@@ -255,18 +255,13 @@ impl Drop for Handling {
     }
 }
 
-/// A response as hyper's service gives it.
-fn served(response: Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
-    Ok(response)
-}
-
-/// [`served`], the answer's body watched by `answers`'s connection when
-/// there is one (HTTP/2's).
+/// A response as hyper's service gives it, its body watched by `answers`'s
+/// connection when there is one (HTTP/2's).
 fn served_watched(
     answers: Option<Activity>,
 ) -> impl FnOnce(Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
     move |response| {
-        served(match answers {
+        Ok(match answers {
             Some(activity) => activity.answers().watch(response),
             None => response,
         })

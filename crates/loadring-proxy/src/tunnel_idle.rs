@@ -15,7 +15,6 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -23,38 +22,24 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::time::Instant;
 
+use crate::last_moved::LastMoved;
+
 /// When a tunnel last carried bytes, either way.
 #[derive(Debug)]
-pub(crate) struct Traffic {
-    from: Instant,
-    /// Nanoseconds after `from`.
-    last: AtomicU64,
-}
+pub(crate) struct Traffic(LastMoved);
 
 impl Traffic {
     /// A tunnel opened now.
     pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Traffic {
-            from: Instant::now(),
-            last: AtomicU64::new(0),
-        })
-    }
-
-    fn note(&self) {
-        let since = u64::try_from(self.from.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.last.store(since, Ordering::Relaxed);
-    }
-
-    fn last(&self) -> Instant {
-        self.from + Duration::from_nanos(self.last.load(Ordering::Relaxed))
+        Arc::new(Traffic(LastMoved::now()))
     }
 
     /// Ends once the tunnel has carried nothing for `limit`.
     pub(crate) async fn quiet_for(&self, limit: Duration) {
         loop {
-            let due = self.last() + limit;
+            let due = self.0.at() + limit;
             tokio::time::sleep_until(due).await;
-            if self.last() + limit <= Instant::now() {
+            if self.0.at() + limit <= Instant::now() {
                 return;
             }
         }
@@ -84,7 +69,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Noted<R> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         if buf.filled().len() > before {
-            self.traffic.note();
+            self.traffic.0.mark();
         }
         Poll::Ready(Ok(()))
     }

@@ -23,12 +23,14 @@
 //! ahead whole, is timed from its attempt's start as before, and pays
 //! nothing for this.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::last_moved::LastMoved;
 
 /// Who was late when an attempt's time ran out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,9 +48,7 @@ pub(crate) struct Upload(Arc<Progress>);
 
 #[derive(Debug)]
 struct Progress {
-    /// When the upload was followed from: steps are nanoseconds after it.
-    from: Instant,
-    last_step: AtomicU64,
+    last_step: LastMoved,
     /// The body's last look at the client's stream found nothing yet.
     waiting_for_client: AtomicBool,
 }
@@ -57,8 +57,7 @@ impl Upload {
     /// An upload whose first step is now.
     pub(crate) fn new() -> Self {
         Upload(Arc::new(Progress {
-            from: Instant::now(),
-            last_step: AtomicU64::new(0),
+            last_step: LastMoved::now(),
             waiting_for_client: AtomicBool::new(false),
         }))
     }
@@ -75,21 +74,14 @@ impl Upload {
 
     /// A piece read ahead was passed on.
     pub(crate) fn step(&self) {
-        let since = self.0.from.elapsed().as_nanos();
-        self.0
-            .last_step
-            .store(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
-
-    fn last_step(&self) -> Instant {
-        self.0.from + Duration::from_nanos(self.0.last_step.load(Ordering::Relaxed))
+        self.0.last_step.mark();
     }
 
     /// The time the backend has left, `timeout` counted from the last
     /// step; when none is left, who was late. The attempt's timer asks
     /// when it runs out, and runs again for the time left after a step.
     pub(crate) fn left(&self, timeout: Duration) -> Result<Duration, Late> {
-        let due = self.last_step() + timeout;
+        let due = self.0.last_step.at() + timeout;
         let now = Instant::now();
         if due > now {
             return Ok(due - now);
