@@ -994,15 +994,7 @@ async fn a_client_that_reads_nothing_is_cut_at_the_send_timeout() {
         backend.cut_off().await,
         "the backend's connection is still open"
     );
-    let proxy_ref = &proxy;
-    assert!(
-        eventually(common::WAIT, || async move {
-            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 0.0
-        })
-        .await,
-        "{}",
-        proxy.metrics().await
-    );
+    proxy.wait_in_flight(0.0).await;
     // The client finds its answer cut short.
     let mut received: u64 = 0;
     let mut buf = vec![0u8; 64 * 1024];
@@ -1087,15 +1079,7 @@ async fn an_http2_stream_whose_window_stays_shut_is_cut_at_the_send_timeout() {
         backend.cut_off().await,
         "the shut stream's backend connection is still open"
     );
-    let proxy_ref = &proxy;
-    assert!(
-        eventually(common::WAIT, || async move {
-            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 1.0
-        })
-        .await,
-        "{}",
-        proxy.metrics().await
-    );
+    proxy.wait_in_flight(1.0).await;
     assert!(!reading.is_finished(), "the other stream stopped");
     assert!(!connection.is_finished(), "the connection is closed");
     // The window opened at last: what was held comes, then a reset.
@@ -1134,15 +1118,7 @@ async fn an_http2_connection_that_takes_nothing_is_closed_at_the_send_timeout() 
         .await
         .expect("the client's connection is still open");
     assert!(closed.is_ok(), "{closed:?}");
-    let proxy_ref = &proxy;
-    assert!(
-        eventually(common::WAIT, || async move {
-            metric_sum(&proxy_ref.metrics().await, "loadring_in_flight") == 0.0
-        })
-        .await,
-        "{}",
-        proxy.metrics().await
-    );
+    proxy.wait_in_flight(0.0).await;
     drop(shut);
 }
 

@@ -10,7 +10,7 @@ use loadring_proxy::{ClientLimits, ClusterConfig, Naming, Proxy, ProxyConfig, Ro
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::common::get;
+use crate::common::{eventually, get, metric_sum, WAIT};
 
 /// A proxy serving on a task of this runtime (aborted when dropped).
 pub struct Running {
@@ -32,6 +32,16 @@ impl Running {
     /// The admin listener's `/metrics` text.
     pub async fn metrics(&self) -> String {
         get(self.admin, "/metrics", &[]).await.body
+    }
+
+    /// Waits until the requests in flight, over every endpoint, are `n`;
+    /// fails with the metrics if they are not in time.
+    pub async fn wait_in_flight(&self, n: f64) {
+        let reached = eventually(WAIT, || async {
+            metric_sum(&self.metrics().await, "loadring_in_flight") == n
+        })
+        .await;
+        assert!(reached, "in flight: not {n}\n{}", self.metrics().await);
     }
 }
 
