@@ -7,7 +7,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
@@ -459,6 +459,27 @@ impl Forwarder {
         Response::from_parts(head, empty_body())
     }
 
+    /// The answer to a client that sent nothing of its request body for
+    /// `idle`, read ahead or streamed: 408, logged at debug (the client's
+    /// doing).
+    fn body_stalled(
+        &self,
+        grpc: bool,
+        endpoint: Option<&Backend>,
+        idle: Duration,
+    ) -> Response<ProxyBody> {
+        tracing::debug!(
+            cluster = self.cluster.name(),
+            "the request body stalled for {idle:?}"
+        );
+        self.refuse(
+            grpc,
+            endpoint,
+            StatusCode::REQUEST_TIMEOUT,
+            &format!("the request body stalled: nothing for {idle:?}"),
+        )
+    }
+
     /// The backend's load report in `headers`, removed from them and
     /// counted, when the cluster reads reports; a malformed one is ignored.
     fn take_report(&self, headers: &mut HeaderMap, upstream: &Backend) -> Option<LoadReport> {
@@ -632,13 +653,7 @@ impl Forwarder {
                 );
             }
             Err(ReadError::Stalled(idle)) => {
-                tracing::debug!(cluster = name, "the request body stalled for {idle:?}");
-                return self.refuse(
-                    grpc,
-                    last.as_ref(),
-                    StatusCode::REQUEST_TIMEOUT,
-                    &format!("the request body stalled: nothing for {idle:?}"),
-                );
+                return self.body_stalled(grpc, last.as_ref(), idle);
             }
         };
         let replayable = body.is_replayable();
@@ -987,17 +1002,7 @@ impl Forwarder {
                     // The client's pause, not the endpoint's: no verdict.
                     drop(pick);
                     self.metrics.request(&self.label, &upstream, 408);
-                    tracing::debug!(
-                        cluster = name,
-                        endpoint = upstream.addr(),
-                        "the request body stalled: nothing from the client for {timeout:?}"
-                    );
-                    return self.refuse(
-                        grpc,
-                        last.as_ref(),
-                        StatusCode::REQUEST_TIMEOUT,
-                        &format!("the request body stalled: nothing for {timeout:?}"),
-                    );
+                    return self.body_stalled(grpc, last.as_ref(), timeout);
                 }
                 Err(Late::Backend) => {
                     self.attempt_failed(pick, started, &upstream, 504);
