@@ -1,9 +1,9 @@
 //! What a client connection's service saw: how many requests it made,
-//! whether they were HTTP/2's, how many of them its client left before
-//! their answers began, and the HTTP/2 answers being sent. The
-//! connection's limits read it: [`IdleLimit`] (a connection that asks for
-//! nothing), [`reset_flood`] (one that resets most of what it asks) and
-//! [`Answers`] (one that takes nothing of an answer).
+//! whether they were HTTP/2's, how many of its HTTP/2 streams are open, how
+//! many of them its client left before their answers began, and the HTTP/2
+//! answers being sent. The connection's limits read it: [`IdleLimit`] (a
+//! connection that asks for nothing), [`reset_flood`] (one that resets most
+//! of what it asks) and [`Answers`] (one that takes nothing of an answer).
 //!
 //! [`IdleLimit`]: crate::idle_limit::IdleLimit
 //! [`reset_flood`]: crate::reset_flood
@@ -26,6 +26,9 @@ struct Seen {
     /// Written by the connection's task only (it calls the service).
     requests: AtomicU64,
     http2: AtomicBool,
+    /// HTTP/2 streams not over: one [`OpenStream`] each, dropped on the
+    /// stream's own task.
+    open_streams: AtomicU64,
     /// Written where a request's answer is dropped: an HTTP/2 stream's
     /// own task.
     left_early: AtomicU64,
@@ -68,6 +71,17 @@ impl Activity {
         self.0.http2.load(Ordering::Relaxed)
     }
 
+    /// One more HTTP/2 stream, open until the mark returned is dropped.
+    pub(crate) fn open_stream(&self) -> OpenStream {
+        self.0.open_streams.fetch_add(1, Ordering::Relaxed);
+        OpenStream(self.clone())
+    }
+
+    /// The HTTP/2 streams whose [`OpenStream`] is not dropped yet.
+    pub(crate) fn open_streams(&self) -> u64 {
+        self.0.open_streams.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn left_early(&self) -> u64 {
         self.0.left_early.load(Ordering::Relaxed)
     }
@@ -75,5 +89,46 @@ impl Activity {
     /// The connection's HTTP/2 answers (stream_send_limit.rs).
     pub(crate) fn answers(&self) -> &Answers {
         &self.0.answers
+    }
+}
+
+/// One HTTP/2 stream of a connection, counted open until dropped: held by
+/// the request's answer until the last of it is sent, or by its tunnel
+/// until that closes. An HTTP/2 connection with a stream open is not idle
+/// ([`IdleLimit`]): a gRPC stream or a long download may go on for longer
+/// than the header timeout without a new request.
+///
+/// [`IdleLimit`]: crate::idle_limit::IdleLimit
+#[derive(Debug)]
+pub(crate) struct OpenStream(Activity);
+
+impl OpenStream {
+    /// The connection's record.
+    pub(crate) fn activity(&self) -> &Activity {
+        &self.0
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0 .0.open_streams.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_is_open_until_its_mark_is_dropped() {
+        let activity = Activity::default();
+        let first = activity.open_stream();
+        let second = activity.open_stream();
+        assert_eq!(activity.open_streams(), 2);
+        drop(first);
+        assert_eq!(activity.open_streams(), 1);
+        // Dropped on another thread, as a stream's task may be.
+        std::thread::spawn(move || drop(second)).join().unwrap();
+        assert_eq!(activity.open_streams(), 0);
     }
 }

@@ -25,7 +25,10 @@ const FALLBACK_MAX_CONNECTIONS: usize = 4096;
 /// Limits on client connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientLimits {
-    /// How long a client may take to send a request's headers.
+    /// How long a client may take to send a request's headers, and how
+    /// long a connection may ask for nothing: a new one before its first
+    /// request, a kept-alive HTTP/1.1 one between requests, an HTTP/2 one
+    /// with no stream open (told to go away within two such periods).
     pub header_timeout: Duration,
     /// How long sending to a client may be held back because it reads
     /// nothing; then its connection is closed and its requests abandoned.

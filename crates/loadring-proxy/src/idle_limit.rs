@@ -14,10 +14,14 @@
 //! [`IdleLimit`] closes a connection that has made no request within the
 //! header timeout. After an HTTP/1.1 request it steps aside (hyper's timer
 //! takes over). An HTTP/2 connection is looked at once a period: one with
-//! no new stream over a whole period is told to go away (`GOAWAY`), and
-//! the streams it has open finish first. So an idle HTTP/2 connection goes
-//! between one and two periods after its last request, and a request costs
-//! a counter's update, not a timer's.
+//! no stream open and no new stream over a whole period is told to go away
+//! (`GOAWAY`). So an idle HTTP/2 connection goes between one and two
+//! periods after its last stream ended or its last request came, and a
+//! request costs a counter's update, not a timer's. A stream that stays
+//! open (a gRPC stream, a long download, a WebSocket) keeps its connection
+//! for new requests, as nginx's and Envoy's idle timeouts do; what bounds
+//! such a stream is its own limits (`--timeout` on an upload, the send
+//! timeout, the tunnel timeout).
 //!
 //! It also closes an HTTP/2 connection whose client resets most of what it
 //! asks (reset_flood.rs), and sweeps an HTTP/2 connection's answers for
@@ -64,8 +68,10 @@ pin_project! {
         // request, or once an HTTP/2 one was told to go away.
         deadline: Option<Pin<Box<Sleep>>>,
         within: Duration,
-        // The requests seen when the deadline was set.
+        // The requests seen when the deadline was set, and whether an
+        // HTTP/2 stream was open then.
         seen: u64,
+        streams_were_open: bool,
         activity: Activity,
         // A quarter of the send timeout, when HTTP/2 answers are swept.
         sweep_every: Option<Duration>,
@@ -85,6 +91,7 @@ impl<C> IdleLimit<C> {
             deadline: Some(Box::pin(tokio::time::sleep(within))),
             within,
             seen: 0,
+            streams_were_open: false,
             activity,
             sweep_every: None,
             sweeps: None,
@@ -161,15 +168,19 @@ impl<C: Graceful> Future for IdleLimit<C> {
         if requests == 0 {
             return Poll::Ready(Ended::NoRequest);
         }
-        if requests != *this.seen {
-            // Asked during the period: another one from now.
+        // Asked during the period, or a stream open at its start or its
+        // end (a gRPC stream, a long answer): another period from now, so
+        // that a whole period without one passes after the last stream.
+        let open = this.activity.open_streams() > 0;
+        let was_open = std::mem::replace(this.streams_were_open, open);
+        if requests != *this.seen || open || was_open {
             *this.seen = requests;
             deadline.as_mut().reset(Instant::now() + *this.within);
             // Polled to be woken at the new deadline (not yet due).
             let _ = deadline.as_mut().poll(cx);
             return Poll::Pending;
         }
-        // HTTP/2, no new stream for a whole period.
+        // HTTP/2, no stream open and no new one for a whole period.
         *this.deadline = None;
         this.conn.as_mut().graceful_shutdown();
         this.conn.poll(cx).map(Ended::Closed)
@@ -277,6 +288,50 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_goes_away_a_whole_period_after_its_last_stream() {
+        for (ends_at, gone_at) in [
+            // Open at the checks at 1 to 5, not at 6: the period from 6 to
+            // 7 is the first with none open at either end.
+            (WITHIN * 55 / 10, WITHIN * 7),
+            // Ended just after the check at 5.
+            (WITHIN * 5 + Duration::from_millis(1), WITHIN * 7),
+            // Ended just before it: the period from 5 to 6 is free.
+            (WITHIN * 5 - Duration::from_millis(1), WITHIN * 6),
+        ] {
+            let activity = Activity::default();
+            let limit = IdleLimit::new(Conn::default(), WITHIN, activity.clone());
+            activity.note(Version::HTTP_2);
+            let stream = activity.open_stream();
+            let ending = async move {
+                tokio::time::sleep(ends_at).await;
+                drop(stream);
+                std::future::pending::<()>().await;
+            };
+            let started = Instant::now();
+            let ended = tokio::select! {
+                out = limit => (out, started.elapsed()),
+                () = ending => unreachable!("ending never ends"),
+            };
+            assert_eq!(
+                ended,
+                (Ended::Closed("went away"), gone_at),
+                "stream ended at {ends_at:?}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http_2_connection_with_a_stream_open_stays_open() {
+        let activity = Activity::default();
+        let mut limit = Box::pin(IdleLimit::new(Conn::default(), WITHIN, activity.clone()));
+        activity.note(Version::HTTP_2);
+        let _stream = activity.open_stream();
+        let waited = tokio::time::timeout(WITHIN * 50, limit.as_mut()).await;
+        assert!(waited.is_err(), "still open fifty periods later");
+        assert!(!limit.conn.told, "never told to go away");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_connection_that_ends_first_gives_its_output() {
         let activity = Activity::default();
         let limit = IdleLimit::new(Conn { told: true }, WITHIN, activity.clone());
@@ -350,11 +405,10 @@ mod tests {
             .cutting_stalled_answers(SEND);
         let started = Instant::now();
         activity.note(Version::HTTP_2);
-        let stalled = activity
-            .answers()
-            .watch(http::Response::new(crate::proxy_body::text_body(
-                "never taken",
-            )));
+        let stalled = activity.answers().watch(
+            http::Response::new(crate::proxy_body::text_body("never taken")),
+            activity.open_stream(),
+        );
         let ended = tokio::select! {
             out = limit => Some((out, started.elapsed())),
             () = then => None,
@@ -400,9 +454,10 @@ mod tests {
         let endless = futures_util::stream::repeat_with(|| {
             Ok::<_, crate::body::BoxError>(Frame::data(bytes::Bytes::from_static(b"x")))
         });
-        let mut taken = activity.answers().watch(http::Response::new(
-            http_body_util::StreamBody::new(endless).boxed_unsync(),
-        ));
+        let mut taken = activity.answers().watch(
+            http::Response::new(http_body_util::StreamBody::new(endless).boxed_unsync()),
+            activity.open_stream(),
+        );
         let taking = async move {
             for _ in 0..20 {
                 tokio::time::sleep(SEND / 2).await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use std::borrow::Cow;
 
 use futures_util::FutureExt as _;
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
-use crate::activity::Activity;
+use crate::activity::{Activity, OpenStream};
 use crate::clients::{AcceptErrors, AcceptLog, ClientLimits};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
@@ -42,6 +42,7 @@ use crate::send_limit::SendLimit;
 use crate::slot_timer::SlotTimer;
 use crate::target::{self, canonical_host, normalize_host};
 use crate::tls::ServerTls;
+use crate::websocket::TunnelStream;
 use crate::workers::{Serving, WorkerLoads};
 use loadring_discovery::Discovery;
 
@@ -255,14 +256,18 @@ impl Drop for Handling {
     }
 }
 
-/// A response as hyper's service gives it, its body watched by `answers`'s
-/// connection when there is one (HTTP/2's).
+/// A response as hyper's service gives it. An HTTP/2 stream's answer is
+/// watched by its connection, and counts the stream `open` until hyper
+/// drops its body.
 fn served_watched(
-    answers: Option<Activity>,
+    open: Option<OpenStream>,
 ) -> impl FnOnce(Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
     move |response| {
-        Ok(match answers {
-            Some(activity) => activity.answers().watch(response),
+        Ok(match open {
+            Some(open) => {
+                let activity = open.activity().clone();
+                activity.answers().watch(response, open)
+            }
             None => response,
         })
     }
@@ -715,7 +720,7 @@ impl ServeOne {
         let activity = Activity::default();
         let service = service_fn({
             let activity = activity.clone();
-            move |request: Request<Incoming>| {
+            move |mut request: Request<Incoming>| {
                 let version = request.version();
                 activity.note(version);
                 // Not boxed: the future is a few words (the forwarding
@@ -724,15 +729,25 @@ impl ServeOne {
                 // without a copy of much. An HTTP/2 stream's counts if its
                 // client resets it unanswered (reset_flood.rs).
                 // Its answer is watched too, for a client that takes
-                // nothing of it (stream_send_limit.rs).
-                let (left_early, answers) = if version == Version::HTTP_2 {
-                    (LeftEarly::new(activity.clone()), Some(activity.clone()))
+                // nothing of it (stream_send_limit.rs), and the stream is
+                // open, the connection not idle, until the answer is over.
+                let (left_early, open) = if version == Version::HTTP_2 {
+                    if request.method() == Method::CONNECT {
+                        // A WebSocket's stream outlives its answer: its
+                        // tunnel holds it open (websocket.rs).
+                        let tunnel = TunnelStream::new(activity.open_stream());
+                        request.extensions_mut().insert(tunnel);
+                    }
+                    (
+                        LeftEarly::new(activity.clone()),
+                        Some(activity.open_stream()),
+                    )
                 } else {
                     (LeftEarly::default(), None)
                 };
                 gateway
                     .handle_marked(request, peer, left_early)
-                    .map(served_watched(answers))
+                    .map(served_watched(open))
             }
         });
         // A request within the header timeout, or the connection is closed

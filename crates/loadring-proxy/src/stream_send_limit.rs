@@ -42,6 +42,7 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
+use crate::activity::OpenStream;
 use crate::body::BoxError;
 use crate::proxy_body::ProxyBody;
 
@@ -111,9 +112,15 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Answers {
-    /// `response`, its body watched from now on. A body that has ended
-    /// already (a 204, an answer to HEAD) has nothing to hold back.
-    pub(crate) fn watch(&self, response: Response<ProxyBody>) -> Response<ProxyBody> {
+    /// `response`, its body watched from now on, and its stream counted
+    /// `open` until hyper drops the body. A body that has ended already (a
+    /// 204, an answer to HEAD) has nothing to hold back, and its stream
+    /// ends with its head.
+    pub(crate) fn watch(
+        &self,
+        response: Response<ProxyBody>,
+        open: OpenStream,
+    ) -> Response<ProxyBody> {
         if response.body().is_end_stream() {
             return response;
         }
@@ -137,7 +144,14 @@ impl Answers {
             quiet: 0,
         });
         drop(watched);
-        Response::from_parts(head, WatchedBody { shared }.boxed_unsync())
+        Response::from_parts(
+            head,
+            WatchedBody {
+                shared,
+                _open: open,
+            }
+            .boxed_unsync(),
+        )
     }
 
     /// Looks at every answer: one its client took nothing of for
@@ -185,6 +199,7 @@ impl Answers {
 #[derive(Debug)]
 struct WatchedBody {
     shared: Arc<Shared>,
+    _open: OpenStream,
 }
 
 impl Body for WatchedBody {
@@ -279,7 +294,18 @@ mod tests {
         }
     }
 
+    /// A stream's mark, of a connection of its own: these tests look at
+    /// the answers, not at the count.
+    fn mark() -> OpenStream {
+        crate::activity::Activity::default().open_stream()
+    }
+
     fn watched(answers: &Answers) -> Answer {
+        watched_as(answers, mark())
+    }
+
+    /// An endless answer watched by `answers`, its stream `open`.
+    fn watched_as(answers: &Answers, open: OpenStream) -> Answer {
         let waits = Arc::new(AtomicBool::new(false));
         let dropped = Arc::new(AtomicBool::new(false));
         let body = Endless {
@@ -287,7 +313,7 @@ mod tests {
             dropped: dropped.clone(),
         }
         .boxed_unsync();
-        let response = answers.watch(Response::new(body));
+        let response = answers.watch(Response::new(body), open);
         Answer {
             body: response.into_body(),
             waits,
@@ -376,9 +402,11 @@ mod tests {
     fn ended_and_dropped_answers_leave_the_list() {
         let answers = Answers::default();
         // A body with nothing in it is not watched at all.
-        let empty = answers.watch(Response::new(empty_body()));
+        let empty = answers.watch(Response::new(empty_body()), mark());
         assert!(empty.body().is_end_stream());
-        let mut short = answers.watch(Response::new(text_body("done"))).into_body();
+        let mut short = answers
+            .watch(Response::new(text_body("done")), mark())
+            .into_body();
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(matches!(
             Pin::new(&mut short).poll_frame(&mut cx),
@@ -419,7 +447,9 @@ mod tests {
     #[test]
     fn a_watched_body_tells_its_size_until_it_is_cut() {
         let answers = Answers::default();
-        let body = answers.watch(Response::new(text_body("four"))).into_body();
+        let body = answers
+            .watch(Response::new(text_body("four")), mark())
+            .into_body();
         // hyper gives an HTTP/2 answer without a length this one.
         assert_eq!(body.size_hint().exact(), Some(4));
         let answer = watched(&answers);
@@ -428,6 +458,28 @@ mod tests {
         }
         assert!(answer.dropped.load(Ordering::SeqCst));
         assert_eq!(answer.body.size_hint().exact(), None);
+    }
+
+    #[test]
+    fn a_stream_is_open_until_its_answer_is_dropped_or_has_no_body() {
+        let activity = crate::activity::Activity::default();
+        let answers = activity.answers();
+        let long = answers.watch(Response::new(text_body("long")), activity.open_stream());
+        let cut = watched_as(answers, activity.open_stream());
+        let empty = answers.watch(Response::new(empty_body()), activity.open_stream());
+        // Ended with its head: not counted from then on.
+        assert_eq!(activity.open_streams(), 2);
+        drop(empty);
+        // Cut, its stream still hyper's: still open.
+        for _ in 0..=QUIET_SWEEPS {
+            answers.sweep();
+        }
+        assert!(cut.dropped.load(Ordering::SeqCst));
+        assert_eq!(activity.open_streams(), 2);
+        drop(cut);
+        assert_eq!(activity.open_streams(), 1);
+        drop(long);
+        assert_eq!(activity.open_streams(), 0);
     }
 
     #[test]

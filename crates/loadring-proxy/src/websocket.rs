@@ -7,7 +7,7 @@
 //! so `loadring_in_flight` and bounded load count open tunnels: a hot room
 //! is a hot key, and its load is its open connections.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -22,6 +22,7 @@ use hyper_util::rt::TokioIo;
 use loadring::{Outcome, Pick};
 use tokio_rustls::rustls::crypto::SecureRandom;
 
+use crate::activity::OpenStream;
 use crate::clients::ClientLimits;
 use crate::cluster::Backend;
 use crate::config::BackendProtocol;
@@ -34,6 +35,8 @@ use crate::tunnel_idle::{Noted, Traffic};
 #[derive(Debug)]
 pub(crate) struct Tunnel {
     client: OnUpgrade,
+    /// An HTTP/2 client's stream, open until the tunnel closes.
+    stream: Option<TunnelStream>,
     asked: Asked,
     /// What the backend speaks.
     to: BackendProtocol,
@@ -63,6 +66,23 @@ fn lists_upgrade(headers: &HeaderMap) -> bool {
         .any(|t| t.eq_ignore_ascii_case(b"upgrade"))
 }
 
+/// An HTTP/2 client's extended CONNECT stream, counted open in its
+/// connection ([`OpenStream`]) for as long as its tunnel lasts: the
+/// connection's service puts it in the request's extensions (which must be
+/// `Clone`), and the tunnel takes it from there.
+#[derive(Debug, Clone)]
+pub(crate) struct TunnelStream {
+    _open: Arc<OpenStream>,
+}
+
+impl TunnelStream {
+    pub(crate) fn new(open: OpenStream) -> Self {
+        TunnelStream {
+            _open: Arc::new(open),
+        }
+    }
+}
+
 impl Tunnel {
     /// The tunnel `request` asks for, to a backend speaking `to`: HTTP/1.1
     /// with `Connection: upgrade` and an `Upgrade` protocol, or HTTP/2
@@ -88,6 +108,7 @@ impl Tunnel {
             }
             *request.method_mut() = Method::GET;
             return Ok(Some(Tunnel {
+                stream: request.extensions_mut().remove(),
                 client: hyper::upgrade::on(request),
                 asked: Asked::Connect,
                 to,
@@ -120,6 +141,7 @@ impl Tunnel {
         };
         Ok(Some(Tunnel {
             client: hyper::upgrade::on(request),
+            stream: None,
             asked: Asked::Upgrade(protocol),
             to,
             accept,
@@ -231,10 +253,15 @@ impl Tunnel {
                 head.headers.remove(CONTENT_LENGTH);
             }
         }
-        let (client, send_timeout, quiet) =
-            (self.client, clients.send_timeout, clients.tunnel_timeout);
+        let (client, stream, send_timeout, quiet) = (
+            self.client,
+            self.stream,
+            clients.send_timeout,
+            clients.tunnel_timeout,
+        );
         let limited = move |client| SendLimit::new(TokioIo::new(client), send_timeout);
         tokio::spawn(async move {
+            let _open = stream;
             // The backend's connection is the tunnel's now: never pooled.
             let copied = match h1_backend {
                 Some(backend) => match client.await {

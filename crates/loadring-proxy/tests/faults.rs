@@ -1357,6 +1357,44 @@ async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
     assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
 }
 
+/// An HTTP/2 connection with a stream open is not idle, however long it
+/// opens no other: an answer its backend takes three periods to begin, then
+/// one dripped over four, keep it open and serving (an idle connection is
+/// told to go away after two). A gRPC stream is such a stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_2_connection_with_a_stream_open_is_not_idle() {
+    let period = Duration::from_millis(200);
+    let (b, proxy) = demo_behind_limits(period, 4).await;
+    let stream = TcpStream::connect(proxy.addr).await.unwrap();
+    let (mut h2, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    let h2_connection = tokio::spawn(connection);
+    let ask = |target: &str| {
+        let mut ask = hyper::Request::new(Full::new(Bytes::new()));
+        *ask.uri_mut() = format!("http://{}{target}", proxy.addr).parse().unwrap();
+        ask
+    };
+    // Waits for its head: the backend sleeps three periods.
+    let waited = h2.send_request(ask("/?delay=600")).await.unwrap();
+    assert_eq!(waited.status(), 200);
+    waited.into_body().collect().await.unwrap();
+    // Its body comes in eight lines a tenth of a second apart.
+    let dripped = h2.send_request(ask("/?drip=8")).await.unwrap();
+    assert_eq!(dripped.status(), 200);
+    let lines = dripped.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(lines.iter().filter(|&&c| c == b'\n').count(), 8);
+    // Still serving new streams.
+    let after = h2.send_request(ask("/")).await.unwrap();
+    assert_eq!(after.status(), 200);
+    after.into_body().collect().await.unwrap();
+    assert_eq!(b.requests(), 3);
+    // Nothing open now: the connection goes.
+    let ended = tokio::time::timeout(STEP, h2_connection).await;
+    assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+}
+
 /// Item 6: an endpoint removed and added back while 5 of its requests still
 /// run keeps counting them (it used to show 0), and they are released when
 /// they end.
