@@ -311,6 +311,8 @@ mod tests {
             let ended = tokio::select! {
                 out = limit => (out, started.elapsed()),
                 () = ending => unreachable!("ending never ends"),
+                // A regression fails here rather than hangs.
+                () = tokio::time::sleep(WITHIN * 100) => panic!("still open after 100 periods"),
             };
             assert_eq!(
                 ended,
