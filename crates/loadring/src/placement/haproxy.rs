@@ -84,6 +84,8 @@ const NODES_PER_WEIGHT: u32 = 16;
 const NODE_RANGE: u32 = 4096;
 /// HAProxy's server ids are positive C `int`s.
 const MAX_ID: u64 = i32::MAX as u64;
+/// The most nodes a consistent tree may have: the rings' limit.
+const MAX_NODES: u64 = crate::placement::MAX_RING_POINTS;
 /// The most work a map may take to fill: `slots * endpoints` steps.
 const MAX_MAP_WORK: u64 = 1 << 28;
 
@@ -201,6 +203,14 @@ impl Scheme for ConsistentScheme {
 
     fn place(&self, pool: &Pool) -> Result<ConsistentTree> {
         check_weights(pool)?;
+        let nodes = self.size(pool);
+        if nodes > MAX_NODES {
+            return Err(BuildError::too_large(format!(
+                "{NAME}: type=consistent: weights summing to {} make {nodes} nodes \
+                 ({NODES_PER_WEIGHT} per unit of weight), more than the limit of {MAX_NODES}",
+                pool.weight_sum()
+            )));
+        }
         let ids = server_ids(pool)?;
         Ok(ConsistentTree::build(pool, &ids, self.0))
     }
@@ -752,6 +762,27 @@ mod tests {
         // T = 0: R = 2, floor(2/3) = 0 becomes 1.
         let slots: Vec<u64> = (0..3).map(|i| balance_slots(f, 0, i, &pool)).collect();
         assert_eq!(slots, [1, 1, 1]);
+    }
+
+    #[test]
+    fn a_tree_too_large_is_an_error_naming_the_sizes() {
+        let scheme = ConsistentScheme(KeyHash {
+            function: Function::Sdbm,
+            avalanche: false,
+        });
+        // 2,048 servers of weight 256: 2048 * 256 * 16 nodes, the limit.
+        let most = test_pool(&[256; 2048]);
+        assert_eq!(scheme.size(&most), 8_388_608);
+        assert!(scheme.place(&most).is_ok());
+        let mut weights = vec![256; 2048];
+        weights.push(1);
+        let err = scheme.place(&test_pool(&weights)).unwrap_err();
+        assert_eq!(err.kind(), crate::BuildErrorKind::TooLarge);
+        assert_eq!(
+            err.to_string(),
+            "haproxy_hash: type=consistent: weights summing to 524289 make 8388624 nodes \
+             (16 per unit of weight), more than the limit of 8388608"
+        );
     }
 
     #[test]
