@@ -51,7 +51,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
 /// Answers every line of `input` on `out`, one reply line each (none for
 /// blank lines and comments); a line that cannot be read as a command (not
 /// UTF-8, too long) is answered `ERR ...` like any other mistake. Ends at
-/// the end of the input or when the reader of `out` goes away.
+/// the end of the input or when the reader of `out` goes away; a reply
+/// that cannot be written otherwise (a full disk) is an error.
 pub fn session(
     shell: &mut Shell,
     mut input: impl BufRead,
@@ -75,8 +76,11 @@ pub fn session(
             },
         };
         if let Some(reply) = reply {
-            if writeln!(out, "{reply}").and_then(|()| out.flush()).is_err() {
-                return Ok(()); // the reader went away
+            match writeln!(out, "{reply}").and_then(|()| out.flush()) {
+                Ok(()) => {}
+                // The reader went away: the session is over.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+                Err(e) => return Err(CliError(format!("output: {e}"))),
             }
         }
     }
@@ -165,7 +169,7 @@ impl Shell {
             .parse()
             .map_err(|e: loadring::ParseError| e.to_string())?;
         if self.nodes.iter().any(|n| n.addr() == node.addr()) {
-            return Err(format!("node `{}` already exists", node.addr()));
+            return Err(format!("node `{}` already exists", echo(node.addr())));
         }
         // One endpoint in: the ring merges its points, nothing is rehashed.
         self.balancer
@@ -228,7 +232,10 @@ impl Shell {
                 drop(pick);
                 Ok("OK".into())
             }
-            None => Err(format!("node `{name}` has load 0, nothing to release")),
+            None => Err(format!(
+                "node `{}` has load 0, nothing to release",
+                echo(name)
+            )),
         }
     }
 
@@ -281,6 +288,30 @@ mod tests {
     fn run(lines: &str) -> Vec<String> {
         let mut shell = Shell::new("c_murmurhash_bl".parse().unwrap()).unwrap();
         lines.lines().filter_map(|l| shell.execute(l)).collect()
+    }
+
+    /// Output whose every write fails with `kind`.
+    struct Failing(io::ErrorKind);
+
+    impl Write for Failing {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::Error::new(self.0, "refused"))
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_reply_that_cannot_be_written_is_an_error_unless_the_reader_left() {
+        let session_into = |kind| {
+            let mut shell = Shell::new("c_murmurhash_bl".parse().unwrap()).unwrap();
+            session(&mut shell, &b"ADD a\nLOOKUP k\n"[..], &mut Failing(kind))
+        };
+        assert!(session_into(io::ErrorKind::BrokenPipe).is_ok());
+        let err = session_into(io::ErrorKind::StorageFull).unwrap_err();
+        assert_eq!(err.0, "output: refused");
     }
 
     #[test]

@@ -342,6 +342,8 @@ fn plots_are_written_as_svg_and_png() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // With --json, stderr stays empty in a pipe (docs/simulate.md).
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     }
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(text.contains("<svg"));
@@ -433,6 +435,36 @@ fn bad_flags_give_one_line_and_exit_2() {
     rejects(
         &["-n", "1", "--remove", "10.0.0.1:80@1s"],
         "would leave no endpoint",
+    );
+    // A membership the policy refuses stops the run before it starts,
+    // naming the event (the requests make a run that would reach it late).
+    rejects(
+        &[
+            "-p",
+            "c_murmurhash_bl",
+            "--requests",
+            "20000000",
+            "--rate",
+            "1000000",
+            "-n",
+            "3",
+            "--add",
+            "10.0.0.11:80 weight=4294967295@99%",
+        ],
+        "--policy c_murmurhash_bl: --add 10.0.0.11:80@19.8s: c_murmurhash: replicas=100 times a total weight of",
+    );
+    rejects(
+        &["-e", "a weight=0", "-e", "b"],
+        "--policy c_murmurhash: the default removal of b at 5s (--no-events keeps every endpoint): \
+         every endpoint has weight 0",
+    );
+    rejects(
+        &["-n", "20", "--remove", "10.0.0.99:80@50%"],
+        "(endpoints then: 10.0.0.1:80, 10.0.0.2:80, 10.0.0.3:80, 10.0.0.4:80, 10.0.0.5:80 and 15 more)",
+    );
+    rejects(
+        &["--keys", "1"],
+        "--workload hot:0.1: the hot key's share leaves requests for other keys: give --keys 2",
     );
     rejects(&["--plot", "run.jpg"], "must end in .svg or .png");
     rejects(&["-e", "a", "-e", "a"], "endpoint a is given twice");

@@ -234,6 +234,17 @@ fn bad_scenario_flags_give_one_line_and_exit_2() {
             ],
             "window=1ms is out of range",
         ),
+        (
+            vec![
+                "simulate",
+                "--scenario",
+                "slow-backend",
+                "-p",
+                "c_murmurhash_bl",
+            ],
+            "--policy c_murmurhash_bl: a scenario's requests have no key for a hashing policy \
+             to place: accepted policies that need none (e.g. rr, p2c,",
+        ),
     ] {
         let out = loadring(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use loadring::{Endpoint, PolicySpec};
+use loadring::{Balancer, Endpoint, PolicySpec};
 
 use super::plot_format::{plot_target, PlotFormat};
 use super::policy::Policy;
@@ -248,6 +248,16 @@ impl Args {
         let requests = whole("--requests", &self.requests, 1, MAX_REQUESTS)?;
         let keys = whole("--keys", &self.keys, 1, MAX_KEYS)?;
         let workload: Workload = self.workload.parse().map_err(CliError)?;
+        if let (Workload::Hot { p, .. }, 1) = (workload, keys) {
+            if p < 1.0 {
+                // key-0 would get every request, not the share asked for.
+                return Err(CliError(format!(
+                    "--workload {}: the hot key's share leaves requests for other keys: \
+                     give --keys 2 or more (or hot:1 for the one key)",
+                    echo(&self.workload)
+                )));
+            }
+        }
         let rate = match self.rate.trim().parse::<f64>() {
             Ok(rate) if rate.is_finite() && rate > 0.0 => rate,
             _ => {
@@ -264,6 +274,8 @@ impl Args {
         if !zones.is_empty() {
             spread_over_zones(&mut endpoints, &mut events, &zones)?;
         }
+        let default_removal = self.remove.is_empty() && self.add.is_empty();
+        check_memberships(&policies, &endpoints, &events, default_removal)?;
         let plot = self.plot.as_ref().map(|p| plot_target(p)).transpose()?;
         let balancers = self
             .balancers
@@ -329,9 +341,18 @@ impl Args {
             ))
         })?;
         let seed: u64 = whole("--seed", &self.seed, 0, u64::MAX)?;
+        let policies = self.policies(scenario::DEFAULT_POLICIES, seed, false)?;
+        if let Some(hashing) = policies.iter().find(|p| p.spec.is_hashing()) {
+            return Err(CliError(format!(
+                "--policy {}: a scenario's requests have no key for a hashing policy to place: \
+                 accepted policies that need none (e.g. {})",
+                echo(&hashing.name),
+                scenario::DEFAULT_POLICIES.join(", ")
+            )));
+        }
         Ok(Some(scenario::Config {
             kind,
-            policies: self.policies(scenario::DEFAULT_POLICIES, seed, false)?,
+            policies,
             seed,
             json: self.json,
             plot: self.plot.as_ref().map(|p| plot_target(p)).transpose()?,
@@ -353,14 +374,15 @@ impl Args {
         for text in texts {
             let spec: PolicySpec = text
                 .parse()
-                .map_err(|e| CliError(format!("--policy {text}: {e}")))?;
+                .map_err(|e| CliError(format!("--policy {}: {e}", echo(text))))?;
             if policies.iter().any(|p| p.name == text) {
-                return Err(CliError(format!("--policy {text} is given twice")));
+                return Err(CliError(format!("--policy {} is given twice", echo(text))));
             }
             if spec.inner().is_some() && !zoned {
                 return Err(CliError(format!(
-                    "--policy {text}: a locality policy routes by the request's zone, \
-                     and simulated requests have none: give --zones N"
+                    "--policy {}: a locality policy routes by the request's zone, \
+                     and simulated requests have none: give --zones N",
+                    echo(text)
                 )));
             }
             policies.push(Policy {
@@ -394,11 +416,12 @@ impl Args {
                 endpoints.push(Endpoint::new(addr).expect("a generated address"));
             }
         }
-        for (i, e) in endpoints.iter().enumerate() {
-            if endpoints[..i].iter().any(|o| o.addr() == e.addr()) {
+        let mut seen = std::collections::HashSet::with_capacity(endpoints.len());
+        for e in &endpoints {
+            if !seen.insert(e.addr()) {
                 return Err(CliError(format!(
                     "endpoint {} is given twice (the simulation tells endpoints apart by address)",
-                    e.addr()
+                    echo(e.addr())
                 )));
             }
         }
@@ -451,24 +474,25 @@ impl Args {
             match &event.change {
                 Change::Remove(addr) => {
                     let Some(i) = members.iter().position(|m| m.addr() == addr) else {
+                        let addr = echo(addr);
                         return Err(CliError(format!(
                             "--remove {addr}@{at}s: {addr} is not an endpoint at that time (endpoints then: {})",
-                            members.iter().map(|m| m.addr()).collect::<Vec<_>>().join(", ")
+                            first_few(members.iter().map(|m| m.addr()))
                         )));
                     };
                     members.remove(i);
                     if members.iter().all(|m| m.weight() == 0) {
                         return Err(CliError(format!(
-                            "--remove {addr}@{at}s would leave no endpoint with weight >= 1"
+                            "--remove {}@{at}s would leave no endpoint with weight >= 1",
+                            echo(addr)
                         )));
                     }
                 }
                 Change::Add(endpoint) => {
                     if members.iter().any(|m| m.addr() == endpoint.addr()) {
+                        let addr = echo(endpoint.addr());
                         return Err(CliError(format!(
-                            "--add {}@{at}s: {} is already an endpoint at that time",
-                            endpoint.addr(),
-                            endpoint.addr()
+                            "--add {addr}@{at}s: {addr} is already an endpoint at that time"
                         )));
                     }
                     members.push(endpoint);
@@ -477,6 +501,47 @@ impl Args {
         }
         Ok(events)
     }
+}
+
+/// Builds each policy over every membership the events make, so that one a
+/// policy refuses (a ring past its size, a weight out of its range, a
+/// membership of weight 0 only) stops the run before it starts rather than
+/// in its middle, naming the event.
+fn check_memberships(
+    policies: &[Policy],
+    initial: &[Endpoint],
+    events: &[Event],
+    default_removal: bool,
+) -> Result<(), CliError> {
+    if events.is_empty() {
+        // The run's own first build says what is wrong with `initial`.
+        return Ok(());
+    }
+    for policy in policies {
+        let name = echo(&policy.name);
+        let mut members = initial.to_vec();
+        let balancer = Balancer::new(policy.spec.clone(), members.clone())
+            .map_err(|e| CliError(format!("--policy {name}: {e}")))?;
+        for event in events {
+            match &event.change {
+                Change::Remove(addr) => members.retain(|e| e.addr() != addr),
+                Change::Add(e) => members.push(e.clone()),
+            }
+            balancer.update(members.clone()).map_err(|e| {
+                let at = event.at as f64 / 1e9;
+                let event = match (&event.change, default_removal) {
+                    (Change::Remove(addr), true) => format!(
+                        "the default removal of {} at {at}s (--no-events keeps every endpoint)",
+                        echo(addr)
+                    ),
+                    (Change::Remove(addr), false) => format!("--remove {}@{at}s", echo(addr)),
+                    (Change::Add(added), _) => format!("--add {}@{at}s", echo(added.addr())),
+                };
+                CliError(format!("--policy {name}: {event}: {e}"))
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// `text` with `seed=SEED` added, if the policy takes a seed and has none
@@ -489,6 +554,19 @@ fn seeded(text: &str, seed: u64) -> Option<PolicySpec> {
     };
     with_seed.parse().ok()
 }
+
+/// The endpoints an error lists: the first [`LISTED`], then how many more.
+fn first_few<'a>(addrs: impl ExactSizeIterator<Item = &'a str>) -> String {
+    let count = addrs.len();
+    let shown: Vec<String> = addrs.take(LISTED).map(echo).collect();
+    match count.checked_sub(LISTED) {
+        Some(more) if more > 0 => format!("{} and {more} more", shown.join(", ")),
+        _ => shown.join(", "),
+    }
+}
+
+/// The most endpoints an error lists by name.
+const LISTED: usize = 5;
 
 /// Splits `WHAT@T` at its last `@` and turns T into nanoseconds of virtual time.
 fn split_event<'a>(flag: &str, text: &'a str, duration: f64) -> Result<(&'a str, u64), CliError> {

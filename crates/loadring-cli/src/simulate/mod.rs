@@ -86,7 +86,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 path.display()
             ))
         })?;
-        eprintln!("plot written to {}", path.display());
+        if !config.json {
+            // With --json, stderr stays empty in a pipe (docs/simulate.md).
+            eprintln!("plot written to {}", path.display());
+        }
     }
     Ok(())
 }
@@ -108,7 +111,10 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
                 path.display()
             ))
         })?;
-        eprintln!("plot written to {}", path.display());
+        if !config.json {
+            // With --json, stderr stays empty in a pipe (docs/simulate.md).
+            eprintln!("plot written to {}", path.display());
+        }
     }
     Ok(())
 }
