@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::echo::Echo;
 use crate::error::{BuildError, BuildErrorKind, ParseError, ParseErrorKind};
 
 type Result<T, E = ParseError> = std::result::Result<T, E>;
@@ -172,8 +173,9 @@ fn parse_ipv4(addr: &str) -> Option<(u32, u16)> {
 }
 
 fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
-    // Escaped: a value with a newline must not break the error's one line.
-    let addr = addr.escape_debug();
+    // Echoed: a value with a newline must not break the error's one line,
+    // nor one of 5,000 characters make it 5,000 long.
+    let addr = Echo(addr);
     if value.is_empty() {
         return Err(ParseError::new(
             ParseErrorKind::Syntax,
@@ -185,7 +187,7 @@ fn check_word(what: &str, value: &str, addr: &str) -> Result<()> {
             ParseErrorKind::Syntax,
             format!(
                 "endpoint `{addr}`: {what} `{}` contains white space",
-                value.escape_debug()
+                Echo(value)
             ),
         ));
     }
@@ -207,8 +209,9 @@ impl FromStr for Endpoint {
             return Err(ParseError::new(
                 ParseErrorKind::Syntax,
                 format!(
-                    "endpoint `{}` must start with its address, not `{addr}`",
-                    text.trim().escape_debug()
+                    "endpoint `{}` must start with its address, not `{}`",
+                    Echo(text.trim()),
+                    Echo(addr)
                 ),
             ));
         }
@@ -217,14 +220,18 @@ impl FromStr for Endpoint {
         for word in words {
             let Some((key, value)) = word.split_once('=') else {
                 return Err(ParseError::new(
- ParseErrorKind::Syntax, format!(
-                    "endpoint `{addr}`: `{word}` is not KEY=VALUE (keys: weight, tag, zone, hash_key)"
-                )));
+                    ParseErrorKind::Syntax,
+                    format!(
+                        "endpoint `{}`: `{}` is not KEY=VALUE (keys: weight, tag, zone, hash_key)",
+                        Echo(addr),
+                        Echo(word)
+                    ),
+                ));
             };
             if seen.contains(&key) {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,
-                    format!("endpoint `{addr}`: `{key}` is given twice"),
+                    format!("endpoint `{}`: `{}` is given twice", Echo(addr), Echo(key)),
                 ));
             }
             seen.push(key);
@@ -235,9 +242,13 @@ impl FromStr for Endpoint {
                 "hash_key" => endpoint.with_hash_key(value)?,
                 _ => {
                     return Err(ParseError::new(
- ParseErrorKind::UnknownKey, format!(
-                        "endpoint `{addr}`: unknown attribute `{key}` (accepted: weight, tag, zone, hash_key)"
-                    ))
+                        ParseErrorKind::UnknownKey,
+                        format!(
+                            "endpoint `{}`: unknown attribute `{}` (accepted: weight, tag, zone, hash_key)",
+                            Echo(addr),
+                            Echo(key)
+                        ),
+                    )
                     .with_key(key)
                     .with_value(value)
                     .with_accepted("weight, tag, zone, hash_key"))
@@ -249,10 +260,13 @@ impl FromStr for Endpoint {
 }
 
 fn parse_weight(addr: &str, value: &str) -> Result<u32> {
+    let (shown_addr, shown) = (Echo(addr), Echo(value));
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(ParseError::new(
             ParseErrorKind::Value,
-            format!("endpoint `{addr}`: weight `{value}` is not an integer in 0..=4294967295"),
+            format!(
+                "endpoint `{shown_addr}`: weight `{shown}` is not an integer in 0..=4294967295"
+            ),
         )
         .with_key("weight")
         .with_value(value)
@@ -261,7 +275,7 @@ fn parse_weight(addr: &str, value: &str) -> Result<u32> {
     value.parse::<u32>().map_err(|_| {
         ParseError::new(
             ParseErrorKind::Value,
-            format!("endpoint `{addr}`: weight `{value}` is out of range 0..=4294967295"),
+            format!("endpoint `{shown_addr}`: weight `{shown}` is out of range 0..=4294967295"),
         )
         .with_key("weight")
         .with_value(value)
@@ -312,9 +326,9 @@ pub(crate) fn dedup<T>(
                     BuildErrorKind::Conflict,
                     format!(
                         "endpoint `{}` is given twice with different attributes: `{}` and `{}`",
-                        e.addr,
-                        all[*seen.get()].0,
-                        e
+                        Echo(&e.addr),
+                        Echo(&all[*seen.get()].0.to_string()),
+                        Echo(&e.to_string())
                     ),
                 ))
             }
@@ -393,6 +407,98 @@ mod tests {
         assert_eq!(
             (err.key(), err.value(), err.accepted()),
             (Some("weight"), Some("-1"), Some("0..=4294967295"))
+        );
+    }
+
+    #[test]
+    fn long_input_is_cut_in_the_message_and_kept_whole_in_the_error() {
+        let long = "a".repeat(5000);
+        let err = parse(&format!("a weight={long}")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "endpoint `a`: weight `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters)` \
+             is not an integer in 0..=4294967295"
+        );
+        assert_eq!(
+            err.value(),
+            Some(long.as_str()),
+            "the accessor keeps it whole"
+        );
+        let err = parse(&format!("{long} foo=1")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "endpoint `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters)`: unknown \
+             attribute `foo` (accepted: weight, tag, zone, hash_key)"
+        );
+        assert_eq!(
+            parse(&format!("a weight={}", "9".repeat(41)))
+                .unwrap_err()
+                .to_string(),
+            "endpoint `a`: weight `9999999999999999999999999999999999999999... (41 characters)` \
+             is out of range 0..=4294967295"
+        );
+        assert_eq!(
+            parse(&format!("a zone=eu {long}")).unwrap_err().to_string(),
+            "endpoint `a`: `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters)` is not \
+             KEY=VALUE (keys: weight, tag, zone, hash_key)"
+        );
+        // The whole text of a line that does not start with an address.
+        assert_eq!(
+            parse(&format!("weight=1 tag={}", "t".repeat(40)))
+                .unwrap_err()
+                .to_string(),
+            "endpoint `weight=1 tag=ttttttttttttttttttttttttttt... (53 characters)` must start \
+             with its address, not `weight=1`"
+        );
+        // Forty characters are shown whole.
+        let forty = "x".repeat(40);
+        assert_eq!(
+            parse(&format!("{forty} foo=1")).unwrap_err().to_string(),
+            "endpoint `xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx`: unknown attribute `foo` \
+             (accepted: weight, tag, zone, hash_key)"
+        );
+        // A build error quotes whole endpoints: each is cut alone.
+        let conflict = [
+            (parse(&long).unwrap(), ()),
+            (parse(&format!("{long} weight=2")).unwrap(), ()),
+        ];
+        assert_eq!(
+            dedup(conflict).unwrap_err().to_string(),
+            "endpoint `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters)` is given \
+             twice with different attributes: `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... \
+             (5000 characters)` and `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5009 characters)`"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_the_message() {
+        assert_eq!(
+            parse("a\x1b[2J foo=1").unwrap_err().to_string(),
+            "endpoint `a\\u{1b}[2J`: unknown attribute `foo` (accepted: weight, tag, zone, hash_key)"
+        );
+        assert_eq!(
+            parse("a weight=1\x1b[2J").unwrap_err().to_string(),
+            "endpoint `a`: weight `1\\u{1b}[2J` is not an integer in 0..=4294967295"
+        );
+        assert_eq!(
+            parse("a \x07=1").unwrap_err().to_string(),
+            "endpoint `a`: unknown attribute `\\u{7}` (accepted: weight, tag, zone, hash_key)"
+        );
+        assert_eq!(
+            Endpoint::new("a")
+                .unwrap()
+                .with_zone("eu\n1")
+                .unwrap_err()
+                .to_string(),
+            "endpoint `a`: zone `eu\\n1` contains white space"
+        );
+        assert_eq!(
+            Endpoint::new("a\u{1b}")
+                .unwrap()
+                .with_tag("")
+                .unwrap_err()
+                .to_string(),
+            "endpoint `a\\u{1b}`: tag is empty"
         );
     }
 

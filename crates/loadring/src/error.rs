@@ -17,6 +17,8 @@
 
 use std::fmt;
 
+use crate::echo::Echo;
+
 /// What kind of [`ParseError`] it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -388,7 +390,7 @@ impl UnknownEndpoint {
 
 impl fmt::Display for UnknownEndpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown endpoint `{}`", self.id)
+        write!(f, "unknown endpoint `{}`", Echo(&self.id))
     }
 }
 
@@ -529,3 +531,23 @@ impl From<UnknownEndpoint> for Error {
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unknown_endpoint_is_echoed_cut_and_escaped() {
+        let long = format!("{} tag=x", "a".repeat(5000));
+        let err = UnknownEndpoint::new(long.clone());
+        assert_eq!(
+            err.to_string(),
+            "unknown endpoint `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5006 characters)`"
+        );
+        assert_eq!(err.id(), long, "the accessor keeps it whole");
+        assert_eq!(
+            UnknownEndpoint::new("a\x1b[2J".into()).to_string(),
+            "unknown endpoint `a\\u{1b}[2J`"
+        );
+    }
+}

@@ -53,13 +53,14 @@
 #![warn(missing_docs)]
 
 // Layers, lowest first; a file imports only from its own layer or below:
-// the basic types (error, clock, endpoint, request, describe), util/,
+// the basic types (error, echo, clock, endpoint, request, describe), util/,
 // hash/, inflight/ (members, counters, outcomes), policy/ (the traits, the
 // classic families, the endpoint lifecycle), placement/ (consistent
 // hashing), spec.rs (names to policies), balancer/ (what callers hold).
 mod balancer;
 pub mod clock;
 mod describe;
+mod echo;
 mod endpoint;
 mod error;
 pub mod hash;

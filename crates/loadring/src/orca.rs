@@ -53,6 +53,8 @@
 use std::collections::HashSet;
 use std::fmt;
 
+use crate::echo::Echo;
+
 /// The largest count of requests in service a report may give.
 pub const MAX_IN_SERVICE: u64 = u32::MAX as u64;
 
@@ -62,9 +64,6 @@ pub const MAX_HEADER_LEN: usize = 16 * 1024;
 /// How deep JSON values may nest (ORCA's report needs 2 levels; the rest
 /// is room for unknown fields, bounded so a hostile header cannot recurse).
 const MAX_JSON_DEPTH: usize = 16;
-
-/// How much of a culprit an error message quotes.
-const QUOTE_LEN: usize = 40;
 
 /// The header's name.
 pub const HEADER: &str = "endpoint-load-metrics";
@@ -95,7 +94,7 @@ pub enum OrcaErrorKind {
 /// A load report header, or a metric name, that could not be read.
 ///
 /// [`OrcaError::kind`] says what went wrong; the message is one line that
-/// quotes the culprit (cut to a few dozen characters).
+/// quotes the culprit (cut to 40 characters, with its length).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrcaError {
     kind: OrcaErrorKind,
@@ -121,19 +120,6 @@ impl fmt::Display for OrcaError {
 
 impl std::error::Error for OrcaError {}
 
-/// A culprit fit for a one-line message: cut, control characters escaped.
-fn quote(text: &str) -> String {
-    let mut out = String::new();
-    for (n, c) in text.chars().enumerate() {
-        if n == QUOTE_LEN {
-            out.push_str("...");
-            break;
-        }
-        out.extend(c.escape_debug());
-    }
-    out
-}
-
 fn error(kind: OrcaErrorKind, what: String) -> OrcaError {
     OrcaError::new(kind, format!("{HEADER}: {what}"))
 }
@@ -156,7 +142,7 @@ pub fn check_metric(metric: &str) -> Result<(), OrcaError> {
             OrcaErrorKind::Metric,
             format!(
                 "metric `{}` is not a metric name: accepted 1 to 128 of A-Z a-z 0-9 _ - . :",
-                quote(metric)
+                Echo(metric)
             ),
         ));
     }
@@ -191,7 +177,7 @@ pub fn in_service(header_value: &str, metric: &str) -> Result<u64, OrcaError> {
             OrcaErrorKind::Format,
             format!(
                 "format `{}` is not read: accepted TEXT and JSON",
-                quote(&prefix)
+                Echo(&prefix)
             ),
         ));
     };
@@ -230,7 +216,7 @@ fn count(metric: &str, (value, written): (f64, String)) -> Result<u64, OrcaError
             OrcaErrorKind::OutOfRange,
             format!(
                 "named_metrics.{metric}={} is out of range: accepted 0..={MAX_IN_SERVICE}",
-                quote(&written)
+                Echo(&written)
             ),
         ));
     }
@@ -242,13 +228,13 @@ fn number(name: &str, text: &str) -> Result<f64, OrcaError> {
     let value: f64 = text.parse().map_err(|_| {
         error(
             OrcaErrorKind::Number,
-            format!("{}={} is not a number", quote(name), quote(text)),
+            format!("{}={} is not a number", Echo(name), Echo(text)),
         )
     })?;
     if !value.is_finite() {
         return Err(error(
             OrcaErrorKind::Number,
-            format!("{}={} is not a finite number", quote(name), quote(text)),
+            format!("{}={} is not a finite number", Echo(name), Echo(text)),
         ));
     }
     Ok(value)
@@ -280,7 +266,7 @@ fn text(fields: &str, metric: &str) -> Result<Found, OrcaError> {
         let Some(at) = field.find('=').or_else(|| field.find(':')) else {
             return Err(error(
                 OrcaErrorKind::Syntax,
-                format!("field `{}` has no value: accepted NAME=VALUE", quote(field)),
+                format!("field `{}` has no value: accepted NAME=VALUE", Echo(field)),
             ));
         };
         let name = field[..at].trim_matches(is_space);
@@ -290,14 +276,14 @@ fn text(fields: &str, metric: &str) -> Result<Found, OrcaError> {
                 OrcaErrorKind::Syntax,
                 format!(
                     "field `{}` needs a name and a value: accepted NAME=VALUE",
-                    quote(field)
+                    Echo(field)
                 ),
             ));
         }
         if !seen.insert(name) {
             return Err(error(
                 OrcaErrorKind::Duplicate,
-                format!("field {} is given twice", quote(name)),
+                format!("field {} is given twice", Echo(name)),
             ));
         }
         let is_metric = name
@@ -334,7 +320,7 @@ fn json(text: &str, metric: &str) -> Result<Found, OrcaError> {
         if !seen.insert(field.clone()) {
             return Err(error(
                 OrcaErrorKind::Duplicate,
-                format!("field {} is given twice", quote(&key)),
+                format!("field {} is given twice", Echo(&key)),
             ));
         }
         match field.as_str() {
@@ -344,7 +330,7 @@ fn json(text: &str, metric: &str) -> Result<Found, OrcaError> {
                     if !names.insert(name.clone()) {
                         return Err(error(
                             OrcaErrorKind::Duplicate,
-                            format!("field {field}.{} is given twice", quote(&name)),
+                            format!("field {field}.{} is given twice", Echo(&name)),
                         ));
                     }
                     parser.blank();
@@ -381,7 +367,7 @@ impl Json<'_> {
         let near = if rest.is_empty() {
             "the end".to_string()
         } else {
-            format!("`{}`", quote(&rest))
+            format!("`{}`", Echo(&rest))
         };
         error(
             OrcaErrorKind::Syntax,
@@ -511,8 +497,8 @@ impl Json<'_> {
                 OrcaErrorKind::Number,
                 format!(
                     "{} is not a number (near `{}`)",
-                    quote(name),
-                    quote(&String::from_utf8_lossy(&self.text[start..]))
+                    Echo(name),
+                    Echo(&String::from_utf8_lossy(&self.text[start..]))
                 ),
             ));
         }
@@ -887,6 +873,11 @@ mod tests {
         // A long culprit is cut in the message.
         let long = format!("TEXT named_metrics.in_flight={}", "x".repeat(8000));
         assert!(read(&long).unwrap_err().to_string().len() < 200);
+        assert_eq!(
+            read(&long).unwrap_err().to_string(),
+            "endpoint-load-metrics: named_metrics.in_flight=\
+             xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (8000 characters) is not a number"
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::placement::brpc::{BrpcHash, BrpcRing};
 use crate::placement::dubbo::Dubbo;
@@ -320,7 +321,8 @@ impl PolicySpec {
             return Err(ParseError::new(
                 ParseErrorKind::Syntax,
                 format!(
-                    "`{name}`: a policy name alone is expected here (add parameters with `with`)"
+                    "`{}`: a policy name alone is expected here (add parameters with `with`)",
+                    Echo(name)
                 ),
             ));
         }
@@ -341,8 +343,10 @@ impl PolicySpec {
             return Err(ParseError::new(
                 ParseErrorKind::Syntax,
                 format!(
-                    "{}: `{key}={value}`: a key and a value are single words without `=` or `:`",
-                    self.name
+                    "{}: `{}={}`: a key and a value are single words without `=` or `:`",
+                    self.name,
+                    Echo(key),
+                    Echo(&value)
                 ),
             )
             .with_policy(self.name)
@@ -520,8 +524,8 @@ impl FromStr for PolicySpec {
             return Err(ParseError::new(
                 ParseErrorKind::Syntax,
                 format!(
-                    "`{}...`: {} policies joined by `{OVER}`: accepted at most {MAX_NESTING}",
-                    text.chars().take(40).collect::<String>(),
+                    "`{}`: {} policies joined by `{OVER}`: accepted at most {MAX_NESTING}",
+                    Echo(text),
                     parts.len()
                 ),
             ));
@@ -535,13 +539,13 @@ impl FromStr for PolicySpec {
                     if depth == 0 {
                         format!(
                             "`{}`: a locality policy ({}) must come before `{OVER}`",
-                            text.escape_debug(),
+                            Echo(text),
                             wrapper_names().join(", ")
                         )
                     } else {
                         format!(
                             "`{}`: the policy to wrap is missing after `{OVER}`",
-                            text.escape_debug()
+                            Echo(text)
                         )
                     },
                 ));
@@ -597,7 +601,7 @@ impl PolicySpec {
                 ParseErrorKind::UnknownPolicy,
                 format!(
                     "unknown policy `{}` (accepted: {})",
-                    params.policy(),
+                    Echo(params.policy()),
                     POLICY_NAMES.join(", ")
                 ),
             )
@@ -900,5 +904,88 @@ mod tests {
     fn the_text_is_kept() {
         let spec: PolicySpec = "  c_md5:replicas=8  ".parse().unwrap();
         assert_eq!(spec.as_str(), "c_md5:replicas=8");
+    }
+
+    #[test]
+    fn long_input_is_cut_in_the_message_and_kept_whole_in_the_error() {
+        let long = "a".repeat(5000);
+        let spec = format!("c_murmurhash:replicas={long}");
+        let error = spec.parse::<PolicySpec>().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "c_murmurhash: replicas=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters) \
+             is not a whole number: accepted 1..=8388608"
+        );
+        assert_eq!(
+            error.value(),
+            Some(long.as_str()),
+            "the accessor keeps it whole"
+        );
+
+        let error = long.parse::<PolicySpec>().unwrap_err();
+        assert_eq!(error.kind(), ParseErrorKind::UnknownPolicy);
+        let message = error.to_string();
+        assert!(
+            message.starts_with(
+                "unknown policy `aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters)` \
+                 (accepted: c_murmurhash, "
+            ),
+            "{message}"
+        );
+        assert!(message.len() < 400, "{message}");
+        assert_eq!(error.value(), Some(long.as_str()));
+
+        // A policy name not checked yet, in a word that is not key=value.
+        assert_eq!(
+            err(&format!("{long}:junk")),
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa... (5000 characters): `junk` is not key=value"
+        );
+        // An unknown key, a value of another reader, a duration.
+        assert_eq!(
+            err(&format!("c_md5:{}=1", "k".repeat(41))),
+            "c_md5: unknown key `kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk... (41 characters)` \
+             (accepted: replicas, load_factor, balance)"
+        );
+        assert_eq!(
+            err(&format!("c_md5:load_factor=1.{}", "5".repeat(60))),
+            "load_factor=1.55555555555555555555555555555555555555... (62 characters): \
+             expected a decimal number greater than 1 and at most 1000 with at most 6 decimals, \
+             e.g. load_factor=1.25"
+        );
+        assert_eq!(
+            err(&format!("rr:eject_after=3 eject_for={}s", "9".repeat(50))),
+            "rr: eject_for=9999999999999999999999999999999999999999... (51 characters) is out of \
+             range: accepted a whole number of ms, s, m or h from 1ms to 1h (e.g. 500ms, 10s, 1m)"
+        );
+        // Forty characters are shown whole.
+        let forty = "b".repeat(40);
+        assert_eq!(
+            err(&format!("c_md5:replicas={forty}")),
+            "c_md5: replicas=bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb is not a whole number: \
+             accepted 1..=8388608"
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped_in_the_message() {
+        assert_eq!(
+            err("c_md5:replicas=1\x1b[2J"),
+            "c_md5: replicas=1\\u{1b}[2J is not a whole number: accepted 1..=8388608"
+        );
+        assert_eq!(
+            err("c\x1b[2J:replicas=1"),
+            "unknown policy `c\\u{1b}[2J` (accepted: c_murmurhash, c_murmurhash_bl, c_md5, \
+             c_ketama, ketama, ring_hash, maglev, nginx_hash, haproxy_hash, twemproxy, dubbo, \
+             pixiu_ring, rr, random, wrr, swrr, wr, p2c, la, zone_first, local_first)"
+        );
+        assert_eq!(
+            PolicySpec::new("rr\x07:x").unwrap_err().to_string(),
+            "`rr\\u{7}:x`: a policy name alone is expected here (add parameters with `with`)"
+        );
+        let spec = PolicySpec::new("rr").unwrap();
+        assert_eq!(
+            spec.with("eject_for", "1s\nx").unwrap_err().to_string(),
+            "rr: `eject_for=1s\\nx`: a key and a value are single words without `=` or `:`"
+        );
     }
 }

@@ -82,6 +82,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::time::Duration;
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::util::duration::take_duration;
 use crate::util::params::Params;
@@ -140,7 +141,7 @@ pub(crate) fn take_report_rule(
         None | Some("view") => Ok(false),
         Some("share") => Ok(true),
         Some(value) => Err(params.error(KEY, value, "view or share", |accepted| {
-            format!("{KEY}={value} is not a rule: accepted {accepted}")
+            format!("{KEY}={} is not a rule: accepted {accepted}", Echo(value))
         })),
     }
 }

@@ -62,6 +62,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::echo::Echo;
 use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
 use crate::inflight::pool::Pool;
@@ -255,7 +256,7 @@ fn check_weights(pool: &Pool) -> Result<()> {
     match pool.endpoints().iter().find(|e| e.weight() > MAX_WEIGHT) {
         Some(e) => Err(endpoint_err(format!(
             "{NAME}: endpoint `{}`: weight={} is out of range: HAProxy accepts 0..={MAX_WEIGHT}",
-            e.addr(),
+            Echo(e.addr()),
             e.weight()
         ))),
         None => Ok(()),
@@ -277,9 +278,10 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
                     Some(id) => Some(id as u32),
                     None => {
                         return Err(endpoint_err(format!(
-                            "{NAME}: endpoint `{}`: hash_key={text} is not a server id: \
+                            "{NAME}: endpoint `{}`: hash_key={} is not a server id: \
                              accepted a whole number 1..={MAX_ID} (HAProxy's `id`)",
-                            e.addr()
+                            Echo(e.addr()),
+                            Echo(text)
                         )))
                     }
                 }
@@ -298,7 +300,9 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
             .collect();
         return Err(endpoint_err(format!(
             "{NAME}: endpoints `{}` and `{}` both have hash_key={}: server ids must be unique",
-            holders[0], holders[1], w[0]
+            Echo(holders[0]),
+            Echo(holders[1]),
+            w[0]
         )));
     }
     // HAProxy's counter: a server without an id moves it to the id it takes;

@@ -55,6 +55,7 @@
 //! endpoint among many; under a load bound, when nobody eligible has room,
 //! one more `O(n)` pass finds the least-loaded endpoint.
 
+use crate::echo::Echo;
 use crate::error::{BuildError, BuildErrorKind, ParseError, ParseErrorKind};
 use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
 use crate::inflight::pool::Pool;
@@ -122,9 +123,10 @@ impl Ketama {
             return Err(ParseError::new(
                 ParseErrorKind::Conflict,
                 format!(
-                "{policy}: hash={value} only applies with weighted=false (a libmemcached variant): \
-                 {variant} hashes point names and keys with md5"
-            ),
+                    "{policy}: hash={} only applies with weighted=false (a libmemcached variant): \
+                 {variant} hashes point names and keys with md5",
+                    Echo(value)
+                ),
             ));
         }
         let hash = match params.take_choice("hash", &["md5", "one_at_a_time"], "one_at_a_time")? {
@@ -267,14 +269,18 @@ fn host_port(name: &str) -> Result<(&str, u16), BuildError> {
         BuildError::new(
             BuildErrorKind::Endpoint,
             format!(
-                "ketama: endpoint `{name}`: {why} (libmemcached names servers by HOST, HOST:PORT, \
-             [IPv6]:PORT or unix:PATH)"
+                "ketama: endpoint `{}`: {why} (libmemcached names servers by HOST, HOST:PORT, \
+             [IPv6]:PORT or unix:PATH)",
+                Echo(name)
             ),
         )
     };
     let port = |text: &str| match text.parse::<u16>() {
         Ok(p) if p > 0 && text.bytes().all(|b| b.is_ascii_digit()) => Ok(p),
-        _ => Err(bad(format!("port `{text}` is not a number in 1..=65535"))),
+        _ => Err(bad(format!(
+            "port `{}` is not a number in 1..=65535",
+            Echo(text)
+        ))),
     };
     if let Some(path) = name.strip_prefix("unix:") {
         return if path.is_empty() {
@@ -294,7 +300,7 @@ fn host_port(name: &str) -> Result<(&str, u16), BuildError> {
             "" => Ok((host, DEFAULT_PORT)),
             _ => match after.strip_prefix(':') {
                 Some(p) => Ok((host, port(p)?)),
-                None => Err(bad(format!("`{after}` after `]` is not `:PORT`"))),
+                None => Err(bad(format!("`{}` after `]` is not `:PORT`", Echo(after)))),
             },
         };
     }

@@ -50,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::describe::Layout;
+use crate::echo::Echo;
 use crate::error::{BuildError, BuildErrorKind, ParseError, PickError};
 use crate::hash::{crc32, crc32_update, CRC32_INIT};
 use crate::inflight::fleet_view::FleetView;
@@ -153,10 +154,11 @@ fn check_unique_names(pool: &Pool) -> Result<()> {
             return Err(BuildError::new(
                 BuildErrorKind::Endpoint,
                 format!(
-                    "{NAME}: endpoints `{first}` and `{}` are both named `{}`: give each its own \
+                    "{NAME}: endpoints `{}` and `{}` are both named `{}`: give each its own \
                  hash_key (nginx would share that name's keys between them)",
-                    e.addr(),
-                    e.hash_name()
+                    Echo(first),
+                    Echo(e.addr()),
+                    Echo(e.hash_name())
                 ),
             ));
         }

@@ -52,6 +52,7 @@
 
 use std::sync::Arc;
 
+use crate::echo::Echo;
 use crate::error::{BuildError, BuildErrorKind, ParseError};
 use crate::hash::{
     crc32, fnv1_32, fnv1_64, fnv1a_32, fnv1a_64, hsieh, jenkins, md5_le32, md5_words,
@@ -146,7 +147,7 @@ impl Twemproxy {
                         "hash_tag",
                         tag,
                         "two ASCII characters, the tag's start and end, e.g. hash_tag={}",
-                        |accepted| format!("hash_tag={tag}: accepted {accepted}"),
+                        |accepted| format!("hash_tag={}: accepted {accepted}", Echo(tag)),
                     ))
                 }
             },
@@ -259,9 +260,9 @@ impl ServerOrder {
                 format!(
                     "{NAME}: endpoints `{}` and `{}` are both named `{}`: twemproxy needs unique \
                  server names (set hash_key= on one of them)",
-                    pool.endpoint(w[0]).addr(),
-                    pool.endpoint(w[1]).addr(),
-                    server_name(pool.endpoint(w[0]))
+                    Echo(pool.endpoint(w[0]).addr()),
+                    Echo(pool.endpoint(w[1]).addr()),
+                    Echo(server_name(pool.endpoint(w[0])))
                 ),
             ));
         }

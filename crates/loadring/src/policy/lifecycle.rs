@@ -58,6 +58,7 @@ use std::time::Duration;
 
 use crate::clock::nanos;
 use crate::describe::Layout;
+use crate::echo::Echo;
 use crate::endpoint::{Endpoint, Id};
 use crate::error::{BuildError, ParseError, ParseErrorKind, PickError};
 use crate::inflight::outcome::Outcome;
@@ -160,7 +161,7 @@ impl LifecycleParams {
                             "slow_start_aggression",
                             v,
                             "a decimal number in (0, 100]",
-                            |a| format!("slow_start_aggression={v}: accepted {a}"),
+                            |a| format!("slow_start_aggression={}: accepted {a}", Echo(v)),
                         )
                     })?,
             ),

@@ -16,6 +16,7 @@ use std::fmt;
 
 use std::str::FromStr;
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 
 type Result<T> = std::result::Result<T, ParseError>;
@@ -89,7 +90,7 @@ impl LoadFactor {
             );
             ParseError::new(
                 ParseErrorKind::Value,
-                format!("{key}={text}: expected {accepted}, e.g. {key}=1.25"),
+                format!("{key}={}: expected {accepted}, e.g. {key}=1.25", Echo(text)),
             )
             .with_key(key)
             .with_value(text)
@@ -125,7 +126,7 @@ impl LoadFactor {
             let accepted = format!("an integer percent from 101 to {}", MAX_FACTOR * 100);
             ParseError::new(
                 ParseErrorKind::Value,
-                format!("{key}={text}: expected {accepted}, e.g. {key}=125"),
+                format!("{key}={}: expected {accepted}, e.g. {key}=125", Echo(text)),
             )
             .with_key(key)
             .with_value(text)

@@ -6,6 +6,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::util::params::Params;
 
@@ -80,7 +81,7 @@ pub fn parse_duration(text: &str, range: RangeInclusive<Duration>) -> Result<Dur
         };
         ParseError::new(
             ParseErrorKind::Value,
-            format!("`{text}` {what}: accepted {accepted}"),
+            format!("`{}` {what}: accepted {accepted}", Echo(text)),
         )
         .with_value(text)
         .with_accepted(accepted)
@@ -105,7 +106,7 @@ pub(crate) fn take_duration(
             Fault::OutOfRange => "is out of range",
         };
         params.error(key, value, accepted(&range), |accepted| {
-            format!("{key}={value} {why}: accepted {accepted}")
+            format!("{key}={} {why}: accepted {accepted}", Echo(value))
         })
     })
 }

@@ -4,6 +4,7 @@
 //! family's parser; whatever is left at the end is an unknown key. Each error
 //! names the policy, the key, the value and what is accepted.
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::util::bounded::LoadFactor;
 
@@ -31,10 +32,7 @@ impl<'a> Params<'a> {
         if policy.is_empty() {
             return Err(ParseError::new(
                 ParseErrorKind::Syntax,
-                format!(
-                    "`{}`: the policy name is missing before `:`",
-                    text.escape_debug()
-                ),
+                format!("`{}`: the policy name is missing before `:`", Echo(text)),
             ));
         }
         let mut pairs: Vec<(&str, &str)> = Vec::new();
@@ -42,7 +40,7 @@ impl<'a> Params<'a> {
             let Some((key, value)) = word.split_once('=') else {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,
-                    format!("{policy}: `{word}` is not key=value"),
+                    format!("{}: `{}` is not key=value", Echo(policy), Echo(word)),
                 )
                 .with_policy(policy)
                 .with_value(word)
@@ -51,7 +49,7 @@ impl<'a> Params<'a> {
             if key.is_empty() {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,
-                    format!("{policy}: `{word}` has no key before `=`"),
+                    format!("{}: `{}` has no key before `=`", Echo(policy), Echo(word)),
                 )
                 .with_policy(policy)
                 .with_value(word));
@@ -59,7 +57,7 @@ impl<'a> Params<'a> {
             if value.is_empty() {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,
-                    format!("{policy}: `{key}` has an empty value"),
+                    format!("{}: `{}` has an empty value", Echo(policy), Echo(key)),
                 )
                 .with_policy(policy)
                 .with_key(key));
@@ -67,7 +65,7 @@ impl<'a> Params<'a> {
             if pairs.iter().any(|(k, _)| *k == key) {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,
-                    format!("{policy}: `{key}` is given twice"),
+                    format!("{}: `{}` is given twice", Echo(policy), Echo(key)),
                 )
                 .with_policy(policy)
                 .with_key(key));
@@ -101,7 +99,7 @@ impl<'a> Params<'a> {
         };
         let bad = |why: &str| {
             self.error(key, value, format!("{min}..={max}"), |accepted| {
-                format!("{key}={value} {why}: accepted {accepted}")
+                format!("{key}={} {why}: accepted {accepted}", Echo(value))
             })
         };
         if !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -136,7 +134,7 @@ impl<'a> Params<'a> {
             Some("true") => Ok(true),
             Some("false") => Ok(false),
             Some(v) => Err(self.error(key, v, "true or false", |accepted| {
-                format!("{key}={v}: accepted {accepted}")
+                format!("{key}={}: accepted {accepted}", Echo(v))
             })),
         }
     }
@@ -157,13 +155,14 @@ impl<'a> Params<'a> {
             .find(|c| c.eq_ignore_ascii_case(value))
             .ok_or_else(|| {
                 self.error(key, value, choices.join(", "), |accepted| {
-                    format!("{key}={value}: accepted {accepted}")
+                    format!("{key}={}: accepted {accepted}", Echo(value))
                 })
             })
     }
 
     /// An error about `key=value` of this policy: `message` gets the
-    /// accepted text and is prefixed with the policy name.
+    /// accepted text and is prefixed with the policy name (a known name by
+    /// then, shown as written; `message` shows the value through `Echo`).
     pub(crate) fn error(
         &self,
         key: &str,
@@ -248,8 +247,9 @@ impl<'a> Params<'a> {
                 Err(ParseError::new(
                     ParseErrorKind::UnknownKey,
                     format!(
-                        "{}: unknown key `{key}` (accepted: {accepted})",
-                        self.policy.to_ascii_lowercase()
+                        "{}: unknown key `{}` (accepted: {accepted})",
+                        self.policy.to_ascii_lowercase(),
+                        Echo(key)
                     ),
                 )
                 .with_policy(self.policy)

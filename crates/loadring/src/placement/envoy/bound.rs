@@ -22,6 +22,7 @@
 //!
 //! [`LoadFactor`]: crate::LoadFactor
 
+use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind, PickError};
 use crate::inflight::fleet_view::FleetView;
 use crate::policy::none_eligible;
@@ -54,8 +55,9 @@ impl HashBalance {
             ParseError::new(
                 ParseErrorKind::Value,
                 format!(
-                    "{policy}: {key}={text}: expected {accepted} (Envoy's hash_balance_factor), \
-                 e.g. {key}=150"
+                    "{policy}: {key}={}: expected {accepted} (Envoy's hash_balance_factor), \
+                 e.g. {key}=150",
+                    Echo(text)
                 ),
             )
             .with_policy(policy)
