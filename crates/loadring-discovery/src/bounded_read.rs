@@ -1,7 +1,10 @@
 //! Files read whole (an endpoints file, a config file, TLS certificates and
 //! keys), read with a bound: a path that names a device (`/dev/zero`), a
 //! log file or any file far larger than such a file can be is refused with
-//! one line rather than read until memory runs out.
+//! one line rather than read until memory runs out. A FIFO or a socket is
+//! refused before it is opened: opening a FIFO waits for a writer, for ever
+//! if none comes, and held the thread that read it (a running proxy's
+//! follower of its endpoints file, swapped for a FIFO, froze its worker).
 
 use std::io::{self, Read};
 use std::path::Path;
@@ -13,8 +16,9 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// The bytes of the file at `path`.
 ///
 /// # Errors
-/// The file's own (missing, unreadable), or [`io::ErrorKind::InvalidData`]
-/// when it holds more than [`MAX_FILE_BYTES`].
+/// The file's own (missing, unreadable), [`io::ErrorKind::InvalidInput`]
+/// for a FIFO or a socket, or [`io::ErrorKind::InvalidData`] when it holds
+/// more than [`MAX_FILE_BYTES`].
 ///
 /// ```
 /// let err = loadring_discovery::read_file("/dev/zero").unwrap_err();
@@ -22,6 +26,14 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 /// assert_eq!(err.to_string(), "more than 16 MiB: not a file to read whole");
 /// ```
 pub fn read_file(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
+    let path = path.as_ref();
+    // Following symlinks, as the open does; looking does not wait.
+    if let Some(what) = stream_kind(&std::fs::metadata(path)?.file_type()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a {what}, not a file to read whole"),
+        ));
+    }
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
         .take(MAX_FILE_BYTES + 1)
@@ -36,6 +48,24 @@ pub fn read_file(path: impl AsRef<Path>) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(bytes)
+}
+
+/// What a file of type `kind` is if reading it could wait for a writer.
+#[cfg(unix)]
+fn stream_kind(kind: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        Some("FIFO")
+    } else if kind.is_socket() {
+        Some("socket")
+    } else {
+        None
+    }
+}
+
+#[cfg(not(unix))]
+fn stream_kind(_: &std::fs::FileType) -> Option<&'static str> {
+    None
 }
 
 /// The text of the file at `path`: [`read_file`], in UTF-8.
@@ -82,6 +112,40 @@ mod tests {
     fn a_device_without_end_is_refused() {
         let err = read_text("/dev/zero").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+    }
+
+    /// `read_file(path)` on a thread of its own: its error, or a panic
+    /// if it is still waiting after a minute (it used to wait for ever).
+    #[cfg(unix)]
+    fn refused_at_once(path: &std::path::Path) -> io::Error {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::spawn(move || tx.send(read_file(&path)));
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(read) => read.unwrap_err(),
+            Err(_) => panic!("still waiting for a writer"),
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_socket_is_refused_without_waiting_for_a_writer() {
+        let fifo = temp_file("fifo", 0);
+        std::fs::remove_file(&fifo).unwrap();
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils)");
+        let err = refused_at_once(&fifo);
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(err.to_string(), "a FIFO, not a file to read whole");
+        std::fs::remove_file(&fifo).unwrap();
+
+        let socket = temp_file("socket", 0);
+        std::fs::remove_file(&socket).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let err = refused_at_once(&socket);
+        assert_eq!(err.to_string(), "a socket, not a file to read whole");
+        drop(listener);
+        std::fs::remove_file(&socket).unwrap();
     }
 
     #[test]

@@ -87,19 +87,29 @@ async fn settled_text(
     forced: bool,
     events: &mut mpsc::UnboundedReceiver<()>,
 ) -> std::io::Result<String> {
-    let mut text = crate::read_text(path)?;
+    let mut text = read_off_the_runtime(path).await?;
     if !forced && last == Some(text.as_str()) {
         return Ok(text);
     }
     loop {
         tokio::time::sleep(DEBOUNCE).await;
         while events.try_recv().is_ok() {}
-        let again = crate::read_text(path)?;
+        let again = read_off_the_runtime(path).await?;
         if again == text {
             return Ok(text);
         }
         text = again;
     }
+}
+
+/// [`read_text`](crate::read_text) on a thread for blocking work: a file
+/// system that stalls (a hung network mount) holds that thread, not one of
+/// the runtime's workers, which serve requests.
+async fn read_off_the_runtime(path: &Path) -> std::io::Result<String> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || crate::read_text(path))
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }
 
 /// Whether a folder event may have changed a file's text: not the opening,

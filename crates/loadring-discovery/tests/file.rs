@@ -223,3 +223,26 @@ async fn an_endpoint_failing_the_check_is_named_by_its_line() {
     assert_eq!(next(&mut d).await, ["10.0.0.3:80"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A FIFO renamed over the file (something a writer may do by mistake, or
+/// on purpose) is refused at once and the membership kept; the follower
+/// goes on and sees the next real file. Opening it used to wait for a
+/// writer for ever, on the runtime's thread.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_fifo_swapped_in_keeps_the_membership_and_the_follower_goes_on() {
+    let dir = temp_dir("fifo");
+    let file = dir.join("endpoints");
+    std::fs::write(&file, "10.0.0.1:80\n").unwrap();
+    let spec: SourceSpec = format!("file:{}", file.display()).parse().unwrap();
+    let mut d = Discovery::start(spec).await.unwrap();
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils)");
+    std::fs::rename(&fifo, &file).unwrap();
+    read_until(&mut d, kept_for("a FIFO, not a file to read whole")).await;
+    assert_eq!(addrs(&d.membership()), ["10.0.0.1:80"]);
+    replace(&file, "10.0.0.2:80\n");
+    assert_eq!(next(&mut d).await, ["10.0.0.2:80"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
