@@ -14,24 +14,27 @@ use std::sync::Arc;
 /// `SO_REUSEADDR`, as `TcpListener::bind` sets it); the first one binds
 /// the address (port 0 picks one), the others join it.
 ///
+/// An address another program listens on is refused, even one that lets
+/// others join (a second proxy started on the same `--listen`): with
+/// `SO_REUSEPORT` on both, the kernel would share the port between them,
+/// and the second would take part of the first one's clients without a
+/// word. So the address is first bound once without `SO_REUSEPORT`, which
+/// fails while anyone listens on it, and let go.
+///
 /// # Errors
 /// The address cannot be bound (busy, not ours).
 pub(crate) fn bind_reuseport(
     addr: SocketAddr,
     count: usize,
 ) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        drop(socket(addr, false)?);
+    }
     let mut listeners: Vec<std::net::TcpListener> = Vec::with_capacity(count);
     let mut addr = addr;
     for _ in 0..count.max(1) {
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(addr),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
+        let socket = socket(addr, true)?;
         socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
         socket.listen(1024)?;
         let listener: std::net::TcpListener = socket.into();
         // The others join the port the first one got.
@@ -39,6 +42,20 @@ pub(crate) fn bind_reuseport(
         listeners.push(listener);
     }
     Ok(listeners)
+}
+
+/// A TCP socket bound to `addr` with `SO_REUSEADDR`, and `SO_REUSEPORT` if
+/// `shared`.
+fn socket(addr: SocketAddr, shared: bool) -> io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(shared)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
 }
 
 /// Client connections evened out over the workers.

@@ -44,6 +44,28 @@ async fn an_address_in_use_is_a_bind_error_naming_the_flag_and_address() {
     assert_eq!(err.addr(), Some(addr.as_str()));
 }
 
+/// A second proxy on the first one's address is refused, although both
+/// listen with `SO_REUSEPORT` (which would have let the kernel share the
+/// port between them, the second taking part of the first's clients).
+#[tokio::test]
+async fn an_address_another_proxy_listens_on_is_a_bind_error() {
+    let first = Proxy::bind_workers(config("127.0.0.1:0"), Naming::Flags, 2)
+        .await
+        .unwrap();
+    let addr = first.local_addr().unwrap().to_string();
+    for workers in [1, 2] {
+        let err = Proxy::bind_workers(config(&addr), Naming::Flags, workers)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ProxyErrorKind::Bind, "{err}");
+        assert_eq!(err.addr(), Some(addr.as_str()));
+    }
+    // Let go, the address is free again.
+    drop(first);
+    let again = Proxy::bind_workers(config(&addr), Naming::Flags, 2).await;
+    assert!(again.is_ok(), "{:?}", again.err());
+}
+
 #[tokio::test]
 async fn a_bad_config_is_a_config_error_naming_the_setting() {
     let mut bad = config("127.0.0.1:0");
