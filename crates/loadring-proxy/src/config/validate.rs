@@ -208,11 +208,17 @@ impl ClusterConfig {
 /// Why not, naming the endpoint.
 pub(crate) fn check_backend_addr(endpoint: &Endpoint) -> Result<(), EndpointRejected> {
     let addr = endpoint.addr();
+    // Port 0 cannot be connected to; a port written with a sign is not one
+    // a `Host` field may carry.
+    let port_is_one = |a: &http::uri::Authority| {
+        a.port()
+            .is_some_and(|p| p.as_str().bytes().all(|b| b.is_ascii_digit()) && p.as_u16() != 0)
+    };
     match addr.parse::<http::uri::Authority>() {
-        Ok(a) if a.port_u16().is_some() && !a.host().is_empty() && !addr.contains('@') => Ok(()),
+        Ok(a) if port_is_one(&a) && !a.host().is_empty() && !addr.contains('@') => Ok(()),
         _ => Err(EndpointRejected::new(
             endpoint,
-            "the address must be host:port of an HTTP/1.1 backend",
+            "the address must be host:port of an HTTP/1.1 backend, the port in 1..=65535",
         )),
     }
 }
@@ -314,6 +320,36 @@ mod tests {
 
     use super::super::types::DEFAULT_EJECT_FOR;
     use super::*;
+
+    #[test]
+    fn a_backend_address_is_a_host_and_a_port_that_can_be_connected_to() {
+        let check = |addr: &str| check_backend_addr(&addr.parse().unwrap()).is_ok();
+        for good in [
+            "127.0.0.1:1",
+            "127.0.0.1:65535",
+            "backend.internal:8080",
+            "[::1]:80",
+        ] {
+            assert!(check(good), "{good}");
+        }
+        for bad in [
+            "127.0.0.1:0",
+            "127.0.0.1:+80",
+            "127.0.0.1:65536",
+            "127.0.0.1",
+            ":80",
+            "user@127.0.0.1:80",
+            "::1:80",
+        ] {
+            assert!(!check(bad), "{bad}");
+        }
+        let err = check_backend_addr(&"127.0.0.1:0".parse().unwrap()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "endpoint `127.0.0.1:0`: the address must be host:port of an HTTP/1.1 backend, \
+             the port in 1..=65535"
+        );
+    }
 
     /// The same problem, named as the config file's key or as the flag.
     #[test]
