@@ -271,6 +271,20 @@ impl Args {
                     .map_err(|e| CliError(format!("--load-report: {e}")))
             })
             .transpose()?;
+        // Active checks run only with a path: their settings without one
+        // would be taken and do nothing.
+        if self.health_path.is_none() {
+            let given = [
+                ("--health-interval", self.health_interval.is_some()),
+                ("--health-rise", self.health_rise.is_some()),
+                ("--health-fall", self.health_fall.is_some()),
+            ];
+            if let Some((flag, _)) = given.into_iter().find(|(_, given)| *given) {
+                return Err(CliError(format!(
+                    "{flag}: only with --health-path (the active checks run only with a path)"
+                )));
+            }
+        }
         cluster.health.path = self.health_path.clone();
         if let Some(d) = duration("--health-interval", &self.health_interval)? {
             cluster.health.interval = d;
@@ -285,6 +299,12 @@ impl Args {
             cluster.health.eject_after = n;
         }
         if let Some(d) = duration("--eject-for", &self.eject_for)? {
+            if cluster.health.eject_after == 0 {
+                return Err(CliError(
+                    "--eject-for: only with --eject-after 1 or more (--eject-after 0 ejects nothing)"
+                        .into(),
+                ));
+            }
             cluster.health.eject_for = d;
         }
         if let Some(p) = &self.backend_protocol {

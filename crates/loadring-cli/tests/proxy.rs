@@ -439,7 +439,7 @@ fn bad_input_fails_cleanly_before_serving() {
     let zero_rise_toml = dir.join("zero-rise.toml");
     std::fs::write(
         &zero_rise_toml,
-        "listen = \"127.0.0.1:1\"\n[[cluster]]\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:2\"]\nhealth_rise = 0\n",
+        "listen = \"127.0.0.1:1\"\n[[cluster]]\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:2\"]\nhealth_path = \"/healthz\"\nhealth_rise = 0\n",
     )
     .unwrap();
     let zero_rise_toml = zero_rise_toml.to_str().unwrap();
@@ -596,10 +596,43 @@ fn bad_input_fails_cleanly_before_serving() {
     all.push((
         [
             base.as_slice(),
-            &["--policy", "rr", "-e", "127.0.0.1:1", "--health-rise", "0"],
+            &[
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+                "--health-path",
+                "/healthz",
+            ],
+            &["--health-rise", "0"],
         ]
         .concat(),
         "--health-rise: must be at least 1".into(),
+    ));
+    // Settings that would do nothing.
+    all.push((
+        [
+            base.as_slice(),
+            &[
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+                "--health-interval",
+                "1s",
+            ],
+        ]
+        .concat(),
+        "--health-interval: only with --health-path".into(),
+    ));
+    all.push((
+        [
+            base.as_slice(),
+            &["--policy", "rr", "-e", "127.0.0.1:1", "--eject-after", "0"],
+            &["--eject-for", "1h"],
+        ]
+        .concat(),
+        "--eject-for: only with --eject-after 1 or more".into(),
     ));
     all.push((
         vec!["proxy", "--config", broken_toml],

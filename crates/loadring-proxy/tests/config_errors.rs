@@ -140,7 +140,7 @@ fn a_value_not_of_the_accepted_form_is_value() {
         (
             ConfigErrorKind::Value,
             Some("health_interval"),
-            cluster_with("health_interval = \"fast\""),
+            cluster_with("health_path = \"/healthz\"\nhealth_interval = \"fast\""),
         ),
         (
             ConfigErrorKind::Value,
@@ -195,7 +195,7 @@ fn a_well_formed_value_outside_its_range_is_range() {
         (
             ConfigErrorKind::Range,
             Some("health_interval"),
-            cluster_with("health_interval = \"25h\""),
+            cluster_with("health_path = \"/healthz\"\nhealth_interval = \"25h\""),
         ),
         (
             ConfigErrorKind::Range,
@@ -220,7 +220,7 @@ fn a_well_formed_value_outside_its_range_is_range() {
         (
             ConfigErrorKind::Range,
             Some("health_rise"),
-            cluster_with("health_rise = 0"),
+            cluster_with("health_path = \"/healthz\"\nhealth_rise = 0"),
         ),
         (
             ConfigErrorKind::Range,
@@ -245,6 +245,21 @@ fn settings_that_do_not_go_together_conflict() {
             ConfigErrorKind::Conflict,
             Some("key"),
             cluster_with("key = \"header:x-user\""),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("health_interval"),
+            cluster_with("health_interval = \"1s\""),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("health_fall"),
+            cluster_with("health_fall = 9"),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            Some("eject_for"),
+            cluster_with("eject_after = 0\neject_for = \"1h\""),
         ),
         (
             ConfigErrorKind::Conflict,

@@ -245,6 +245,31 @@ impl RawCluster {
                 .with_setting("keepalive")
             })?,
         };
+        // Active checks run only with a path: their settings without one
+        // would be taken and do nothing.
+        if self.health_path.is_none() {
+            let given = [
+                ("health_interval", self.health_interval.is_some()),
+                ("health_rise", self.health_rise.is_some()),
+                ("health_fall", self.health_fall.is_some()),
+            ];
+            if let Some((key, _)) = given.into_iter().find(|(_, given)| *given) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "{key}: only with health_path (the active checks run only with a path)"
+                    ),
+                )
+                .with_setting(key));
+            }
+        }
+        if self.eject_for.is_some() && self.eject_after == Some(0) {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                "eject_for: only with eject_after 1 or more (eject_after = 0 ejects nothing)",
+            )
+            .with_setting("eject_for"));
+        }
         c.health = HealthConfig {
             path: self.health_path,
             interval: duration(
