@@ -6,11 +6,22 @@
 //! `loadring_worker_connections`, read from the workers' counts. With a single cluster the
 //! series carry only their own labels (`endpoint`, `code`); with several,
 //! a `cluster` label is added.
+//!
+//! Label values (endpoint addresses, tags, cluster names: anyone who can
+//! register an endpoint or write the config chooses them) are escaped as
+//! the text format says (`\` as `\\`, `"` as `\"`, a line feed as `\n`;
+//! `write_escaped`), since the encoder writes them as given: at encoding
+//! time (`Escaped`) for the label sets of this module, and once per
+//! endpoint in `Metrics::of` for those of `endpoint_counters`. Label
+//! names, metric names and help texts are this module's constants.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
+use prometheus_client::encoding::{
+    EncodeLabel, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder, LabelValueEncoder,
+};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -22,7 +33,67 @@ use crate::places::Places;
 use crate::upstream::Upstream;
 use crate::workers::WorkerLoads;
 
-type Labels = Vec<(String, String)>;
+/// Writes `value` as the inside of a quoted label value of the text
+/// exposition (Prometheus 0.0.4 and OpenMetrics alike): a backslash as
+/// `\\`, a double quote as `\"`, a line feed as `\n`, the rest as is.
+fn write_escaped(out: &mut impl std::fmt::Write, value: &str) -> std::fmt::Result {
+    let mut rest = value;
+    while let Some(at) = rest.find(['\\', '"', '\n']) {
+        out.write_str(&rest[..at])?;
+        out.write_str(match rest.as_bytes()[at] {
+            b'\\' => "\\\\",
+            b'"' => "\\\"",
+            _ => "\\n",
+        })?;
+        rest = &rest[at + 1..];
+    }
+    out.write_str(rest)
+}
+
+/// `value` escaped as [`write_escaped`] writes it; borrowed when there is
+/// nothing to escape.
+fn escaped(value: &str) -> Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 8);
+    // Writing into a String cannot fail.
+    let _ = write_escaped(&mut out, value);
+    Cow::Owned(out)
+}
+
+/// `value` escaped, for a label set whose encoding writes it as given
+/// (those of `endpoint_counters`): the same `Arc` when there is nothing
+/// to escape.
+fn escaped_arc(value: &Arc<str>) -> Arc<str> {
+    match escaped(value) {
+        Cow::Borrowed(_) => value.clone(),
+        Cow::Owned(escaped) => escaped.into(),
+    }
+}
+
+/// A label value escaped as it is encoded (see [`write_escaped`]).
+struct Escaped<'a>(&'a str);
+
+impl EncodeLabelValue for Escaped<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        write_escaped(encoder, self.0)
+    }
+}
+
+/// Labels named by this module (`cluster`, `endpoint`, `tag`, `worker`),
+/// their values as given: escaped when encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Labels(Vec<(&'static str, String)>);
+
+impl EncodeLabelSet for Labels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        for (name, value) in &self.0 {
+            (*name, Escaped(value)).encode(encoder.encode_label())?;
+        }
+        Ok(())
+    }
+}
 
 /// The labels of `loadring_grpc_responses_total`: a gRPC call's status,
 /// from its trailers (or the proxy's own UNAVAILABLE).
@@ -36,9 +107,9 @@ struct GrpcLabels {
 impl EncodeLabelSet for GrpcLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         if let Some(cluster) = &self.cluster {
-            ("cluster", &**cluster).encode(encoder.encode_label())?;
+            ("cluster", Escaped(cluster)).encode(encoder.encode_label())?;
         }
-        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("endpoint", Escaped(&self.endpoint)).encode(encoder.encode_label())?;
         ("grpc_status", self.grpc_status).encode(encoder.encode_label())
     }
 }
@@ -126,7 +197,7 @@ impl PerCluster {
         match self {
             PerCluster::One(c) => c.clone(),
             PerCluster::Labelled(f) => {
-                f.get_or_create_owned(&vec![("cluster".to_string(), cluster.to_string())])
+                f.get_or_create_owned(&Labels(vec![("cluster", cluster.to_string())]))
             }
         }
     }
@@ -263,24 +334,26 @@ impl Metrics {
         self.started.elapsed()
     }
 
-    fn labels(&self, cluster: &str, rest: &[(&str, &str)]) -> Labels {
+    fn labels(&self, cluster: &str, rest: &[(&'static str, &str)]) -> Labels {
         let mut labels = Vec::with_capacity(rest.len() + 1);
         if self.labelled_by_cluster {
-            labels.push(("cluster".to_string(), cluster.to_string()));
+            labels.push(("cluster", cluster.to_string()));
         }
-        labels.extend(rest.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        labels
+        labels.extend(rest.iter().map(|&(k, v)| (k, v.to_string())));
+        Labels(labels)
     }
 
     /// The counters of `upstream` in `cluster`, resolved on its first
-    /// count and kept in it (an upstream belongs to one gateway).
+    /// count and kept in it (an upstream belongs to one gateway). Their
+    /// label sets' encoding writes values as given: the values are escaped
+    /// here, once.
     fn of<'u>(&self, cluster: &Arc<str>, upstream: &'u Upstream) -> &'u EndpointCounters {
         upstream.counters(|| {
             EndpointCounters::new(
                 self.requests.clone(),
                 self.load_reports.clone(),
-                self.labelled_by_cluster.then(|| cluster.clone()),
-                upstream.shared_addr().clone(),
+                self.labelled_by_cluster.then(|| escaped_arc(cluster)),
+                escaped_arc(upstream.shared_addr()),
             )
         })
     }
@@ -370,7 +443,7 @@ impl Metrics {
         }
         if let Some(loads) = self.workers.get() {
             for (worker, open) in loads.open().into_iter().enumerate() {
-                let labels = vec![("worker".to_string(), worker.to_string())];
+                let labels = Labels(vec![("worker", worker.to_string())]);
                 self.worker_connections
                     .get_or_create(&labels)
                     .set(i64::try_from(open).unwrap_or(i64::MAX));
@@ -410,5 +483,172 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = encode(&mut text, &self.registry);
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterConfig;
+
+    /// A cluster named `name` (the config does not restrict it) over
+    /// `endpoints` (`ADDR[ tag=T]`, as in an endpoints file).
+    fn cluster(name: &str, endpoints: &[&str]) -> Arc<Cluster> {
+        let mut config = ClusterConfig::new(name, "rr".parse().unwrap());
+        config.endpoints = endpoints.iter().map(|e| e.parse().unwrap()).collect();
+        Arc::new(Cluster::new(config).unwrap())
+    }
+
+    /// Splits a label value's inside at its closing quote, checking that it
+    /// escapes only `\`, `"` and a line feed: `None` when it does not.
+    fn quoted(text: &str) -> Option<(&str, &str)> {
+        let mut chars = text.char_indices();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '"' => return Some((&text[..at], &text[at + 1..])),
+                '\\' => match chars.next() {
+                    Some((_, '\\' | '"' | 'n')) => {}
+                    _ => return None,
+                },
+                '\n' => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Whether `line` is a sample `name{label="value",...} value` (or one
+    /// without labels) of the proxy's series, each label value properly
+    /// quoted and escaped, each label name one the proxy uses once.
+    fn is_sample(line: &str) -> bool {
+        let Some(name_end) = line.find(['{', ' ']) else {
+            return false;
+        };
+        let (name, mut rest) = line.split_at(name_end);
+        if !name.starts_with("loadring_")
+            || !name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+        {
+            return false;
+        }
+        if let Some(labels) = rest.strip_prefix('{') {
+            rest = labels;
+            let mut seen = Vec::new();
+            loop {
+                let Some((label, value)) = rest.split_once("=\"") else {
+                    return false;
+                };
+                let known = [
+                    "cluster",
+                    "endpoint",
+                    "tag",
+                    "code",
+                    "result",
+                    "grpc_status",
+                    "worker",
+                ];
+                if !known.contains(&label) || seen.contains(&label) {
+                    return false;
+                }
+                seen.push(label);
+                let Some((_, after)) = quoted(value) else {
+                    return false;
+                };
+                if let Some(more) = after.strip_prefix(',') {
+                    rest = more;
+                } else if let Some(end) = after.strip_prefix('}') {
+                    rest = end;
+                    break;
+                } else {
+                    return false;
+                }
+            }
+        }
+        rest.strip_prefix(' ')
+            .is_some_and(|value| value.parse::<f64>().is_ok())
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        // A cluster name with every character to escape and a whole fake
+        // series after a line feed; tags that would close the value, the
+        // braces, or forge a cluster label.
+        let evil = "a\"b\\c\nloadring_fake{cluster=\"x\"} 1";
+        let spoof = "s\",cluster=\"spoof";
+        let clusters = [
+            cluster(
+                evil,
+                &[
+                    "127.0.0.1:30101 tag=y\",cluster=\"spoof",
+                    "127.0.0.1:30102 tag=x\"}",
+                ],
+            ),
+            cluster(spoof, &["127.0.0.1:30103 tag=back\\slash"]),
+        ];
+        let metrics = Metrics::new(true);
+        for cluster in &clusters {
+            metrics.declare(cluster.name());
+            let name: Arc<str> = cluster.name().into();
+            for upstream in cluster.upstreams() {
+                metrics.request(&name, &upstream, 200);
+                metrics.load_report(&name, &upstream, "ok");
+                metrics.grpc_response(&name, upstream.shared_addr(), 14);
+            }
+            metrics.cluster(cluster.name()).retry();
+        }
+        let text = metrics.render(&clusters);
+
+        let e = r#"cluster="a\"b\\c\nloadring_fake{cluster=\"x\"} 1""#;
+        let s = r#"cluster="s\",cluster=\"spoof""#;
+        let expected = [
+            format!(
+                r#"loadring_in_flight{{{e},endpoint="127.0.0.1:30101",tag="y\",cluster=\"spoof"}} 0"#
+            ),
+            format!(r#"loadring_in_flight{{{e},endpoint="127.0.0.1:30102",tag="x\"}}"}} 0"#),
+            format!(r#"loadring_in_flight{{{s},endpoint="127.0.0.1:30103",tag="back\\slash"}} 0"#),
+            format!(r#"loadring_endpoint_healthy{{{e},endpoint="127.0.0.1:30102",tag="x\"}}"}} 1"#),
+            format!(
+                r#"loadring_endpoint_healthy{{{s},endpoint="127.0.0.1:30103",tag="back\\slash"}} 1"#
+            ),
+            format!(r#"loadring_requests_total{{{e},endpoint="127.0.0.1:30101",code="200"}} 1"#),
+            format!(r#"loadring_requests_total{{{s},endpoint="127.0.0.1:30103",code="200"}} 1"#),
+            format!(
+                r#"loadring_load_reports_total{{{e},endpoint="127.0.0.1:30102",result="ok"}} 1"#
+            ),
+            format!(
+                r#"loadring_grpc_responses_total{{{s},endpoint="127.0.0.1:30103",grpc_status="14"}} 1"#
+            ),
+            format!(r#"loadring_retries_total{{{e}}} 1"#),
+            format!(r#"loadring_retries_total{{{s}}} 1"#),
+            format!(r#"loadring_spilled_total{{{s}}} 0"#),
+            format!(r#"loadring_abandoned_cancelled_total{{{e}}} 0"#),
+        ];
+        let lines: Vec<&str> = text.lines().collect();
+        for line in &expected {
+            assert!(lines.contains(&line.as_str()), "no line {line}\n{text}");
+        }
+        for line in &lines {
+            if !line.starts_with("# ") {
+                assert!(is_sample(line), "not a sample: {line}\n{text}");
+            }
+        }
+        assert_eq!(lines.last(), Some(&"# EOF"), "{text}");
+        // Nothing forged: one sample per series above, none of the fake one.
+        assert!(!text.contains("\nloadring_fake"), "{text}");
+        let samples = lines.iter().filter(|l| !l.starts_with("# ")).count();
+        // 3 endpoints × (in_flight, healthy, requests, load_reports, grpc)
+        // + 2 clusters × 4 counters without endpoint labels + abandoned
+        // + reset floods.
+        assert_eq!(samples, 3 * 5 + 2 * 4 + 2, "{text}");
+    }
+
+    #[test]
+    fn escaping_follows_the_text_format() {
+        assert_eq!(escaped("127.0.0.1:80"), "127.0.0.1:80");
+        assert!(matches!(escaped("plain"), Cow::Borrowed("plain")));
+        assert_eq!(escaped("a\"b\\c\nd\re"), "a\\\"b\\\\c\\nd\re");
+        assert_eq!(escaped("\\\\\"\n"), "\\\\\\\\\\\"\\n");
+        let shared: Arc<str> = "10.0.0.1:80".into();
+        assert!(Arc::ptr_eq(&escaped_arc(&shared), &shared));
+        assert_eq!(&*escaped_arc(&"x\"y".into()), "x\\\"y");
     }
 }
