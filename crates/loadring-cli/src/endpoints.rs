@@ -62,6 +62,9 @@ pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliE
     if let Some(path) = file {
         let content = read_bounded(path)
             .map_err(|e| CliError(format!("--endpoints {}: {e}", path.display())))?;
+        // A byte order mark (some editors write one) is not part of the
+        // first line.
+        let content = content.strip_prefix('\u{feff}').unwrap_or(&content);
         for (n, line) in content.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {

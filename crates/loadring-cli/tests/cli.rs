@@ -280,6 +280,38 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
     }
 }
 
+/// An endpoints file that starts with a byte order mark (some editors
+/// write one) places as the same file without it.
+#[test]
+fn an_endpoints_file_with_a_byte_order_mark_places_as_without() {
+    let dir = std::env::temp_dir().join(format!("loadring-bom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = dir.join("plain.txt");
+    let marked = dir.join("marked.txt");
+    std::fs::write(&plain, "10.0.0.1:80\n10.0.0.2:80\n10.0.0.3:80\n").unwrap();
+    std::fs::write(&marked, "\u{feff}10.0.0.1:80\n10.0.0.2:80\n10.0.0.3:80\n").unwrap();
+    let keys = "a\nb\nc\nd\ne\nf\n";
+    let place = |file: &std::path::Path| {
+        let file = file.to_str().unwrap();
+        loadring(
+            &["place", "--policy", "c_murmurhash", "--endpoints", file],
+            keys,
+        )
+    };
+    let (plain, marked) = (place(&plain), place(&marked));
+    assert!(
+        marked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&marked.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&marked.stdout),
+        String::from_utf8_lossy(&plain.stdout)
+    );
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("10.0.0.1:80"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn place_keeps_the_lines_before_a_bad_one() {
     let out = loadring(

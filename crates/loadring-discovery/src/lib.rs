@@ -108,6 +108,9 @@ pub fn parse_endpoints(text: &str) -> Result<Vec<Endpoint>, EndpointLineError> {
 /// assert_eq!(err.line(), 4);
 /// assert_eq!(err.rejected().map(|r| r.reason()), Some("port 0"));
 /// assert_eq!(err.to_string(), "line 4: endpoint `10.0.0.2:0`: port 0");
+/// // A byte order mark before the first line is no part of it.
+/// let first = parse_endpoints_checked("\u{feff}10.0.0.1:80\n", &no_port_zero).unwrap();
+/// assert_eq!(first[0].addr(), "10.0.0.1:80");
 /// ```
 ///
 /// # Errors
@@ -117,6 +120,10 @@ pub fn parse_endpoints_checked(
     check: &dyn Fn(&Endpoint) -> Result<(), EndpointRejected>,
 ) -> Result<Vec<Endpoint>, EndpointLineError> {
     let mut endpoints = Vec::new();
+    // A byte order mark (some editors write one) is not part of the first
+    // line: it made the first endpoint's address start with an invisible
+    // character.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
