@@ -9,6 +9,7 @@ use loadring_proxy::{
     parse_duration, ClientLimits, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles,
 };
 
+use crate::echo::echo;
 use crate::CliError;
 
 /// Serve HTTP/1.1 and HTTP/2 (h2c, or TLS with --tls-cert) on `--listen`, sending each request to the backend the
@@ -150,7 +151,8 @@ fn count(flag: &str, value: &Option<String>) -> Result<Option<u32>, CliError> {
         .map(|v| {
             v.parse::<u32>().map_err(|_| {
                 CliError(format!(
-                    "{flag}: `{v}` is not a count: accepted 0..=4294967295"
+                    "{flag}: `{}` is not a count: accepted 0..=4294967295",
+                    echo(v)
                 ))
             })
         })
@@ -243,7 +245,8 @@ impl Args {
         if let Some(text) = &self.retry_buffer {
             cluster.retry_buffer = text.parse::<u64>().map_err(|_| {
                 CliError(format!(
-                    "--retry-buffer: `{text}` is not a number of bytes: accepted 0..={}",
+                    "--retry-buffer: `{}` is not a number of bytes: accepted 0..={}",
+                    echo(text),
                     loadring_proxy::MAX_RETRY_BUFFER
                 ))
             })?;
@@ -258,7 +261,8 @@ impl Args {
         if let Some(text) = &self.keepalive {
             cluster.keepalive = text.parse::<usize>().map_err(|_| {
                 CliError(format!(
-                    "--keepalive: `{text}` is not a count: accepted 0..={}",
+                    "--keepalive: `{}` is not a count: accepted 0..={}",
+                    echo(text),
                     loadring_proxy::MAX_KEEPALIVE
                 ))
             })?;
@@ -448,7 +452,8 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
 fn client_count(flag: &str, text: &str, least: usize) -> Result<usize, CliError> {
     text.parse::<usize>().map_err(|_| {
         CliError(format!(
-            "{flag}: `{text}` is not a count: accepted {least}..={}",
+            "{flag}: `{}` is not a count: accepted {least}..={}",
+            echo(text),
             loadring_proxy::MAX_CONNECTIONS
         ))
     })

@@ -609,6 +609,34 @@ fn bad_input_fails_cleanly_before_serving() {
         .concat(),
         "--health-rise: must be at least 1".into(),
     ));
+    // Input echoed cut, control characters escaped: one short line.
+    let long = "7".repeat(300);
+    all.push((
+        [
+            base.as_slice(),
+            &["--policy", "rr", "-e", "127.0.0.1:1", "--retries", &long],
+        ]
+        .concat(),
+        format!(
+            "--retries: `{}... (300 characters)` is not a count",
+            "7".repeat(40)
+        ),
+    ));
+    all.push((
+        [
+            base.as_slice(),
+            &[
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+                "--timeout",
+                "1s\nerror: fake",
+            ],
+        ]
+        .concat(),
+        "--timeout: `1s\\nerror: fake`".into(),
+    ));
     // Settings that would do nothing.
     all.push((
         [
