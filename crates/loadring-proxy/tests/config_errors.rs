@@ -287,7 +287,116 @@ fn settings_that_do_not_go_together_conflict() {
             None,
             two.replacen("[[cluster]]\n", "[[cluster]]\nname = \"b\"\n", 1),
         ),
+        // A route an earlier one leaves nothing to: never used.
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            routes(&two, &[(None, "/", "default"), (None, "/api", "b")]),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            routes(&two, &[(None, "/x", "b"), (None, "/x", "default")]),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            routes(
+                &two,
+                &[(None, "/", "default"), (Some("b.example"), "/", "b")],
+            ),
+        ),
+        (
+            ConfigErrorKind::Conflict,
+            None,
+            routes(
+                &two,
+                &[
+                    (Some("B.example:80"), "/", "b"),
+                    (Some("b.example"), "/a", "default"),
+                ],
+            ),
+        ),
     ]);
+}
+
+/// `two` with `[[route]]`s of (host, path_prefix, cluster).
+fn routes(two: &str, routes: &[(Option<&str>, &str, &str)]) -> String {
+    let mut text = two.to_string();
+    for (host, prefix, cluster) in routes {
+        text.push_str("[[route]]\n");
+        if let Some(host) = host {
+            text.push_str(&format!("host = \"{host}\"\n"));
+        }
+        text.push_str(&format!(
+            "path_prefix = \"{prefix}\"\ncluster = \"{cluster}\"\n"
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_route_no_request_could_match_is_a_value_error_saying_why() {
+    let two = format!(
+        "{GOOD}[[cluster]]\nname = \"b\"\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:9002\"]\n"
+    );
+    for (host, prefix, why) in [
+        (
+            Some("*.example.com"),
+            "/",
+            "a route's host is matched whole, without wildcards",
+        ),
+        (Some(""), "/", "host is not a host name or address"),
+        (Some("a b"), "/", "host is not a host name or address"),
+        (None, "/a/../b", "path_prefix has a dot segment"),
+        (None, "/./a", "path_prefix has a dot segment"),
+        (
+            None,
+            "/a?x=1",
+            "path_prefix has a character no routed path has",
+        ),
+        (
+            None,
+            "/a b",
+            "path_prefix has a character no routed path has",
+        ),
+    ] {
+        let text = routes(&two, &[(host, prefix, "b"), (None, "/", "default")]);
+        let err = error_of(&text);
+        assert_eq!(err.kind(), ConfigErrorKind::Value, "{err}");
+        assert!(
+            err.to_string().starts_with(&format!("route `{prefix}`: "))
+                && err.to_string().contains(why),
+            "{host:?} {prefix}: {err}"
+        );
+    }
+    for name in ["", " ", "a\\nb"] {
+        let err = error_of(&GOOD.replace(
+            "[[cluster]]\n",
+            &format!("[[cluster]]\nname = \"{name}\"\n"),
+        ));
+        assert_eq!(err.kind(), ConfigErrorKind::Value, "{err}");
+        assert_eq!(err.setting(), Some("name"), "{err}");
+    }
+    // What may begin a real path is fine: `/.well-known` starts with `/.`.
+    let fine = routes(
+        &two,
+        &[
+            (None, "/.", "b"),
+            (Some("b.example"), "/", "b"),
+            (None, "/", "default"),
+        ],
+    );
+    assert!(ProxyConfig::from_toml(&fine, Path::new(".")).is_ok());
+    let err = error_of(&routes(
+        &two,
+        &[(None, "/", "default"), (None, "/api", "b")],
+    ));
+    assert_eq!(
+        err.to_string(),
+        "route `/api` (cluster `b`) is never used: the earlier route `/` (cluster `default`) takes \
+         every request it would (the first route that matches wins)"
+    );
 }
 
 #[test]

@@ -11,7 +11,9 @@ use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
 use super::naming::Naming;
-use super::types::{ClusterConfig, ProxyConfig, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER};
+use super::types::{
+    ClusterConfig, ProxyConfig, RouteConfig, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER,
+};
 
 impl ClusterConfig {
     /// Checks what a cluster needs: host:port addresses, a key for a
@@ -201,6 +203,44 @@ impl ClusterConfig {
     }
 }
 
+/// Why no request could ever match `route`, if none could: a request's
+/// path has its dot segments resolved and no query before it is routed,
+/// and its host is matched whole (no wildcards).
+fn never_matched(route: &RouteConfig) -> Option<&'static str> {
+    let prefix = route.path_prefix.as_str();
+    if prefix.contains(['?', '#']) || prefix.contains(char::is_whitespace) {
+        return Some("path_prefix has a character no routed path has (`?`, `#`, white space)");
+    }
+    // A last segment of `.` may begin one such as `.well-known`.
+    let segments: Vec<&str> = prefix.split('/').collect();
+    if segments[..segments.len() - 1]
+        .iter()
+        .any(|s| matches!(*s, "." | ".."))
+    {
+        return Some(
+            "path_prefix has a dot segment (`/./`, `/../`), which paths lose before routing",
+        );
+    }
+    match &route.host {
+        Some(host) if host.contains('*') => Some(
+            "host has a `*`: a route's host is matched whole, without wildcards \
+             (give one route per host)",
+        ),
+        Some(host) if crate::target::normalize_host(host).is_none() => {
+            Some("host is not a host name or address")
+        }
+        _ => None,
+    }
+}
+
+/// Whether every request `later` matches, `earlier` matches too: the
+/// same host or none, and a prefix of `later`'s path prefix.
+fn takes_all_of(earlier: &RouteConfig, later: &RouteConfig) -> bool {
+    let host = |r: &RouteConfig| r.host.as_deref().and_then(crate::target::normalize_host);
+    let hosts_cover = earlier.host.is_none() || host(earlier) == host(later);
+    hosts_cover && later.path_prefix.starts_with(&earlier.path_prefix)
+}
+
 /// An endpoint address the proxy can connect to: `host:port`. Also the
 /// check every discovered endpoint passes.
 ///
@@ -245,6 +285,18 @@ impl ProxyConfig {
             ));
         }
         for (i, c) in self.clusters.iter().enumerate() {
+            // Named in routes, logs and metrics' labels.
+            if c.name.trim().is_empty() || c.name.contains(char::is_control) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!(
+                        "{}: a cluster's name must have a character other than white space, and no control character: `{}`",
+                        naming.name("name"),
+                        c.name.escape_debug()
+                    ),
+                )
+                .with_setting(naming.name("name")));
+            }
             if self.clusters[..i].iter().any(|o| o.name == c.name) {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflict,
@@ -301,6 +353,24 @@ impl ProxyConfig {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Value,
                     format!("route `{}`: path_prefix must start with `/`", r.path_prefix),
+                ));
+            }
+            if let Some(why) = never_matched(r) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!("route `{}`: {why}", r.path_prefix),
+                ));
+            }
+        }
+        for (i, later) in self.routes.iter().enumerate() {
+            if let Some(earlier) = self.routes[..i].iter().find(|e| takes_all_of(e, later)) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "route `{}` (cluster `{}`) is never used: the earlier route `{}` (cluster \
+                         `{}`) takes every request it would (the first route that matches wins)",
+                        later.path_prefix, later.cluster, earlier.path_prefix, earlier.cluster
+                    ),
                 ));
             }
         }
