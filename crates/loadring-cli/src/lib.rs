@@ -76,6 +76,49 @@ impl<E: std::fmt::Display> From<E> for CliError {
     }
 }
 
+/// A command line clap refuses (an unknown flag, a missing or repeated
+/// one, flags that conflict), as one line: clap's own text spans several
+/// (the culprit of a missing flag on the second), and every other
+/// mistake here is one `error: ...` line.
+///
+/// ```
+/// use clap::Parser;
+///
+/// let Err(err) = loadring_cli::Cli::try_parse_from(["loadring", "place", "-e", "a"]) else {
+///     panic!("--policy is required");
+/// };
+/// assert_eq!(
+///     loadring_cli::usage_error(&err),
+///     "error: the following required arguments were not provided: --policy <SPEC> \
+///      (loadring place --help lists the flags)"
+/// );
+/// ```
+pub fn usage_error(err: &clap::Error) -> String {
+    let text = err.render().to_string();
+    // What comes before clap's usage and its pointer to --help.
+    let said = text
+        .split("\n\nUsage:")
+        .next()
+        .unwrap_or(&text)
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(&text);
+    let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = said.strip_prefix("error: ").unwrap_or(&said);
+    match text.split("Usage: ").nth(1) {
+        Some(usage) => {
+            let command = usage
+                .split_whitespace()
+                .take_while(|w| !w.starts_with(['[', '<', '-']))
+                .map(|w| if w.contains('/') { "loadring" } else { w })
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("error: {said} ({command} --help lists the flags)")
+        }
+        None => format!("error: {said} (--help lists the flags)"),
+    }
+}
+
 /// Runs the command; a failure is one `error: ...` line and exit code 2
 /// (1 for a TLS certificate of `loadring proxy` that cannot be loaded).
 pub fn run(cli: Cli) -> ExitCode {

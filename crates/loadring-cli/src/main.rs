@@ -11,5 +11,19 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    loadring_cli::run(loadring_cli::Cli::parse())
+    match loadring_cli::Cli::try_parse() {
+        Ok(cli) => loadring_cli::run(cli),
+        // --help and --version: clap's text on stdout, exit 0; no command
+        // at all: the help, on stderr, exit 2.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            eprintln!("{}", loadring_cli::usage_error(&e));
+            ExitCode::from(2)
+        }
+    }
 }

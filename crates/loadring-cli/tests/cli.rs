@@ -280,6 +280,43 @@ fn bad_input_is_one_error_line_and_exit_code_2() {
     }
 }
 
+/// A command line clap refuses is one `error:` line naming the culprit,
+/// exit code 2, as every other mistake.
+#[test]
+fn command_line_mistakes_are_one_line() {
+    for (args, culprit) in [
+        (
+            &["place", "-e", "a"][..],
+            "not provided: --policy <SPEC> (loadring place --help",
+        ),
+        (&["place", "--bogus"][..], "unexpected argument '--bogus'"),
+        (
+            &["simulate", "--json", "--json"][..],
+            "'--json' cannot be used multiple times",
+        ),
+        (
+            &["simulate", "--scenario", "slow-backend", "--rate", "10"][..],
+            "cannot be used with",
+        ),
+        (
+            &["place", "--policy"][..],
+            "a value is required for '--policy <SPEC>'",
+        ),
+        (&["bogus"][..], "unrecognized subcommand 'bogus'"),
+    ] {
+        let out = loadring(args, "");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(culprit), "{args:?}: {stderr}");
+    }
+    // Help is still help.
+    let help = loadring(&["place", "--help"], "");
+    assert_eq!(help.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: loadring place"));
+}
+
 /// An endpoints file that starts with a byte order mark (some editors
 /// write one) places as the same file without it.
 #[test]
