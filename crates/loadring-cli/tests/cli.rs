@@ -303,6 +303,10 @@ fn command_line_mistakes_are_one_line() {
             "a value is required for '--policy <SPEC>'",
         ),
         (&["bogus"][..], "unrecognized subcommand 'bogus'"),
+        (
+            &["simulate", "-n", "5", "-e", "a", "-e", "b"][..],
+            "'--backends <N>' cannot be used with",
+        ),
     ] {
         let out = loadring(args, "");
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -74,7 +74,8 @@ pub struct Args {
         short = 'n',
         value_name = "N",
         default_value = "10",
-        allow_hyphen_values = true
+        allow_hyphen_values = true,
+        conflicts_with_all = ["endpoint", "endpoints"]
     )]
     backends: String,
     /// Number of requests.
