@@ -52,6 +52,20 @@ pub fn balancer(spec: PolicySpec, endpoints: Vec<Endpoint>) -> Result<Balancer, 
 /// blank lines and `#` comments ignored), in order; the first bad one is a
 /// one-line error naming the flag (and the file's line).
 pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliError> {
+    read_at_most(texts, file, MAX_ENDPOINTS)
+}
+
+/// The most endpoints the commands take, as the proxy's files: 1,048,576.
+/// Each costs a balancer some hundreds of bytes, so a file of short lines
+/// under [`MAX_FILE_BYTES`] could otherwise take gigabytes.
+const MAX_ENDPOINTS: usize = 1 << 20;
+
+/// [`read`], with at most `most` endpoints.
+fn read_at_most(
+    texts: &[String],
+    file: Option<&Path>,
+    most: usize,
+) -> Result<Vec<Endpoint>, CliError> {
     let mut endpoints = Vec::new();
     for text in texts {
         endpoints.push(
@@ -69,6 +83,13 @@ pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliE
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
+            }
+            if endpoints.len() >= most {
+                return Err(CliError(format!(
+                    "--endpoints {} line {}: one endpoint more than the {most} a command takes",
+                    path.display(),
+                    n + 1
+                )));
             }
             let endpoint = line.parse::<Endpoint>().map_err(|e| {
                 CliError(format!(
@@ -112,4 +133,26 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
             format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_endpoint_more_than_the_most_is_an_error_naming_its_line() {
+        let path = std::env::temp_dir().join(format!("loadring-most-{}.txt", std::process::id()));
+        std::fs::write(&path, "10.0.0.2:80\n# two\n10.0.0.3:80\n").unwrap();
+        let given = ["10.0.0.1:80".to_string()];
+        assert_eq!(read_at_most(&given, Some(&path), 3).unwrap().len(), 3);
+        let err = read_at_most(&given, Some(&path), 2).unwrap_err();
+        assert_eq!(
+            err.0,
+            format!(
+                "--endpoints {} line 3: one endpoint more than the 2 a command takes",
+                path.display()
+            )
+        );
+        std::fs::remove_file(path).unwrap();
+    }
 }

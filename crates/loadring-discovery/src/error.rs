@@ -143,6 +143,9 @@ pub enum EndpointLineErrorKind {
     /// The line is an endpoint the check refuses
     /// ([`EndpointLineError::rejected`]).
     Rejected,
+    /// The line is one endpoint more than a membership may have
+    /// ([`MAX_ENDPOINTS`](crate::MAX_ENDPOINTS)).
+    TooMany,
 }
 
 /// A line of an endpoints text ([`parse_endpoints`](crate::parse_endpoints))
@@ -167,6 +170,7 @@ pub struct EndpointLineError {
 enum LineRepr {
     Syntax(ParseError),
     Rejected(EndpointRejected),
+    TooMany(usize),
 }
 
 impl EndpointLineError {
@@ -184,11 +188,19 @@ impl EndpointLineError {
         }
     }
 
+    pub(crate) fn too_many(line: usize, most: usize) -> Self {
+        EndpointLineError {
+            line,
+            repr: Box::new(LineRepr::TooMany(most)),
+        }
+    }
+
     /// What kind of error it is.
     pub fn kind(&self) -> EndpointLineErrorKind {
         match *self.repr {
             LineRepr::Syntax(_) => EndpointLineErrorKind::Syntax,
             LineRepr::Rejected(_) => EndpointLineErrorKind::Rejected,
+            LineRepr::TooMany(_) => EndpointLineErrorKind::TooMany,
         }
     }
 
@@ -201,7 +213,7 @@ impl EndpointLineError {
     pub fn parse_error(&self) -> Option<&ParseError> {
         match &*self.repr {
             LineRepr::Syntax(e) => Some(e),
-            LineRepr::Rejected(_) => None,
+            _ => None,
         }
     }
 
@@ -209,7 +221,7 @@ impl EndpointLineError {
     pub fn rejected(&self) -> Option<&EndpointRejected> {
         match &*self.repr {
             LineRepr::Rejected(e) => Some(e),
-            LineRepr::Syntax(_) => None,
+            _ => None,
         }
     }
 }
@@ -219,6 +231,11 @@ impl fmt::Display for EndpointLineError {
         match &*self.repr {
             LineRepr::Syntax(e) => write!(f, "line {}: {e}", self.line),
             LineRepr::Rejected(e) => write!(f, "line {}: {e}", self.line),
+            LineRepr::TooMany(most) => write!(
+                f,
+                "line {}: one endpoint more than the {most} a membership may have",
+                self.line
+            ),
         }
     }
 }
@@ -228,6 +245,7 @@ impl std::error::Error for EndpointLineError {
         match &*self.repr {
             LineRepr::Syntax(e) => Some(e),
             LineRepr::Rejected(e) => Some(e),
+            LineRepr::TooMany(_) => None,
         }
     }
 }

@@ -66,6 +66,13 @@ pub mod file;
 mod spec;
 
 pub use bounded_read::{read_file, read_text, MAX_FILE_BYTES};
+
+/// The most endpoints an endpoints text may list: 1,048,576, far more than
+/// any pool a balancer serves, and a bound on what a file of
+/// [`MAX_FILE_BYTES`] can make a balancer hold (each endpoint costs it
+/// some hundreds of bytes: a file of short lines would otherwise take
+/// gigabytes).
+pub const MAX_ENDPOINTS: usize = 1 << 20;
 pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
 
 /// One membership: every endpoint in the pool, in the source's order
@@ -119,6 +126,15 @@ pub fn parse_endpoints_checked(
     text: &str,
     check: &dyn Fn(&Endpoint) -> Result<(), EndpointRejected>,
 ) -> Result<Vec<Endpoint>, EndpointLineError> {
+    parse_at_most(text, check, MAX_ENDPOINTS)
+}
+
+/// [`parse_endpoints_checked`], with at most `most` endpoints.
+fn parse_at_most(
+    text: &str,
+    check: &dyn Fn(&Endpoint) -> Result<(), EndpointRejected>,
+    most: usize,
+) -> Result<Vec<Endpoint>, EndpointLineError> {
     let mut endpoints = Vec::new();
     // A byte order mark (some editors write one) is not part of the first
     // line: it made the first endpoint's address start with an invisible
@@ -128,6 +144,9 @@ pub fn parse_endpoints_checked(
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
+        }
+        if endpoints.len() == most {
+            return Err(EndpointLineError::too_many(n + 1, most));
         }
         let endpoint = line
             .parse::<Endpoint>()
@@ -441,6 +460,23 @@ pub fn changes(old: &[Endpoint], new: &[Endpoint]) -> Vec<Change> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn one_endpoint_more_than_the_most_is_an_error_naming_its_line() {
+        let no_check = |_: &Endpoint| Ok(());
+        let text = "# pool\n10.0.0.1:80\n10.0.0.2:80\n\n10.0.0.3:80\n";
+        assert_eq!(parse_at_most(text, &no_check, 3).unwrap().len(), 3);
+        let more = format!("{text}# and one more\n10.0.0.4:80\n");
+        let err = parse_at_most(&more, &no_check, 3).unwrap_err();
+        assert_eq!(err.kind(), EndpointLineErrorKind::TooMany);
+        assert_eq!(err.line(), 7);
+        assert_eq!(
+            err.to_string(),
+            "line 7: one endpoint more than the 3 a membership may have"
+        );
+        // Blank lines and comments past the most are no endpoints.
+        assert!(parse_at_most(&format!("{text}\n# end\n"), &no_check, 3).is_ok());
+    }
+
     use super::*;
 
     fn eps(lines: &str) -> Vec<Endpoint> {
