@@ -324,8 +324,10 @@ impl Args {
                 key: key.clone(),
             }),
             (None, None) => None,
-            (Some(_), None) => return Err(CliError("--tls-cert: needs --tls-key FILE".into())),
-            (None, Some(_)) => return Err(CliError("--tls-key: needs --tls-cert FILE".into())),
+            // A usage mistake, exit 2 (`--tls-cert: ...`, exit 1, is for
+            // a certificate that cannot be loaded).
+            (Some(_), None) => return Err(CliError("--tls-cert needs --tls-key FILE".into())),
+            (None, Some(_)) => return Err(CliError("--tls-key needs --tls-cert FILE".into())),
         };
         let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
             .unwrap_or(loadring_proxy::DEFAULT_DRAIN_TIMEOUT);

@@ -637,6 +637,31 @@ fn bad_input_fails_cleanly_before_serving() {
         .concat(),
         "--timeout: `1s\\nerror: fake`".into(),
     ));
+    // Half a certificate pair is a usage mistake (exit 2), not a
+    // certificate that cannot be loaded (exit 1).
+    all.push((
+        [
+            base.as_slice(),
+            &[
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+                "--tls-cert",
+                "gw.crt",
+            ],
+        ]
+        .concat(),
+        "--tls-cert needs --tls-key FILE".into(),
+    ));
+    all.push((
+        [
+            base.as_slice(),
+            &["--policy", "rr", "-e", "127.0.0.1:1", "--tls-key", "gw.key"],
+        ]
+        .concat(),
+        "--tls-key needs --tls-cert FILE".into(),
+    ));
     // Settings that would do nothing.
     all.push((
         [
