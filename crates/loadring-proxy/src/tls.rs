@@ -96,8 +96,15 @@ fn read_pair(files: &TlsFiles, naming: Naming) -> Result<ServerConfig, String> {
         .with_no_client_auth()
         .with_single_cert(certs, key)
         .map_err(|e| {
+            // rustls says a mismatch with its enum's debug name.
+            let why = match e {
+                tokio_rustls::rustls::Error::InconsistentKeys(_) => {
+                    "the key is not the certificate's".to_string()
+                }
+                other => other.to_string(),
+            };
             format!(
-                "{flag}: {} and its key ({} {}) do not go together: {e}",
+                "{flag}: {} and its key ({} {}) do not go together: {why}",
                 files.cert.display(),
                 naming.name("tls_key"),
                 files.key.display()

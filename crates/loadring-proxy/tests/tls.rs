@@ -271,6 +271,12 @@ async fn bad_certificate_or_key_files_are_refused_at_start() {
         let error = bind_error(&pki, files).await;
         assert!(error.starts_with("--tls-cert: "), "{what}: {error}");
         assert!(!error.contains('\n'), "{what}: one line: {error}");
+        if what == "key of another certificate" {
+            assert!(
+                error.ends_with("do not go together: the key is not the certificate's"),
+                "{error}"
+            );
+        }
     }
     // The pair itself starts.
     let backend = format!("127.0.0.1:{}", common::free_port());
