@@ -219,6 +219,8 @@ impl Cluster {
         drop(upstreams);
         // A new member starts healthy in the balancer; one that stayed keeps
         // its mark. Either way the mark follows the active checks' verdict.
+        // Each mark finds its member in O(log n) (the balancer's index by
+        // identity): O(n log n) for the whole membership.
         for (u, healthy) in marks {
             let _ = self.balancer.set_healthy(u.id(), healthy);
         }
@@ -401,5 +403,99 @@ impl Cluster {
     pub fn upstreams(&self) -> Vec<Backend> {
         let upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
         upstreams.values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint(i: usize) -> Endpoint {
+        format!("127.0.{}.{}:{}", i / 60_000, i % 60_000 / 250, i % 250 + 1)
+            .parse()
+            .unwrap()
+    }
+
+    fn cluster(endpoints: Vec<Endpoint>) -> Cluster {
+        let mut config = ClusterConfig::new("c", "rr".parse().unwrap());
+        config.endpoints = endpoints;
+        Cluster::new(config).unwrap()
+    }
+
+    /// The upstream of the member at `addr`.
+    fn upstream(c: &Cluster, addr: &str) -> Backend {
+        let e: Endpoint = addr.parse().unwrap();
+        c.upstreams_of(std::iter::once(&e))[0].clone().unwrap()
+    }
+
+    /// Marks survive a membership update: an endpoint the checks found down
+    /// stays unhealthy, a new one starts healthy, and a mark set by hand
+    /// follows the checks' verdict again.
+    #[test]
+    fn health_marks_survive_set_endpoints() {
+        let c = cluster((0..3).map(endpoint).collect());
+        let names: Vec<String> = (0..4).map(|i| endpoint(i).addr().to_string()).collect();
+        let [a, b, d, new] = [0, 1, 2, 3].map(|i| names[i].as_str());
+        let down = upstream(&c, a);
+        assert!(down.checked(false, 1, 1), "one failed check flips it");
+        c.apply_health(&down);
+        assert_eq!(c.balancer().is_healthy(a), Ok(false));
+        // Marked by hand, not by the checks (which still say up).
+        c.balancer().set_healthy(b, false).unwrap();
+
+        let changed = c
+            .set_endpoints(vec![endpoint(3), endpoint(2), endpoint(1), endpoint(0)])
+            .unwrap();
+        assert!(changed);
+        assert_eq!(c.balancer().is_healthy(a), Ok(false), "still down");
+        assert_eq!(c.balancer().is_healthy(b), Ok(true), "the checks' verdict");
+        assert_eq!(c.balancer().is_healthy(d), Ok(true));
+        assert_eq!(c.balancer().is_healthy(new), Ok(true), "new");
+        assert!(Arc::ptr_eq(&upstream(&c, a), &down), "the same upstream");
+
+        // Unchanged: nothing rebuilt, the marks re-applied all the same.
+        c.balancer().set_healthy(d, false).unwrap();
+        assert!(!c
+            .set_endpoints(vec![endpoint(3), endpoint(2), endpoint(1), endpoint(0)])
+            .unwrap());
+        assert_eq!(c.balancer().is_healthy(a), Ok(false));
+        assert_eq!(c.balancer().is_healthy(d), Ok(true));
+
+        // Gone and back: a new upstream, checked up, healthy again.
+        c.set_endpoints(vec![endpoint(1)]).unwrap();
+        assert!(c.balancer().is_healthy(a).is_err(), "gone");
+        c.set_endpoints(vec![endpoint(0), endpoint(1)]).unwrap();
+        assert_eq!(c.balancer().is_healthy(a), Ok(true));
+        assert!(!Arc::ptr_eq(&upstream(&c, a), &down));
+    }
+
+    /// Many endpoints, reordered, some gone and some new: every member's
+    /// mark is its own upstream's verdict (each is looked up by identity;
+    /// the balancer's lookups are counted in `loadring`'s own tests).
+    #[test]
+    fn set_endpoints_marks_each_of_many_members() {
+        let n = 20_000;
+        let c = cluster((0..n).map(endpoint).collect());
+        let down = |i: usize| i % 7 == 3;
+        for i in (0..n).filter(|&i| down(i)) {
+            let u = upstream(&c, endpoint(i).addr());
+            assert!(u.checked(false, 1, 1));
+        }
+        // The checks' verdicts reach the balancer with the next membership,
+        // here the same endpoints reversed, half of them gone, and new ones.
+        let next: Vec<usize> = (0..n + n / 4)
+            .rev()
+            .filter(|i| i % 2 == 0 || *i >= n)
+            .collect();
+        assert!(c
+            .set_endpoints(next.iter().map(|&i| endpoint(i)).collect())
+            .unwrap());
+        let states = c.balancer().states(loadring::clock::now());
+        assert_eq!(states.len(), next.len());
+        for (state, &i) in states.iter().zip(&next) {
+            assert_eq!(state.endpoint, endpoint(i));
+            assert_eq!(state.healthy, i >= n || !down(i), "{}", state.endpoint);
+        }
+        assert_eq!(c.upstreams().len(), next.len());
     }
 }

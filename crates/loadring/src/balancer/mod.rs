@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::Release};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -168,6 +168,10 @@ pub(crate) struct Snapshot<T> {
     /// The picker, by concrete type where it is a hot built-in one; `None`
     /// while there are no endpoints.
     engine: Option<Engine>,
+    /// The indices of `endpoints` in the order of their identities, sorted
+    /// on the first lookup by identity (picks never need it): a lookup is a
+    /// binary search, so marking every member costs O(n log n), not O(n²).
+    by_id: OnceLock<Arc<[usize]>>,
 }
 
 impl<T> Snapshot<T> {
@@ -180,6 +184,7 @@ impl<T> Snapshot<T> {
             endpoints,
             backends,
             engine: picker.map(Engine::new),
+            by_id: OnceLock::new(),
         }
     }
 
@@ -189,7 +194,29 @@ impl<T> Snapshot<T> {
             endpoints: self.endpoints.clone(),
             backends,
             engine: self.engine.clone(),
+            // The same endpoints in the same order: the same index.
+            by_id: self.by_id.clone(),
         }
+    }
+
+    /// The index of the member with this identity, if there is one.
+    fn index_of(&self, id: Id<'_>) -> Option<usize> {
+        let by_id = self.by_id.get_or_init(|| {
+            let mut order: Vec<usize> = (0..self.endpoints.len()).collect();
+            // Identities are unique within a membership: unstable is exact.
+            order.sort_unstable_by(|&a, &b| {
+                compared();
+                self.endpoints[a].id().cmp(&self.endpoints[b].id())
+            });
+            order.into()
+        });
+        by_id
+            .binary_search_by(|&i| {
+                compared();
+                self.endpoints[i].id().cmp(&id)
+            })
+            .ok()
+            .map(|k| by_id[k])
     }
 
     /// Picks and reserves: the index of the backend, and whether the pick
@@ -329,7 +356,19 @@ impl<T> Balancer<T> {
     }
 
     fn new_backend(&self, endpoint: Endpoint, value: T) -> Arc<Backend<T>> {
-        if let Some(member) = self.retired_member(&endpoint) {
+        let retired = self.retired_member(&endpoint);
+        self.new_backend_or_rejoin(endpoint, value, retired)
+    }
+
+    /// A new backend for `endpoint`, on `retired` (the removed member of its
+    /// identity that requests still hold) if there is one.
+    fn new_backend_or_rejoin(
+        &self,
+        endpoint: Endpoint,
+        value: T,
+        retired: Option<Arc<Member>>,
+    ) -> Arc<Backend<T>> {
+        if let Some(member) = retired {
             // Made a member again when the snapshot is published.
             return Arc::new(Backend {
                 member,
@@ -356,11 +395,27 @@ impl<T> Balancer<T> {
     fn retired_member(&self, endpoint: &Endpoint) -> Option<Arc<Member>> {
         let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
         retired.iter().filter_map(Weak::upgrade).find(|m| {
-            m.is_retired()
-                && m.load() > 0
-                && m.addr() == endpoint.addr()
-                && m.tag() == endpoint.tag()
+            Self::may_rejoin(m) && m.addr() == endpoint.addr() && m.tag() == endpoint.tag()
         })
+    }
+
+    /// The removed members that requests reserved on them still hold, in
+    /// the list's order, for a whole membership to look up in a map built
+    /// once (each identity's first, as [`Balancer::retired_member`] finds
+    /// it) rather than scan the list per endpoint. Called under the
+    /// writer's lock: only `publish` changes the list.
+    fn retired_members(&self) -> Vec<Arc<Member>> {
+        let retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+        retired
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(Self::may_rejoin)
+            .collect()
+    }
+
+    /// Whether a member on the retired list can be made a member again.
+    fn may_rejoin(member: &Arc<Member>) -> bool {
+        member.is_retired() && member.load() > 0
     }
 
     /// The snapshot over `backends`; with `incremental`, the previous
@@ -490,6 +545,14 @@ impl<T> Balancer<T> {
             .iter()
             .map(|b| (b.endpoint.id(), &b.member))
             .collect();
+        let retired = self.retired_members();
+        let mut retired_by_identity: HashMap<Id<'_>, &Arc<Member>> =
+            HashMap::with_capacity(retired.len());
+        for member in &retired {
+            retired_by_identity
+                .entry(Id::new(member.addr(), member.tag()))
+                .or_insert(member);
+        }
         let next: Vec<Arc<Backend<T>>> = backends
             .into_iter()
             .map(|(endpoint, value)| match by_identity.get(&endpoint.id()) {
@@ -498,7 +561,14 @@ impl<T> Balancer<T> {
                     endpoint,
                     value,
                 }),
-                None => self.new_backend(endpoint, value),
+                None => {
+                    // Its requests may have finished since the list was read.
+                    let rejoining = retired_by_identity
+                        .get(&endpoint.id())
+                        .filter(|m| m.load() > 0)
+                        .map(|&m| m.clone());
+                    self.new_backend_or_rejoin(endpoint, value, rejoining)
+                }
             })
             .collect();
         let next = if same {
@@ -585,11 +655,11 @@ impl<T> Balancer<T> {
         self.build(backends, incremental)
     }
 
+    /// The index of the member with this identity, in O(log n) (see
+    /// `Snapshot::by_id`): callers mark or look up every member one by one.
     fn position(snapshot: &Snapshot<T>, id: Id<'_>) -> Result<usize, UnknownEndpoint> {
         snapshot
-            .endpoints
-            .iter()
-            .position(|e| e.id() == id)
+            .index_of(id)
             .ok_or_else(|| UnknownEndpoint::new(id.to_string()))
     }
 
@@ -677,6 +747,10 @@ impl<T> Balancer<T> {
 
     /// Marks the member with this identity healthy or not. Nothing is
     /// rebuilt: picks skip unhealthy endpoints.
+    ///
+    /// Like every lookup by identity, it finds the member by a binary
+    /// search, in O(log n) (the first one after a membership change sorts
+    /// the members once), so marking each of n members costs O(n log n).
     ///
     /// # Errors
     /// No member has this identity.
@@ -1014,3 +1088,14 @@ fn lifecycle_of(member: &Member, now: u64) -> crate::policy::lifecycle::Lifecycl
         .find_observer::<crate::policy::lifecycle::LifecycleState>()
         .map_or_else(Default::default, |state| state.view(now))
 }
+
+/// Counts one comparison of identities by a lookup (the crate's tests read
+/// the count, to see that marking n members stays near n log n of them).
+#[inline(always)]
+fn compared() {
+    #[cfg(test)]
+    tests::COMPARED.with(|c| c.set(c.get() + 1));
+}
+
+#[cfg(test)]
+mod tests;
