@@ -408,8 +408,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // SIGHUP's default action ends the process: it must never do so.
         let hangups =
             hangup_notice(follows_a_source).map_err(|e| CliError(format!("signals: {e}")))?;
+        let any_port = |addr: &str| addr.rsplit_once(':').is_some_and(|(_, port)| port == "0");
+        let (listen_any, admin_any) = (
+            any_port(&config.listen),
+            config.admin.as_deref().is_some_and(any_port),
+        );
         let proxy = Proxy::bind_workers(config, naming, workers).await?;
-        tracing::info!("serving on {}", proxy.local_addr().map_err(CliError::from)?);
+        let serving = proxy.local_addr().map_err(CliError::from)?;
+        let admin = proxy.admin_addr();
+        if listen_any || admin_any {
+            // Port 0 asked for a free port: where it is is only known now,
+            // and logged whatever the level.
+            let admin = admin.map(|a| format!(", admin on {a}")).unwrap_or_default();
+            tracing::warn!("serving on {serving}{admin} (port 0 asked for any free port)");
+        } else {
+            tracing::info!("serving on {serving}");
+        }
         let hangups = tokio::spawn(hangups);
         proxy.serve(stop).await?;
         hangups.abort();

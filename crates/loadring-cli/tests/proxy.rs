@@ -779,3 +779,30 @@ fn a_tls_pair_that_cannot_be_loaded_is_one_line_and_exit_1() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--listen` and `--admin` on port 0 take any free port: where they are
+/// is logged whatever the level (the first line), and they serve there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn port_0_is_logged_with_the_ports_taken() {
+    let mut child = Command::new(BIN)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+        .args(["--policy", "rr", "-e", "127.0.0.1:1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("loadring runs");
+    let log = StderrLines::follow(child.stderr.take().unwrap());
+    let line = log.next("where it serves");
+    let addr_after = |word: &str| -> SocketAddr {
+        let rest = line.split(word).nth(1).expect(word);
+        rest.split([',', ' ']).next().unwrap().parse().unwrap()
+    };
+    let (serving, admin) = (addr_after("serving on "), addr_after("admin on "));
+    assert!(line.contains("WARN"), "{line}");
+    assert!(line.ends_with("(port 0 asked for any free port)"), "{line}");
+    assert_ne!(serving.port(), 0);
+    assert_eq!(get(admin, "/status", &[]).await.status, 200);
+    assert!(tokio::net::TcpStream::connect(serving).await.is_ok());
+    let _ = child.kill();
+    let _ = child.wait();
+}
