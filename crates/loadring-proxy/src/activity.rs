@@ -131,4 +131,34 @@ mod tests {
         std::thread::spawn(move || drop(second)).join().unwrap();
         assert_eq!(activity.open_streams(), 0);
     }
+
+    #[test]
+    fn a_stream_is_open_until_its_answer_is_dropped_or_has_no_body() {
+        use crate::proxy_body::{empty_body, text_body};
+        use http_body_util::BodyExt as _;
+
+        let activity = Activity::default();
+        let answers = activity.answers();
+        let watch = |body| answers.watch(http::Response::new(body), activity.open_stream());
+        let long = watch(text_body("long"));
+        let endless = futures_util::stream::repeat_with(|| {
+            Ok::<_, crate::body::BoxError>(http_body::Frame::data(bytes::Bytes::from_static(b"x")))
+        });
+        let never_taken = watch(http_body_util::StreamBody::new(endless).boxed_unsync());
+        let empty = watch(empty_body());
+        // Ended with its head: not counted from then on.
+        assert_eq!(activity.open_streams(), 2);
+        drop(empty);
+        // Both cut (never taken from), their streams still hyper's: still
+        // open.
+        for _ in 0..=crate::stream_send_limit::QUIET_SWEEPS {
+            answers.sweep();
+        }
+        assert_eq!(answers.sweep().cut, 2);
+        assert_eq!(activity.open_streams(), 2);
+        drop(never_taken);
+        assert_eq!(activity.open_streams(), 1);
+        drop(long);
+        assert_eq!(activity.open_streams(), 0);
+    }
 }

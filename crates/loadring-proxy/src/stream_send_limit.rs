@@ -42,7 +42,6 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::activity::OpenStream;
 use crate::body::BoxError;
 use crate::proxy_body::ProxyBody;
 
@@ -112,14 +111,14 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Answers {
-    /// `response`, its body watched from now on, and its stream counted
-    /// `open` until hyper drops the body. A body that has ended already (a
-    /// 204, an answer to HEAD) has nothing to hold back, and its stream
-    /// ends with its head.
-    pub(crate) fn watch(
+    /// `response`, its body watched from now on, `keep` held with it until
+    /// hyper drops it (the stream's mark that counts it open). A body that
+    /// has ended already (a 204, an answer to HEAD) has nothing to hold
+    /// back: `keep` is dropped at once, its stream ending with its head.
+    pub(crate) fn watch<K: Send + 'static>(
         &self,
         response: Response<ProxyBody>,
-        open: OpenStream,
+        keep: K,
     ) -> Response<ProxyBody> {
         if response.body().is_end_stream() {
             return response;
@@ -148,7 +147,7 @@ impl Answers {
             head,
             WatchedBody {
                 shared,
-                _open: open,
+                _keep: keep,
             }
             .boxed_unsync(),
         )
@@ -197,12 +196,12 @@ impl Answers {
 
 /// An HTTP/2 answer's body, shared with its connection's [`Answers`].
 #[derive(Debug)]
-struct WatchedBody {
+struct WatchedBody<K> {
     shared: Arc<Shared>,
-    _open: OpenStream,
+    _keep: K,
 }
 
-impl Body for WatchedBody {
+impl<K> Body for WatchedBody<K> {
     type Data = Bytes;
     type Error = BoxError;
 
@@ -294,18 +293,8 @@ mod tests {
         }
     }
 
-    /// A stream's mark, of a connection of its own: these tests look at
-    /// the answers, not at the count.
-    fn mark() -> OpenStream {
-        crate::activity::Activity::default().open_stream()
-    }
-
+    /// An endless answer watched by `answers`.
     fn watched(answers: &Answers) -> Answer {
-        watched_as(answers, mark())
-    }
-
-    /// An endless answer watched by `answers`, its stream `open`.
-    fn watched_as(answers: &Answers, open: OpenStream) -> Answer {
         let waits = Arc::new(AtomicBool::new(false));
         let dropped = Arc::new(AtomicBool::new(false));
         let body = Endless {
@@ -313,7 +302,7 @@ mod tests {
             dropped: dropped.clone(),
         }
         .boxed_unsync();
-        let response = answers.watch(Response::new(body), open);
+        let response = answers.watch(Response::new(body), ());
         Answer {
             body: response.into_body(),
             waits,
@@ -402,10 +391,10 @@ mod tests {
     fn ended_and_dropped_answers_leave_the_list() {
         let answers = Answers::default();
         // A body with nothing in it is not watched at all.
-        let empty = answers.watch(Response::new(empty_body()), mark());
+        let empty = answers.watch(Response::new(empty_body()), ());
         assert!(empty.body().is_end_stream());
         let mut short = answers
-            .watch(Response::new(text_body("done")), mark())
+            .watch(Response::new(text_body("done")), ())
             .into_body();
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(matches!(
@@ -448,7 +437,7 @@ mod tests {
     fn a_watched_body_tells_its_size_until_it_is_cut() {
         let answers = Answers::default();
         let body = answers
-            .watch(Response::new(text_body("four")), mark())
+            .watch(Response::new(text_body("four")), ())
             .into_body();
         // hyper gives an HTTP/2 answer without a length this one.
         assert_eq!(body.size_hint().exact(), Some(4));
@@ -458,28 +447,6 @@ mod tests {
         }
         assert!(answer.dropped.load(Ordering::SeqCst));
         assert_eq!(answer.body.size_hint().exact(), None);
-    }
-
-    #[test]
-    fn a_stream_is_open_until_its_answer_is_dropped_or_has_no_body() {
-        let activity = crate::activity::Activity::default();
-        let answers = activity.answers();
-        let long = answers.watch(Response::new(text_body("long")), activity.open_stream());
-        let cut = watched_as(answers, activity.open_stream());
-        let empty = answers.watch(Response::new(empty_body()), activity.open_stream());
-        // Ended with its head: not counted from then on.
-        assert_eq!(activity.open_streams(), 2);
-        drop(empty);
-        // Cut, its stream still hyper's: still open.
-        for _ in 0..=QUIET_SWEEPS {
-            answers.sweep();
-        }
-        assert!(cut.dropped.load(Ordering::SeqCst));
-        assert_eq!(activity.open_streams(), 2);
-        drop(cut);
-        assert_eq!(activity.open_streams(), 1);
-        drop(long);
-        assert_eq!(activity.open_streams(), 0);
     }
 
     #[test]
