@@ -99,6 +99,12 @@ impl ProxyProcess {
     }
 }
 
+/// `base` (the listen and admin flags), an `rr` cluster over one endpoint,
+/// then `extra`: a proxy command line wrong in `extra` alone.
+fn rr_with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    [base, &["--policy", "rr", "-e", "127.0.0.1:1"], extra].concat()
+}
+
 async fn backends(n: usize) -> Vec<DemoBackend> {
     let mut all = Vec::new();
     for _ in 0..n {
@@ -594,97 +600,39 @@ fn bad_input_fails_cleanly_before_serving() {
         "health_rise: must be at least 1".into(),
     ));
     all.push((
-        [
-            base.as_slice(),
-            &[
-                "--policy",
-                "rr",
-                "-e",
-                "127.0.0.1:1",
-                "--health-path",
-                "/healthz",
-            ],
-            &["--health-rise", "0"],
-        ]
-        .concat(),
+        rr_with(&base, &["--health-path", "/healthz", "--health-rise", "0"]),
         "--health-rise: must be at least 1".into(),
     ));
     // Input echoed cut, control characters escaped: one short line.
     let long = "7".repeat(300);
     all.push((
-        [
-            base.as_slice(),
-            &["--policy", "rr", "-e", "127.0.0.1:1", "--retries", &long],
-        ]
-        .concat(),
+        rr_with(&base, &["--retries", &long]),
         format!(
             "--retries: `{}... (300 characters)` is not a count",
             "7".repeat(40)
         ),
     ));
     all.push((
-        [
-            base.as_slice(),
-            &[
-                "--policy",
-                "rr",
-                "-e",
-                "127.0.0.1:1",
-                "--timeout",
-                "1s\nerror: fake",
-            ],
-        ]
-        .concat(),
+        rr_with(&base, &["--timeout", "1s\nerror: fake"]),
         "--timeout: `1s\\nerror: fake`".into(),
     ));
     // Half a certificate pair is a usage mistake (exit 2), not a
     // certificate that cannot be loaded (exit 1).
     all.push((
-        [
-            base.as_slice(),
-            &[
-                "--policy",
-                "rr",
-                "-e",
-                "127.0.0.1:1",
-                "--tls-cert",
-                "gw.crt",
-            ],
-        ]
-        .concat(),
+        rr_with(&base, &["--tls-cert", "gw.crt"]),
         "--tls-cert needs --tls-key FILE".into(),
     ));
     all.push((
-        [
-            base.as_slice(),
-            &["--policy", "rr", "-e", "127.0.0.1:1", "--tls-key", "gw.key"],
-        ]
-        .concat(),
+        rr_with(&base, &["--tls-key", "gw.key"]),
         "--tls-key needs --tls-cert FILE".into(),
     ));
     // Settings that would do nothing.
     all.push((
-        [
-            base.as_slice(),
-            &[
-                "--policy",
-                "rr",
-                "-e",
-                "127.0.0.1:1",
-                "--health-interval",
-                "1s",
-            ],
-        ]
-        .concat(),
+        rr_with(&base, &["--health-interval", "1s"]),
         "--health-interval: only with --health-path".into(),
     ));
     all.push((
-        [
-            base.as_slice(),
-            &["--policy", "rr", "-e", "127.0.0.1:1", "--eject-after", "0"],
-            &["--eject-for", "1h"],
-        ]
-        .concat(),
+        rr_with(&base, &["--eject-after", "0", "--eject-for", "1h"]),
         "--eject-for: only with --eject-after 1 or more".into(),
     ));
     all.push((

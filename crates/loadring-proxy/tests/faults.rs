@@ -918,6 +918,22 @@ async fn demo_behind_limits(
     .await
 }
 
+/// An HTTP/2 client of `addr` (prior knowledge), its connection driven
+/// on a task of its own: how that ended, once it has.
+async fn h2_client(
+    addr: SocketAddr,
+) -> (
+    hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    JoinHandle<hyper::Result<()>>,
+) {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (h2, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    (h2, tokio::spawn(connection))
+}
+
 /// Whether a plain request is served again (places freed), soon.
 async fn serves_again(addr: SocketAddr) -> bool {
     eventually(STEP, || async {
@@ -1316,12 +1332,7 @@ async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
     let (b, proxy) = demo_behind_limits(Duration::from_secs(1), 5).await;
 
     // An HTTP/2 client that asks once, then waits.
-    let stream = TcpStream::connect(proxy.addr).await.unwrap();
-    let (mut h2, connection) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    let h2_connection = tokio::spawn(connection);
+    let (mut h2, h2_connection) = h2_client(proxy.addr).await;
     let mut ask = hyper::Request::new(Full::new(Bytes::new()));
     *ask.uri_mut() = format!("http://{}/", proxy.addr).parse().unwrap();
     assert_eq!(h2.send_request(ask).await.unwrap().status(), 200);
@@ -1365,12 +1376,7 @@ async fn connections_that_ask_for_nothing_are_closed_at_the_header_timeout() {
 async fn an_http_2_connection_with_a_stream_open_is_not_idle() {
     let period = Duration::from_millis(200);
     let (b, proxy) = demo_behind_limits(period, 4).await;
-    let stream = TcpStream::connect(proxy.addr).await.unwrap();
-    let (mut h2, connection) =
-        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .unwrap();
-    let h2_connection = tokio::spawn(connection);
+    let (mut h2, h2_connection) = h2_client(proxy.addr).await;
     let ask = |target: &str| {
         let mut ask = hyper::Request::new(Full::new(Bytes::new()));
         *ask.uri_mut() = format!("http://{}{target}", proxy.addr).parse().unwrap();
