@@ -16,7 +16,7 @@ pub struct Target {
     /// An endpoint: `ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]` (repeatable).
     #[arg(long = "endpoint", short = 'e', value_name = "ENDPOINT")]
     pub endpoint: Vec<String>,
-    /// A file with one endpoint per line (blank lines and `#` comments ignored).
+    /// A file with one endpoint per line (blank lines and lines starting with `#` ignored).
     #[arg(long, value_name = "FILE")]
     pub endpoints: Option<PathBuf>,
 }

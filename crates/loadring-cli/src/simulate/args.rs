@@ -65,7 +65,7 @@ pub struct Args {
     /// An endpoint: `ADDR[ weight=W][ tag=T][ zone=Z][ hash_key=K]` (repeatable).
     #[arg(long = "endpoint", short = 'e', value_name = "ENDPOINT")]
     endpoint: Vec<String>,
-    /// A file with one endpoint per line (blank lines and `#` comments ignored).
+    /// A file with one endpoint per line (blank lines and lines starting with `#` ignored).
     #[arg(long, value_name = "FILE")]
     endpoints: Option<PathBuf>,
     /// Without -e/--endpoints: this many endpoints, 10.0.0.1:80 ... 10.0.0.N:80.
