@@ -15,6 +15,8 @@ use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
+use crate::label_value::Escaped;
+
 /// Status codes indexed: `100..=599`, in five classes of 100.
 const FIRST_CODE: u16 = 100;
 const CLASSES: usize = 5;
@@ -35,9 +37,9 @@ pub struct RequestLabels {
 impl EncodeLabelSet for RequestLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         if let Some(cluster) = &self.cluster {
-            ("cluster", &**cluster).encode(encoder.encode_label())?;
+            ("cluster", Escaped(cluster)).encode(encoder.encode_label())?;
         }
-        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("endpoint", Escaped(&self.endpoint)).encode(encoder.encode_label())?;
         ("code", self.code).encode(encoder.encode_label())
     }
 }
@@ -56,9 +58,9 @@ pub struct ReportLabels {
 impl EncodeLabelSet for ReportLabels {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
         if let Some(cluster) = &self.cluster {
-            ("cluster", &**cluster).encode(encoder.encode_label())?;
+            ("cluster", Escaped(cluster)).encode(encoder.encode_label())?;
         }
-        ("endpoint", &*self.endpoint).encode(encoder.encode_label())?;
+        ("endpoint", Escaped(&self.endpoint)).encode(encoder.encode_label())?;
         ("result", self.result).encode(encoder.encode_label())
     }
 }

@@ -77,6 +77,7 @@ mod idle_limit;
 mod in_place;
 mod joined_writes;
 mod key;
+mod label_value;
 mod last_moved;
 mod load_report;
 mod metrics;

@@ -7,21 +7,15 @@
 //! series carry only their own labels (`endpoint`, `code`); with several,
 //! a `cluster` label is added.
 //!
-//! Label values (endpoint addresses, tags, cluster names: anyone who can
-//! register an endpoint or write the config chooses them) are escaped as
-//! the text format says (`\` as `\\`, `"` as `\"`, a line feed as `\n`;
-//! `write_escaped`), since the encoder writes them as given: at encoding
-//! time (`Escaped`) for the label sets of this module, and once per
-//! endpoint in `Metrics::of` for those of `endpoint_counters`. Label
-//! names, metric names and help texts are this module's constants.
+//! Label values (endpoint addresses, tags, cluster names) are escaped as
+//! the text format says when they are encoded (label_value.rs), here and
+//! in `endpoint_counters`. Label names, metric names and help texts are
+//! this module's constants.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::{
-    EncodeLabel, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder, LabelValueEncoder,
-};
+use prometheus_client::encoding::{EncodeLabel, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -29,57 +23,10 @@ use prometheus_client::registry::Registry;
 
 use crate::cluster::Cluster;
 use crate::endpoint_counters::{EndpointCounters, ReportLabels, RequestLabels};
+use crate::label_value::Escaped;
 use crate::places::Places;
 use crate::upstream::Upstream;
 use crate::workers::WorkerLoads;
-
-/// Writes `value` as the inside of a quoted label value of the text
-/// exposition (Prometheus 0.0.4 and OpenMetrics alike): a backslash as
-/// `\\`, a double quote as `\"`, a line feed as `\n`, the rest as is.
-fn write_escaped(out: &mut impl std::fmt::Write, value: &str) -> std::fmt::Result {
-    let mut rest = value;
-    while let Some(at) = rest.find(['\\', '"', '\n']) {
-        out.write_str(&rest[..at])?;
-        out.write_str(match rest.as_bytes()[at] {
-            b'\\' => "\\\\",
-            b'"' => "\\\"",
-            _ => "\\n",
-        })?;
-        rest = &rest[at + 1..];
-    }
-    out.write_str(rest)
-}
-
-/// `value` escaped as [`write_escaped`] writes it; borrowed when there is
-/// nothing to escape.
-fn escaped(value: &str) -> Cow<'_, str> {
-    if !value.contains(['\\', '"', '\n']) {
-        return Cow::Borrowed(value);
-    }
-    let mut out = String::with_capacity(value.len() + 8);
-    // Writing into a String cannot fail.
-    let _ = write_escaped(&mut out, value);
-    Cow::Owned(out)
-}
-
-/// `value` escaped, for a label set whose encoding writes it as given
-/// (those of `endpoint_counters`): the same `Arc` when there is nothing
-/// to escape.
-fn escaped_arc(value: &Arc<str>) -> Arc<str> {
-    match escaped(value) {
-        Cow::Borrowed(_) => value.clone(),
-        Cow::Owned(escaped) => escaped.into(),
-    }
-}
-
-/// A label value escaped as it is encoded (see [`write_escaped`]).
-struct Escaped<'a>(&'a str);
-
-impl EncodeLabelValue for Escaped<'_> {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        write_escaped(encoder, self.0)
-    }
-}
 
 /// Labels named by this module (`cluster`, `endpoint`, `tag`, `worker`),
 /// their values as given: escaped when encoded.
@@ -344,16 +291,14 @@ impl Metrics {
     }
 
     /// The counters of `upstream` in `cluster`, resolved on its first
-    /// count and kept in it (an upstream belongs to one gateway). Their
-    /// label sets' encoding writes values as given: the values are escaped
-    /// here, once.
+    /// count and kept in it (an upstream belongs to one gateway).
     fn of<'u>(&self, cluster: &Arc<str>, upstream: &'u Upstream) -> &'u EndpointCounters {
         upstream.counters(|| {
             EndpointCounters::new(
                 self.requests.clone(),
                 self.load_reports.clone(),
-                self.labelled_by_cluster.then(|| escaped_arc(cluster)),
-                escaped_arc(upstream.shared_addr()),
+                self.labelled_by_cluster.then(|| cluster.clone()),
+                upstream.shared_addr().clone(),
             )
         })
     }
@@ -639,16 +584,5 @@ mod tests {
         // + 2 clusters × 4 counters without endpoint labels + abandoned
         // + reset floods.
         assert_eq!(samples, 3 * 5 + 2 * 4 + 2, "{text}");
-    }
-
-    #[test]
-    fn escaping_follows_the_text_format() {
-        assert_eq!(escaped("127.0.0.1:80"), "127.0.0.1:80");
-        assert!(matches!(escaped("plain"), Cow::Borrowed("plain")));
-        assert_eq!(escaped("a\"b\\c\nd\re"), "a\\\"b\\\\c\\nd\re");
-        assert_eq!(escaped("\\\\\"\n"), "\\\\\\\\\\\"\\n");
-        let shared: Arc<str> = "10.0.0.1:80".into();
-        assert!(Arc::ptr_eq(&escaped_arc(&shared), &shared));
-        assert_eq!(&*escaped_arc(&"x\"y".into()), "x\\\"y");
     }
 }
