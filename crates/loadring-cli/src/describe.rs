@@ -88,13 +88,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     } else {
         table(&report)?
     };
-    // A reader that goes away early (`| head`) is not an error.
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CliError(format!("stdout: {e}")))
-        }
-        _ => Ok(()),
-    }
+    crate::output::written(std::io::stdout().lock().write_all(text.as_bytes()))
 }
 
 /// The endpoint's address, and its tag when another endpoint has the same

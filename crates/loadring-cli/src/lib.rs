@@ -11,6 +11,7 @@ mod describe;
 mod echo;
 mod endpoints;
 mod lines;
+mod output;
 pub mod place;
 #[cfg(feature = "net")]
 mod proxy;

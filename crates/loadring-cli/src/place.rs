@@ -7,6 +7,7 @@ use loadring::{Balancer, Request};
 use crate::echo::echo_bytes;
 use crate::endpoints::Target;
 use crate::lines::{read_line, Line, MAX_LINE};
+use crate::output::written;
 use crate::CliError;
 
 /// Reads one key (or, with `--codes`, one decimal request code) per line on
@@ -35,10 +36,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let stdin = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     match place_all(&balancer, stdin, &mut out, args.codes, args.zone.as_deref()) {
-        Ok(()) => finish(out.flush()),
-        Err(Failure::Io(e)) => finish(Err(e)),
+        Ok(()) => written(out.flush()),
+        Err(Failure::Io(e)) => written(Err(e)),
         Err(Failure::Input(msg)) => {
-            finish(out.flush())?;
+            written(out.flush())?;
             Err(CliError(msg))
         }
     }
@@ -68,15 +69,6 @@ enum Failure {
 impl From<io::Error> for Failure {
     fn from(e: io::Error) -> Self {
         Failure::Io(e)
-    }
-}
-
-/// A reader that went away (`loadring place | head`) is not an error.
-fn finish(result: io::Result<()>) -> Result<(), CliError> {
-    match result {
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(CliError(format!("output: {e}"))),
-        Ok(()) => Ok(()),
     }
 }
 

@@ -76,11 +76,9 @@ pub fn session(
             },
         };
         if let Some(reply) = reply {
-            match writeln!(out, "{reply}").and_then(|()| out.flush()) {
-                Ok(()) => {}
+            if let Err(e) = writeln!(out, "{reply}").and_then(|()| out.flush()) {
                 // The reader went away: the session is over.
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
-                Err(e) => return Err(CliError(format!("output: {e}"))),
+                return crate::output::written(Err(e));
             }
         }
     }

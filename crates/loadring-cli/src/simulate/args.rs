@@ -188,6 +188,15 @@ pub enum Change {
 }
 
 impl Change {
+    /// `members` after the change: an address removed, or an endpoint added
+    /// at the end.
+    pub fn apply(&self, members: &mut Vec<Endpoint>) {
+        match self {
+            Change::Remove(addr) => members.retain(|e| e.addr() != addr),
+            Change::Add(e) => members.push(e.clone()),
+        }
+    }
+
     pub fn addr(&self) -> &str {
         match self {
             Change::Remove(addr) => addr,
@@ -524,10 +533,7 @@ fn check_memberships(
         let balancer = Balancer::new(policy.spec.clone(), members.clone())
             .map_err(|e| CliError(format!("--policy {name}: {e}")))?;
         for event in events {
-            match &event.change {
-                Change::Remove(addr) => members.retain(|e| e.addr() != addr),
-                Change::Add(e) => members.push(e.clone()),
-            }
+            event.change.apply(&mut members);
             balancer.update(members.clone()).map_err(|e| {
                 let at = event.at as f64 / 1e9;
                 let event = match (&event.change, default_removal) {

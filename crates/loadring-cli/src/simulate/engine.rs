@@ -224,10 +224,7 @@ impl Membership {
     }
 
     fn apply(&mut self, change: &Change, setup: &Setup<'_>) {
-        match change {
-            Change::Remove(addr) => self.current.retain(|e| e.addr() != addr),
-            Change::Add(e) => self.current.push(e.clone()),
-        }
+        change.apply(&mut self.current);
         self.reweigh(setup);
     }
 }

@@ -43,7 +43,7 @@ use std::time::Duration;
 
 use loadring::{Balancer, Endpoint, LoadReport, Outcome, Pick, Request};
 
-use super::args::{Change, Config};
+use super::args::Config;
 use super::engine::{Departure, Setup, MIN_MEAN};
 use super::policy::Policy;
 use crate::CliError;
@@ -322,10 +322,7 @@ pub fn simulate(
                     }
                     last_at = event.at;
                     busiest.end_stretch(&weight, weight_sum, load_time);
-                    match &event.change {
-                        Change::Remove(addr) => current.retain(|e| e.addr() != addr),
-                        Change::Add(e) => current.push(e.clone()),
-                    }
+                    event.change.apply(&mut current);
                     for b in &fleet {
                         b.update(current.clone()).map_err(|e| fail(e.to_string()))?;
                     }

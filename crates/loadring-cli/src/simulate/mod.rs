@@ -122,12 +122,7 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
 /// Writes the report; a reader that went away early is not an error.
 fn write_out(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(CliError(format!("output: {e}")))
-        }
-        _ => Ok(()),
-    }
+    crate::output::written(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
 }
 
 /// Runs every policy, on as many threads as there are cores (they share
