@@ -153,7 +153,7 @@ fn is_forbidden(b: u8) -> bool {
 
 /// Whether `text` is a port: digits only (RFC 3986 3.2.3; no sign, which
 /// `u16::from_str` would take), at most 65535, or nothing (`host:`).
-fn is_port(text: &str) -> bool {
+pub(crate) fn is_port(text: &str) -> bool {
     let mut value: u32 = 0;
     for b in text.bytes() {
         if !b.is_ascii_digit() {

@@ -252,7 +252,7 @@ pub(crate) fn check_backend_addr(endpoint: &Endpoint) -> Result<(), EndpointReje
     // a `Host` field may carry.
     let port_is_one = |a: &http::uri::Authority| {
         a.port()
-            .is_some_and(|p| p.as_str().bytes().all(|b| b.is_ascii_digit()) && p.as_u16() != 0)
+            .is_some_and(|p| crate::target::is_port(p.as_str()) && p.as_u16() != 0)
     };
     match addr.parse::<http::uri::Authority>() {
         Ok(a) if port_is_one(&a) && !a.host().is_empty() && !addr.contains('@') => Ok(()),
