@@ -49,7 +49,7 @@ pub fn balancer(spec: PolicySpec, endpoints: Vec<Endpoint>) -> Result<Balancer, 
 }
 
 /// The endpoints of `-e TEXT...` then of `--endpoints FILE` (one per line,
-/// blank lines and `#` comments ignored), in order; the first bad one is a
+/// blank lines and lines starting with `#` ignored), in order; the first bad one is a
 /// one-line error naming the flag (and the file's line).
 pub fn read(texts: &[String], file: Option<&Path>) -> Result<Vec<Endpoint>, CliError> {
     read_at_most(texts, file, MAX_ENDPOINTS)
