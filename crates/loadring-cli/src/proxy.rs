@@ -83,7 +83,8 @@ pub struct Args {
     /// Failing checks in a row that take an endpoint out (default 3).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     health_fall: Option<String>,
-    /// Failed requests in a row that eject an endpoint; 0: never (default 5).
+    /// Failed requests in a row that eject an endpoint; 0: never (default 5;
+    /// not with a policy that sets its own eject_after=).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     eject_after: Option<String>,
     /// How long an ejected endpoint stays out (default 30s).
@@ -310,6 +311,18 @@ impl Args {
                 ));
             }
             cluster.health.eject_for = d;
+        }
+        if cluster.has_own_ejection() {
+            let given = [
+                ("--eject-after", self.eject_after.is_some()),
+                ("--eject-for", self.eject_for.is_some()),
+            ];
+            if let Some((flag, _)) = given.into_iter().find(|(_, given)| *given) {
+                return Err(CliError(format!(
+                    "{flag}: the policy sets its own eject_after=, which is the ejection used; \
+                     set one or the other"
+                )));
+            }
         }
         if let Some(p) = &self.backend_protocol {
             cluster.backend_protocol = p

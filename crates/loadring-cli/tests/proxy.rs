@@ -635,6 +635,19 @@ fn bad_input_fails_cleanly_before_serving() {
         rr_with(&base, &["--eject-after", "0", "--eject-for", "1h"]),
         "--eject-for: only with --eject-after 1 or more".into(),
     ));
+    // The policy's own ejection is the one used: a flag beside it would be
+    // taken and do nothing.
+    for flag in [["--eject-after", "2"], ["--eject-for", "1s"]] {
+        all.push((
+            [
+                &base[..],
+                &["--policy", "rr:eject_after=3", "-e", "127.0.0.1:1"],
+                &flag,
+            ]
+            .concat(),
+            format!("{}: the policy sets its own eject_after=", flag[0]),
+        ));
+    }
     all.push((
         vec!["proxy", "--config", broken_toml],
         format!("--config {broken_toml}"),

@@ -64,12 +64,7 @@ impl ClusterConfig {
     /// The policy refuses the lifecycle's keys (the message names them).
     pub fn balancer_policy(&self) -> Result<PolicySpec, ConfigError> {
         let health = &self.health;
-        let own = self
-            .policy
-            .as_str()
-            .split([':', ' '])
-            .any(|param| param.starts_with("eject_after="));
-        if health.eject_after == 0 || own {
+        if health.eject_after == 0 || self.has_own_ejection() {
             return Ok(self.policy.clone());
         }
         let eject_for = format!("{}ms", health.eject_for.as_millis());
@@ -80,6 +75,31 @@ impl ClusterConfig {
             ("max_ejection_percent", "100".to_string()),
         ];
         with_keys(&self.policy, &keys)
+    }
+
+    /// Whether the policy sets its own passive ejection (`eject_after=`, at
+    /// any level of a locality chain): then [`HealthConfig::eject_after`]
+    /// and [`HealthConfig::eject_for`] are not used, and a configuration
+    /// that sets them as well is refused where it is read.
+    ///
+    /// ```
+    /// use loadring_proxy::ClusterConfig;
+    ///
+    /// let own = ClusterConfig::new("default", "zone_first over rr:eject_after=3".parse()?);
+    /// assert!(own.has_own_ejection());
+    /// assert!(!ClusterConfig::new("default", "rr".parse()?).has_own_ejection());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// [`HealthConfig::eject_after`]: crate::HealthConfig::eject_after
+    /// [`HealthConfig::eject_for`]: crate::HealthConfig::eject_for
+    pub fn has_own_ejection(&self) -> bool {
+        // Keys and values are single words without `=` or `:` (the spec's
+        // grammar), so a parameter is a word that starts with its key.
+        self.policy
+            .as_str()
+            .split([':', ' '])
+            .any(|param| param.starts_with("eject_after="))
     }
 }
 

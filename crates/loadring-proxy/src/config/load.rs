@@ -266,6 +266,16 @@ cluster = "users"
                 "eject_for: 7200s: accepted 1ms..=1h",
             ),
             (
+                TWO_CLUSTERS.replace("load_factor=1.25", "load_factor=1.25 eject_after=3"),
+                "cluster `users`: eject_after: the policy sets its own eject_after=",
+            ),
+            (
+                TWO_CLUSTERS
+                    .replace("load_factor=1.25", "eject_after=3")
+                    .replace("eject_after = 0", "eject_for = \"2s\""),
+                "cluster `users`: eject_for: the policy sets its own eject_after=",
+            ),
+            (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
                 "cluster `users`: retry_buffer: `-1` is not a number of bytes: accepted 0..=16777216",
             ),

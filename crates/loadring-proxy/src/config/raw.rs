@@ -270,6 +270,22 @@ impl RawCluster {
             )
             .with_setting("eject_for"));
         }
+        if c.has_own_ejection() {
+            let given = [
+                ("eject_after", self.eject_after.is_some()),
+                ("eject_for", self.eject_for.is_some()),
+            ];
+            if let Some((key, _)) = given.into_iter().find(|(_, given)| *given) {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Conflict,
+                    format!(
+                        "{key}: the policy sets its own eject_after=, which is the ejection \
+                         used; set one or the other"
+                    ),
+                )
+                .with_setting(key));
+            }
+        }
         c.health = HealthConfig {
             path: self.health_path,
             interval: duration(
