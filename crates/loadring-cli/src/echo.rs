@@ -1,20 +1,13 @@
 //! Input echoed in error messages, shortened so that one absurd value (a
 //! 64 KiB key, a number of a thousand digits) still gives one readable line.
 
-/// The most characters of an input an error message repeats.
-pub const MAX_ECHO: usize = 40;
+pub use loadring::MAX_ECHO;
 
 /// `text` as it is, or its first [`MAX_ECHO`] characters followed by `...`
 /// and how long it was; control characters are escaped so the message stays
-/// on one line.
+/// on one line ([`loadring::Echo`], as a `String`).
 pub fn echo(text: &str) -> String {
-    let count = text.chars().count();
-    let shown = escaped(text);
-    if count > MAX_ECHO {
-        format!("{shown}... ({count} characters)")
-    } else {
-        shown
-    }
+    loadring::Echo(text).to_string()
 }
 
 /// [`echo`] for bytes: invalid UTF-8 shows as U+FFFD, and the length of a

@@ -118,7 +118,7 @@ impl ConfigError {
 
     /// The same error, said of cluster `name`: "cluster `name`: ...".
     pub(crate) fn in_cluster(mut self, name: &str) -> Self {
-        self.repr.message = format!("cluster `{name}`: {}", self.repr.message);
+        self.repr.message = format!("cluster `{}`: {}", loadring::Echo(name), self.repr.message);
         self.repr.cluster = Some(name.to_string());
         self
     }
@@ -222,7 +222,10 @@ impl ProxyError {
 
     /// `setting addr: why`, for a listener that cannot be bound.
     pub(crate) fn bind(setting: &str, addr: &str, why: impl fmt::Display) -> Self {
-        let mut e = ProxyError::new(ProxyErrorKind::Bind, format!("{setting} {addr}: {why}"));
+        let mut e = ProxyError::new(
+            ProxyErrorKind::Bind,
+            format!("{setting} {}: {why}", loadring::Echo(addr)),
+        );
         e.repr.setting = Some(setting.to_string());
         e.repr.addr = Some(addr.to_string());
         e
@@ -235,7 +238,7 @@ impl ProxyError {
 
     /// The same error, said of cluster `name`: "cluster `name`: ...".
     pub(crate) fn in_cluster(mut self, name: &str) -> Self {
-        self.repr.message = format!("cluster `{name}`: {}", self.repr.message);
+        self.repr.message = format!("cluster `{}`: {}", loadring::Echo(name), self.repr.message);
         self.repr.cluster = Some(name.to_string());
         self
     }

@@ -73,7 +73,10 @@ impl FromStr for KeySource {
         let bad = |why: &str| {
             ConfigError::new(
                 ConfigErrorKind::Value,
-                format!("key source `{text}`: {why}; accepted: {KEY_SOURCES}"),
+                format!(
+                    "key source `{}`: {why}; accepted: {KEY_SOURCES}",
+                    loadring::Echo(text)
+                ),
             )
         };
         let (kind, name) = match text.split_once(':') {

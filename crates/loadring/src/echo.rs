@@ -1,8 +1,8 @@
 //! Input echoed in error messages, shortened so that one absurd value (a
 //! policy name of 5,000 characters, a 64 KiB key) still gives one readable
 //! line: the README's limit "input echoed in an error message: 40
-//! characters, cut, with the input's length" (the CLI's `echo` for its own
-//! input).
+//! characters, cut, with the input's length". The CLI, the proxy and the
+//! discovery crates show their input through it too.
 //!
 //! A basic type at the top of `src/`, not in `util/`: the errors and the
 //! endpoint, the lowest layer, show input through it too.
@@ -10,7 +10,7 @@
 use std::fmt;
 
 /// The most characters of an input an error message repeats.
-pub(crate) const MAX_ECHO: usize = 40;
+pub const MAX_ECHO: usize = 40;
 
 /// Text the user gave, as an error message shows it: whole, or its first
 /// [`MAX_ECHO`] characters followed by `... (N characters)`; control
@@ -18,8 +18,20 @@ pub(crate) const MAX_ECHO: usize = 40;
 /// stays on one line.
 ///
 /// Only the message is cut: an error's accessors keep the value whole.
+///
+/// Every error of this crate shows input this way; a policy, a backend type
+/// or a tool of your own can do the same.
+///
+/// ```
+/// use loadring::Echo;
+///
+/// assert_eq!(Echo("10.0.0.1:80").to_string(), "10.0.0.1:80");
+/// assert_eq!(Echo("a\nb").to_string(), "a\\nb");
+/// let long = "9".repeat(1000);
+/// assert_eq!(Echo(&long).to_string(), format!("{}... (1000 characters)", "9".repeat(40)));
+/// ```
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Echo<'a>(pub(crate) &'a str);
+pub struct Echo<'a>(pub &'a str);
 
 impl fmt::Display for Echo<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

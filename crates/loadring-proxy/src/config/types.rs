@@ -109,7 +109,7 @@ impl std::str::FromStr for BackendProtocol {
             "h2c" => Ok(BackendProtocol::H2c),
             other => Err(ConfigError::new(
                 ConfigErrorKind::Value,
-                format!("`{other}`: accepted http1, h2c"),
+                format!("`{}`: accepted http1, h2c", loadring::Echo(other)),
             )),
         }
     }

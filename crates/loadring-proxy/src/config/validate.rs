@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use loadring::Endpoint;
+use loadring::{Echo, Endpoint};
 use loadring_discovery::EndpointRejected;
 
 use crate::error::{ConfigError, ConfigErrorKind};
@@ -292,7 +292,7 @@ impl ProxyConfig {
                     format!(
                         "{}: a cluster's name must have a character other than white space, and no control character: `{}`",
                         naming.name("name"),
-                        c.name.escape_debug()
+                        Echo(&c.name)
                     ),
                 )
                 .with_setting(naming.name("name")));
@@ -300,7 +300,7 @@ impl ProxyConfig {
             if self.clusters[..i].iter().any(|o| o.name == c.name) {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflict,
-                    format!("cluster `{}` is defined twice", c.name),
+                    format!("cluster `{}` is defined twice", Echo(&c.name)),
                 ));
             }
         }
@@ -345,20 +345,24 @@ impl ProxyConfig {
                     ConfigErrorKind::Conflict,
                     format!(
                         "route `{}`: no cluster named `{}`",
-                        r.path_prefix, r.cluster
+                        Echo(&r.path_prefix),
+                        Echo(&r.cluster)
                     ),
                 ));
             }
             if !r.path_prefix.starts_with('/') {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Value,
-                    format!("route `{}`: path_prefix must start with `/`", r.path_prefix),
+                    format!(
+                        "route `{}`: path_prefix must start with `/`",
+                        Echo(&r.path_prefix)
+                    ),
                 ));
             }
             if let Some(why) = never_matched(r) {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Value,
-                    format!("route `{}`: {why}", r.path_prefix),
+                    format!("route `{}`: {why}", Echo(&r.path_prefix)),
                 ));
             }
         }
@@ -369,7 +373,10 @@ impl ProxyConfig {
                     format!(
                         "route `{}` (cluster `{}`) is never used: the earlier route `{}` (cluster \
                          `{}`) takes every request it would (the first route that matches wins)",
-                        later.path_prefix, later.cluster, earlier.path_prefix, earlier.cluster
+                        Echo(&later.path_prefix),
+                        Echo(&later.cluster),
+                        Echo(&earlier.path_prefix),
+                        Echo(&earlier.cluster)
                     ),
                 ));
             }
