@@ -355,6 +355,35 @@ cluster = "users"
         }
     }
 
+    /// Input a message repeats is cut at 40 characters, with its length,
+    /// and its control characters escaped: one short line.
+    #[test]
+    fn long_input_is_echoed_cut() {
+        let long = "x".repeat(300);
+        let cut = format!("{}... (300 characters)", "x".repeat(40));
+        let cases = [
+            (
+                TWO_CLUSTERS.replace("header:x-user", &long),
+                format!("key source `{cut}`"),
+            ),
+            (
+                TWO_CLUSTERS.replace("cluster = \"static\"", &format!("cluster = \"{long}\"")),
+                format!("route `/static/`: no cluster named `{cut}`"),
+            ),
+            (
+                TWO_CLUSTERS
+                    .replace("\"users\"", &format!("\"{long}\""))
+                    .replace("retry_buffer = 1024", "retry_buffer = 16777217"),
+                format!("cluster `{cut}`: retry_buffer"),
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = error_of(&text);
+            assert!(err.contains(&expected), "{expected:?} not in {err:?}");
+            assert!(!err.contains(&"x".repeat(41)), "{err:?}");
+        }
+    }
+
     #[test]
     fn a_cluster_may_discover_its_endpoints() {
         let text = |discover: &str| {
