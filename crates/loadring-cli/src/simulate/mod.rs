@@ -6,13 +6,15 @@
 //! - `workload`: the seeded trace of arrivals, keys and service times.
 //! - `engine`: the discrete-event loop around the real `Balancer`.
 //! - `timeline`: in flight per endpoint over time, for the plot.
-//! - `report`, `json`, `plot`: the three ways to show the outcome.
+//! - `report`, `json`, `plot`: the three ways to show the outcome;
+//!   `plot_file` draws a plot in memory and writes it.
 
 mod args;
 mod engine;
 mod fleet;
 mod json;
 mod plot;
+mod plot_file;
 mod plot_format;
 mod policy;
 mod report;
@@ -23,6 +25,7 @@ mod timeline;
 mod workload;
 
 use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -32,6 +35,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use args::Config;
 pub use args::{Args, LONG_ABOUT};
 use engine::{Outcome, Setup};
+use plot_format::PlotFormat;
 use workload::Trace;
 
 use crate::CliError;
@@ -80,12 +84,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
     };
     write_out(&text)?;
     if let Some((path, format)) = &config.plot {
-        plot::draw(path, *format, &config, &setup, &outcomes).map_err(|e| {
-            CliError(format!(
-                "--plot {}: could not draw the plot: {e}",
-                path.display()
-            ))
-        })?;
+        let picture = plot::Plot {
+            config: &config,
+            setup: &setup,
+            outcomes: &outcomes,
+        };
+        write_plot(path, *format, &picture)?;
         if !config.json {
             // With --json, stderr stays empty in a pipe (docs/simulate.md).
             eprintln!("plot written to {}", path.display());
@@ -105,12 +109,11 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
     };
     write_out(&text)?;
     if let Some((path, format)) = &config.plot {
-        scenario_plot::draw(path, *format, config, &results).map_err(|e| {
-            CliError(format!(
-                "--plot {}: could not draw the plot: {e}",
-                path.display()
-            ))
-        })?;
+        let picture = scenario_plot::Plot {
+            config,
+            results: &results,
+        };
+        write_plot(path, *format, &picture)?;
         if !config.json {
             // With --json, stderr stays empty in a pipe (docs/simulate.md).
             eprintln!("plot written to {}", path.display());
@@ -120,6 +123,21 @@ fn run_scenario(config: &scenario::Config) -> Result<(), CliError> {
 }
 
 /// Writes the report; a reader that went away early is not an error.
+/// `--plot`: the picture drawn, then written.
+fn write_plot(
+    path: &Path,
+    format: PlotFormat,
+    picture: &impl plot_file::Picture,
+) -> Result<(), CliError> {
+    let bytes = plot_file::render(format, picture).map_err(|e| {
+        CliError(format!(
+            "--plot {}: could not draw the plot: {e}",
+            crate::echo::echo(&path.display().to_string())
+        ))
+    })?;
+    plot_file::write(path, &bytes)
+}
+
 fn write_out(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     crate::output::written(out.write_all(text.as_bytes()).and_then(|()| out.flush()))

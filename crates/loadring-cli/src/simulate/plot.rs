@@ -2,12 +2,9 @@
 //! endpoint over time for a plain ring and a bounded one side by side (same
 //! scale); below, one bar chart per metric with a bar per policy.
 //!
-//! Text is laid out with an embedded DejaVu Sans (plotters' `ab_glyph`
-//! feature), so no system font or fontconfig is needed.
+//! Drawn by `plot_file`, which holds the canvas's size and font.
 
 use std::error::Error;
-use std::path::Path;
-use std::sync::Once;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -15,23 +12,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::args::{Change, Config};
 use super::engine::{Outcome, Setup};
-use super::plot_format::PlotFormat;
+use super::plot_file::{self, FONT, SIZE};
 use super::workload::{thousands, Workload};
-
-pub(super) const SIZE: (u32, u32) = (1600, 1000);
-pub(super) const FONT: &str = "sans-serif";
-
-/// Registers the embedded DejaVu Sans as [`FONT`], once per process, so that
-/// no system fonts are needed.
-pub(super) fn register_fonts() {
-    static FONTS: Once = Once::new();
-    FONTS.call_once(|| {
-        // The embedded font is a valid TrueType file; if registration ever
-        // failed, text would be missing but the plot still drawn.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
-        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
-    });
-}
 
 /// Tableau 10: distinct at a glance, also for colour-blind readers.
 const ENDPOINT_COLORS: [RGBColor; 10] = [
@@ -54,25 +36,20 @@ const CAP: RGBColor = RGBColor(150, 20, 20);
 
 type DrawResult = Result<(), Box<dyn Error>>;
 
-pub fn draw(
-    path: &Path,
-    format: PlotFormat,
-    config: &Config,
-    setup: &Setup<'_>,
-    outcomes: &[Outcome],
-) -> Result<(), String> {
-    register_fonts();
-    let result = match format {
-        PlotFormat::Svg => {
-            let root = SVGBackend::new(path, SIZE).into_drawing_area();
-            picture(&root, config, setup, outcomes).and_then(|()| Ok(root.present()?))
-        }
-        PlotFormat::Png => {
-            let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-            picture(&root, config, setup, outcomes).and_then(|()| Ok(root.present()?))
-        }
-    };
-    result.map_err(|e| e.to_string())
+/// The plot of a run, drawn by [`plot_file::render`].
+pub struct Plot<'a> {
+    pub config: &'a Config,
+    pub setup: &'a Setup<'a>,
+    pub outcomes: &'a [Outcome],
+}
+
+impl plot_file::Picture for Plot<'_> {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        picture(root, self.config, self.setup, self.outcomes)
+    }
 }
 
 fn picture<DB: DrawingBackend>(
@@ -353,13 +330,17 @@ where
     Ok(())
 }
 
-/// An axis label: whole numbers on a long axis, one decimal on a short one.
+/// An axis label with as many decimals as the axis's ten or so ticks need
+/// to differ: whole numbers on an axis of 10 or more, one decimal up to 1,
+/// two up to 0.1 (a short run's virtual time), and so on.
 fn tick(v: f64, span: f64) -> String {
-    if span >= 10.0 {
-        format!("{v:.0}")
+    let step = span / 10.0;
+    let decimals = if step.is_finite() && step > 0.0 && step < 1.0 {
+        ((-step.log10()).ceil() as usize).min(6)
     } else {
-        format!("{v:.1}")
-    }
+        0
+    };
+    format!("{v:.decimals$}")
 }
 
 /// What the bar colours mean.
@@ -385,4 +366,22 @@ fn left_centered(color: &RGBColor) -> TextStyle<'_> {
     TextStyle::from((FONT, 14).into_font())
         .color(color)
         .pos(Pos::new(HPos::Left, VPos::Center))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tick;
+
+    #[test]
+    fn ticks_have_the_decimals_their_axis_needs() {
+        assert_eq!(tick(40.0, 70.0), "40");
+        assert_eq!(tick(40.0, 10.0), "40");
+        assert_eq!(tick(2.5, 5.0), "2.5");
+        assert_eq!(tick(0.5, 1.0), "0.5");
+        // 2,000 requests last about 0.15 s of virtual time: ticks 0.02 apart.
+        assert_eq!(tick(0.02, 0.15), "0.02");
+        assert_eq!(tick(0.04, 0.15), "0.04");
+        assert_eq!(tick(0.0, 0.0), "0");
+        assert_eq!(tick(1e-9, 1e-12), "0.000000");
+    }
 }

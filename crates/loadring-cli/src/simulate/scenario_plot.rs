@@ -5,13 +5,11 @@
 //! `failing-backend` each policy's errors.
 
 use std::error::Error;
-use std::path::Path;
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::plot::{register_fonts, FONT, SIZE};
-use super::plot_format::PlotFormat;
+use super::plot_file::{self, FONT};
 use super::scenario::{self, Config, Kind, Result, BAD_FROM, BAD_TO, ENDPOINTS, WINDOW};
 
 /// Tableau 10, one colour per policy.
@@ -28,24 +26,19 @@ const BAD_AREA: RGBColor = RGBColor(250, 228, 228);
 
 type DrawResult = std::result::Result<(), Box<dyn Error>>;
 
-pub fn draw(
-    path: &Path,
-    format: PlotFormat,
-    config: &Config,
-    results: &[Result],
-) -> std::result::Result<(), String> {
-    register_fonts();
-    let result = match format {
-        PlotFormat::Svg => {
-            let root = SVGBackend::new(path, SIZE).into_drawing_area();
-            picture(&root, config, results).and_then(|()| Ok(root.present()?))
-        }
-        PlotFormat::Png => {
-            let root = BitMapBackend::new(path, SIZE).into_drawing_area();
-            picture(&root, config, results).and_then(|()| Ok(root.present()?))
-        }
-    };
-    result.map_err(|e| e.to_string())
+/// The plot of a run, drawn by [`plot_file::render`].
+pub struct Plot<'a> {
+    pub config: &'a Config,
+    pub results: &'a [Result],
+}
+
+impl plot_file::Picture for Plot<'_> {
+    fn draw_on<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        picture(root, self.config, self.results)
+    }
 }
 
 fn picture<DB: DrawingBackend>(
