@@ -50,14 +50,26 @@ struct Share {
 pub fn run(args: Args) -> Result<(), CliError> {
     let (spec, endpoints) = args.target.parse()?;
     let text = spec.as_str().to_string();
-    let name = spec.name();
+    // The policy that places (the innermost of a locality chain) is the one
+    // that has a hash space or not.
+    let mut placing = &spec;
+    while let Some(inner) = placing.inner() {
+        placing = inner;
+    }
+    let name = placing.name();
     let balancer = crate::endpoints::balancer(spec, endpoints)?;
     let layout = balancer.layout()?.ok_or_else(|| {
         CliError(format!(
             "describe: {name} does not place requests by hash, so it has no hash space to describe"
         ))
     })?;
-    let n = layout.shares().len() as f64;
+    // N of brpc's `share * N`: the endpoints that take keys (weight 0 is
+    // drained, owed nothing).
+    let n = layout
+        .shares()
+        .iter()
+        .filter(|(e, _)| e.weight() > 0)
+        .count() as f64;
     let endpoints: Vec<Share> = layout
         .shares()
         .iter()

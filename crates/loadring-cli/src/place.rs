@@ -32,6 +32,22 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), CliError> {
     let (spec, endpoints) = args.target.parse()?;
+    if let Some(zone) = &args.zone {
+        // A zone only means something to a locality policy, and an endpoint
+        // cannot be in the empty zone: either would be taken and do nothing.
+        if spec.inner().is_none() {
+            return Err(CliError(format!(
+                "--zone: only with a locality policy (zone_first or local_first over another), \
+                 not {}",
+                spec.name()
+            )));
+        }
+        if zone.is_empty() {
+            return Err(CliError(
+                "--zone: empty; give the zone requests come from".into(),
+            ));
+        }
+    }
     let balancer = crate::endpoints::balancer(spec, endpoints)?;
     let stdin = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());

@@ -717,6 +717,71 @@ fn place_takes_the_request_zone() {
         .all(|l| !l.ends_with("\tb")));
 }
 
+/// brpc's `share * N` counts the endpoints that take keys: a drained one
+/// (weight 0) is not one of the N.
+#[test]
+fn describe_share_times_n_leaves_out_weight_zero() {
+    let args = ["describe", "-p", "c_murmurhash", "--json"];
+    let endpoints = ["-e", "a", "-e", "b", "-e", "c weight=0"];
+    let out = loadring(&[&args[..], &endpoints].concat(), "");
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let endpoints = json["endpoints"].as_array().unwrap();
+    for e in endpoints {
+        let (share, times_n) = (
+            e["share"].as_f64().unwrap(),
+            e["share_times_n"].as_f64().unwrap(),
+        );
+        assert!((times_n - 2.0 * share).abs() < 1e-12, "{e}");
+    }
+    let sum: f64 = endpoints
+        .iter()
+        .map(|e| e["share_times_n"].as_f64().unwrap())
+        .sum();
+    assert!((sum - 2.0).abs() < 1e-9, "{sum}");
+}
+
+/// A request's zone only means something to a locality policy, and no
+/// endpoint is in the empty zone: both are refused rather than ignored.
+#[test]
+fn place_refuses_a_zone_that_would_do_nothing() {
+    for (policy, zone, message) in [
+        (
+            "c_murmurhash",
+            "us",
+            "error: --zone: only with a locality policy (zone_first or local_first over another), not c_murmurhash\n",
+        ),
+        (
+            "zone_first over c_murmurhash",
+            "",
+            "error: --zone: empty; give the zone requests come from\n",
+        ),
+    ] {
+        let out = loadring(
+            &["place", "-p", policy, "-e", "a zone=us", "--zone", zone],
+            "k1\n",
+        );
+        assert_eq!(out.status.code(), Some(2), "{policy} {zone:?}");
+        assert!(out.stdout.is_empty(), "{policy} {zone:?}");
+        assert_eq!(String::from_utf8(out.stderr).unwrap(), message);
+    }
+}
+
+/// `describe` names the policy that has no hash space, also inside a
+/// locality chain.
+#[test]
+fn describe_names_the_policy_without_a_hash_space() {
+    let out = loadring(
+        &["describe", "-p", "zone_first over rr", "-e", "a zone=us"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: describe: rr does not place requests by hash, so it has no hash space to describe\n"
+    );
+}
+
 /// Keys are bytes: anything but `\n`, echoed back as they came.
 #[test]
 fn place_takes_any_bytes_as_a_key_and_echoes_them() {
