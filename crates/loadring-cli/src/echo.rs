@@ -1,9 +1,7 @@
 //! Input echoed in error messages, shortened so that one absurd value (a
 //! 64 KiB key, a number of a thousand digits) still gives one readable line.
 
-pub use loadring::MAX_ECHO;
-
-/// `text` as it is, or its first [`MAX_ECHO`] characters followed by `...`
+/// `text` as it is, or its first [`loadring::MAX_ECHO`] characters followed by `...`
 /// and how long it was; control characters are escaped so the message stays
 /// on one line ([`loadring::Echo`], as a `String`).
 pub fn echo(text: &str) -> String {
@@ -11,24 +9,9 @@ pub fn echo(text: &str) -> String {
 }
 
 /// [`echo`] for bytes: invalid UTF-8 shows as U+FFFD, and the length of a
-/// cut input is given in bytes.
+/// cut input is given in bytes ([`loadring::EchoBytes`], as a `String`).
 pub fn echo_bytes(bytes: &[u8]) -> String {
-    // A character is at most 4 bytes: this head holds the characters shown.
-    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX_ECHO)]);
-    let shown = escaped(&head);
-    if head.chars().count() > MAX_ECHO || bytes.len() > 4 * MAX_ECHO {
-        format!("{shown}... ({} bytes)", bytes.len())
-    } else {
-        shown
-    }
-}
-
-/// The first [`MAX_ECHO`] characters of `text`, control characters escaped.
-fn escaped(text: &str) -> String {
-    text.chars()
-        .take(MAX_ECHO)
-        .flat_map(char::escape_debug)
-        .collect()
+    loadring::EchoBytes(bytes).to_string()
 }
 
 #[cfg(test)]

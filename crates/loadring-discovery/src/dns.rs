@@ -11,19 +11,26 @@
 //! is off, so the TTL is the server's). A failed lookup (the server down,
 //! NXDOMAIN, no records) keeps the last good membership and is retried
 //! every second; one line is logged per problem.
+//!
+//! An answer of more than [`MAX_ENDPOINTS`] addresses is refused as such a
+//! failed lookup (with one line naming the bound), as an endpoints file of
+//! more endpoints is. An SRV record whose target is `.` ("decidedly not
+//! available", RFC 2782) is no member; each target is looked up once
+//! however many records name it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::Duration;
 
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use hickory_resolver::proto::rr::{RData, RecordType};
+use hickory_resolver::proto::rr::{Name, RData, RecordType};
 use hickory_resolver::TokioResolver;
 use loadring::Endpoint;
 
 use crate::spec::DnsQuery;
-use crate::{Membership, Publisher};
+use crate::{Membership, Publisher, MAX_ENDPOINTS};
+use loadring::Echo;
 
 /// The shortest wait between lookups, whatever the TTL.
 pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
@@ -104,6 +111,7 @@ async fn lookup(
             for ip in ips.iter() {
                 let e = endpoint(ip, port, 1)?;
                 by_addr.insert(e.addr().to_string(), e);
+                within(&by_addr, MAX_ENDPOINTS)?;
             }
         }
         None => {
@@ -121,13 +129,22 @@ async fn lookup(
                 .collect();
             let best = records.iter().map(|(_, s)| s.priority).min();
             let mut ttls: Vec<u32> = records.iter().map(|(t, _)| *t).collect();
+            // Each target's addresses, looked up once: an answer naming one
+            // target in a thousand records made a thousand lookups.
+            let mut addresses: HashMap<Name, Vec<IpAddr>> = HashMap::new();
             for (_, s) in records.iter().filter(|(_, s)| Some(s.priority) == best) {
-                let ips = resolver
-                    .lookup_ip(s.target.clone())
-                    .await
-                    .map_err(|e| format!("SRV target {}: {e}", s.target))?;
-                ttls.extend(ips.as_lookup().answers().iter().map(|r| r.ttl));
-                for ip in ips.iter() {
+                if s.target.is_root() {
+                    continue;
+                }
+                if !addresses.contains_key(&s.target) {
+                    let ips = resolver
+                        .lookup_ip(s.target.clone())
+                        .await
+                        .map_err(|e| format!("SRV target {}: {e}", Echo(&s.target.to_string())))?;
+                    ttls.extend(ips.as_lookup().answers().iter().map(|r| r.ttl));
+                    addresses.insert(s.target.clone(), ips.iter().collect());
+                }
+                for &ip in &addresses[&s.target] {
                     let e = endpoint(ip, s.port, s.weight)?;
                     // Two records for one address: their weights add up.
                     match by_addr.get(e.addr()) {
@@ -137,6 +154,7 @@ async fn lookup(
                         }
                         None => {
                             by_addr.insert(e.addr().to_string(), e);
+                            within(&by_addr, MAX_ENDPOINTS)?;
                         }
                     }
                 }
@@ -148,6 +166,16 @@ async fn lookup(
         return Err("no records".into());
     }
     Ok((by_addr.into_values().collect(), ttl))
+}
+
+/// Refuses an answer of more than `most` addresses.
+fn within(by_addr: &BTreeMap<String, Endpoint>, most: usize) -> Result<(), String> {
+    if by_addr.len() > most {
+        return Err(format!(
+            "the answer holds more than {most} addresses, the most endpoints a membership may have"
+        ));
+    }
+    Ok(())
 }
 
 fn min_ttl(ttls: impl Iterator<Item = u32>) -> Duration {
@@ -182,5 +210,30 @@ pub(crate) async fn follow(
                 wait = MIN_INTERVAL;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_of_more_addresses_than_the_most_is_refused() {
+        let mut by_addr = BTreeMap::new();
+        for i in 1..=3u8 {
+            let e = endpoint(IpAddr::from([10, 0, 0, i]), 80, 1).unwrap();
+            by_addr.insert(e.addr().to_string(), e);
+        }
+        assert!(within(&by_addr, 3).is_ok());
+        assert_eq!(
+            within(&by_addr, 2).unwrap_err(),
+            "the answer holds more than 2 addresses, the most endpoints a membership may have"
+        );
+    }
+
+    #[test]
+    fn a_weight_of_zero_counts_as_one() {
+        let e = endpoint(IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]), 53, 0).unwrap();
+        assert_eq!(e.to_string(), "[::1]:53");
     }
 }

@@ -5,8 +5,17 @@
 //! reconnects every 500 ms and reads the whole prefix again, so no event
 //! can be missed. Endpoints come in key order, so every gateway watching
 //! the prefix builds the same list. A value that is not an endpoint line
-//! is skipped with a warning (the others still count); of two keys naming
+//! (one line of at most [`MAX_VALUE_BYTES`], in UTF-8) is skipped with a
+//! warning (the others still count); of two keys naming
 //! one endpoint, the first in key order counts.
+//!
+//! A prefix holds at most [`MAX_ENDPOINTS`] keys (as an endpoints file
+//! lists at most as many endpoints), whose keys and values hold at most
+//! [`MAX_PREFIX_BYTES`]: a prefix past either bound, read or grown through
+//! the watch, is refused with one line naming the bound, and the current
+//! membership stays (at the start: an error); it is read again every
+//! [`RETRY`] until it is back in bounds. The prefix is read in pages, at
+//! one revision.
 //!
 //! [`register`] is the other side: it puts `PREFIX/<endpoint id>` under a
 //! lease of the given TTL and keeps the lease alive (every third of the
@@ -15,22 +24,24 @@
 //! When etcd comes back after a restart (or the lease expired while the
 //! registrar could not reach it), the key is put again under a new lease.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::time::Duration;
 
-use etcd_client::{
-    Client, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, WatchOptions,
-};
-use loadring::Endpoint;
+use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, WatchOptions};
+use loadring::{Endpoint, Id};
 
 use crate::spec::{EtcdTarget, SourceSpec};
-use crate::{DiscoveryError, DiscoveryErrorKind, Membership, Publisher};
+use crate::{DiscoveryError, DiscoveryErrorKind, Membership, Publisher, MAX_ENDPOINTS};
+use loadring::{Echo, EchoBytes};
 
 /// How long connecting (and each request) may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between reconnection attempts.
 pub const RETRY: Duration = Duration::from_millis(500);
+/// The longest lease [`register`] takes: etcd's own most (`MaxLeaseTTL`,
+/// 9,000,000,000 s), past which etcd refuses the lease.
+pub const MAX_TTL: Duration = Duration::from_secs(9_000_000_000);
 
 async fn connect(target: &EtcdTarget) -> Result<Client, String> {
     let options = ConnectOptions::new()
@@ -54,66 +65,220 @@ async fn connect(target: &EtcdTarget) -> Result<Client, String> {
     .map_err(|e| format!("etcd at {}: {e}", target.server))
 }
 
-/// Reads the whole prefix: the endpoints by key, and the revision read.
-async fn read_prefix(
-    client: &mut Client,
-    target: &EtcdTarget,
-) -> Result<(BTreeMap<Vec<u8>, Endpoint>, i64), String> {
-    let response = tokio::time::timeout(
-        CONNECT_TIMEOUT,
-        client.get(
-            target.prefix.as_str(),
-            Some(GetOptions::new().with_prefix()),
-        ),
-    )
-    .await
-    .map_err(|_| {
+/// The most bytes the keys and values under a prefix may hold in all:
+/// 64 MiB, room for [`MAX_ENDPOINTS`] keys of endpoint lines twice as long
+/// as a file of [`MAX_FILE_BYTES`](crate::MAX_FILE_BYTES) holds them (a key
+/// repeats its endpoint after the prefix).
+pub const MAX_PREFIX_BYTES: usize = 64 << 20;
+
+/// The longest value taken for an endpoint line: 4,096 bytes (white space
+/// around it aside). A longer value (a megabyte of address) is skipped as
+/// a value that is not an endpoint.
+pub const MAX_VALUE_BYTES: usize = 4096;
+
+/// How many keys one range request reads: pages of 1,024 keys stay under
+/// the 4 MiB a gRPC answer may hold while each key and value are under
+/// 4 KiB.
+const PAGE: i64 = 1024;
+
+/// The keys under a prefix, each with its endpoint (`None`: a value that is
+/// not an endpoint line), bounded: at most `most` keys, whose keys and
+/// values hold at most `most_bytes`. A put past a bound is refused whole
+/// (nothing is kept of it), so a prefix that grew too large takes no more
+/// memory than the bounds.
+#[derive(Debug)]
+pub(crate) struct Keys {
+    by_key: BTreeMap<Vec<u8>, (Option<Endpoint>, usize)>,
+    bytes: usize,
+    most: usize,
+    most_bytes: usize,
+    prefix: String,
+    /// Values that are not endpoints, found since the last [`Keys::report_skipped`].
+    skipped: usize,
+}
+
+impl Keys {
+    pub(crate) fn new(prefix: &str, most: usize, most_bytes: usize) -> Self {
+        Keys {
+            by_key: BTreeMap::new(),
+            bytes: 0,
+            most,
+            most_bytes,
+            prefix: prefix.to_string(),
+            skipped: 0,
+        }
+    }
+
+    /// Refuses a prefix of `count` keys (etcd's count of a range) at once.
+    pub(crate) fn check_count(&self, count: i64) -> Result<(), String> {
+        match usize::try_from(count) {
+            Ok(n) if n <= self.most => Ok(()),
+            _ => Err(self.too_many(&count.to_string())),
+        }
+    }
+
+    fn too_many(&self, count: &str) -> String {
         format!(
-            "etcd at {}: no answer within {CONNECT_TIMEOUT:?}",
-            target.server
+            "{count} keys under `{}`: more than the {} endpoints a membership may have",
+            Echo(&self.prefix),
+            self.most
         )
-    })?
-    .map_err(|e| format!("etcd at {}: {e}", target.server))?;
-    let revision = response.header().map_or(0, |h| h.revision());
-    let mut keys = BTreeMap::new();
-    for kv in response.kvs() {
-        if let Some(e) = endpoint_of(kv) {
-            keys.insert(kv.key().to_vec(), e);
+    }
+
+    /// `key` put with `value`: its endpoint, or none for a value that is not
+    /// an endpoint line (logged: the first of a read, then counted).
+    ///
+    /// # Errors
+    /// One key more than `most`, or keys and values past `most_bytes`.
+    pub(crate) fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        let size = key.len().saturating_add(value.len());
+        let was = self.by_key.get(key).map(|(_, size)| *size);
+        if was.is_none() && self.by_key.len() >= self.most {
+            return Err(self.too_many(&format!("at least {}", self.most + 1)));
+        }
+        let bytes = self.bytes - was.unwrap_or(0);
+        if bytes.saturating_add(size) > self.most_bytes {
+            return Err(format!(
+                "the keys and values under `{}` hold more than {} MiB, the most a membership may take",
+                Echo(&self.prefix),
+                self.most_bytes >> 20
+            ));
+        }
+        let endpoint = self.endpoint_of(key, value);
+        self.bytes = bytes + size;
+        self.by_key.insert(key.to_vec(), (endpoint, size));
+        Ok(())
+    }
+
+    /// `key` deleted.
+    pub(crate) fn delete(&mut self, key: &[u8]) {
+        if let Some((_, size)) = self.by_key.remove(key) {
+            self.bytes -= size;
         }
     }
-    Ok((keys, revision))
-}
 
-fn endpoint_of(kv: &KeyValue) -> Option<Endpoint> {
-    let value = String::from_utf8_lossy(kv.value());
-    match value.trim().parse::<Endpoint>() {
-        Ok(e) => Some(e),
-        Err(e) => {
+    fn endpoint_of(&mut self, key: &[u8], value: &[u8]) -> Option<Endpoint> {
+        let value = value.trim_ascii();
+        let parsed = if value.len() > MAX_VALUE_BYTES {
+            Err(format!(
+                "{} bytes, more than the {MAX_VALUE_BYTES} of an endpoint line",
+                value.len()
+            ))
+        } else {
+            match std::str::from_utf8(value) {
+                Err(e) => Err(format!("not UTF-8 (byte {})", e.valid_up_to())),
+                Ok(text) if text.contains(char::is_control) => {
+                    Err("a control character: an endpoint line is one line".into())
+                }
+                Ok(text) => text.parse::<Endpoint>().map_err(|e| e.to_string()),
+            }
+        };
+        match parsed {
+            Ok(e) => Some(e),
+            Err(e) => {
+                // One line per read, however many keys are bad: a prefix of
+                // a million bad values logged a million lines per reconnect.
+                if self.skipped == 0 {
+                    tracing::warn!(
+                        "etcd key `{}`: `{}` is not an endpoint ({e}); skipped",
+                        EchoBytes(key),
+                        EchoBytes(value)
+                    );
+                }
+                self.skipped += 1;
+                None
+            }
+        }
+    }
+
+    /// Logs how many more values were skipped than the one logged.
+    fn report_skipped(&mut self) {
+        if self.skipped > 1 {
             tracing::warn!(
-                "etcd key {}: `{}` is not an endpoint ({e}); skipped",
-                String::from_utf8_lossy(kv.key()),
-                value.trim()
+                "etcd prefix `{}`: {} more values that are not endpoints skipped",
+                Echo(&self.prefix),
+                self.skipped - 1
             );
-            None
         }
+        self.skipped = 0;
+    }
+
+    /// The membership: the endpoints in key order, the first key of each
+    /// backend (address and tag) counting.
+    pub(crate) fn membership(&self) -> Membership {
+        let mut seen: HashSet<Id<'_>> = HashSet::with_capacity(self.by_key.len());
+        let mut firsts: Vec<&Endpoint> = Vec::with_capacity(self.by_key.len());
+        for e in self.by_key.values().filter_map(|(e, _)| e.as_ref()) {
+            if seen.insert(e.id()) {
+                firsts.push(e);
+            }
+        }
+        firsts.into_iter().cloned().collect()
     }
 }
 
-fn membership(keys: &BTreeMap<Vec<u8>, Endpoint>) -> Membership {
-    let mut out: Membership = Vec::with_capacity(keys.len());
-    for e in keys.values() {
-        if !out.iter().any(|o| o.same_backend(e)) {
-            out.push(e.clone());
+/// The first key past every key starting with `prefix` (etcd's range end
+/// for a prefix).
+fn range_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
         }
     }
-    out
+    // Every byte 0xff (or no prefix): to the end of the key space.
+    vec![0]
+}
+
+/// Reads the whole prefix, a page at a time at one revision: the keys, and
+/// the revision read.
+async fn read_prefix(client: &mut Client, target: &EtcdTarget) -> Result<(Keys, i64), String> {
+    let mut keys = Keys::new(&target.prefix, MAX_ENDPOINTS, MAX_PREFIX_BYTES);
+    let end = range_end(target.prefix.as_bytes());
+    let mut from = target.prefix.as_bytes().to_vec();
+    let mut revision = 0;
+    loop {
+        let mut options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+        if revision > 0 {
+            options = options.with_revision(revision);
+        }
+        let response =
+            tokio::time::timeout(CONNECT_TIMEOUT, client.get(from.clone(), Some(options)))
+                .await
+                .map_err(|_| {
+                    format!(
+                        "etcd at {}: no answer within {CONNECT_TIMEOUT:?}",
+                        target.server
+                    )
+                })?
+                .map_err(|e| format!("etcd at {}: {e}", target.server))?;
+        if revision == 0 {
+            revision = response.header().map_or(0, |h| h.revision());
+            // Refused before its keys are read: a prefix of millions of keys
+            // costs one answer, not millions of keys' worth.
+            keys.check_count(response.count())?;
+        }
+        for kv in response.kvs() {
+            keys.put(kv.key(), kv.value())?;
+        }
+        match response.kvs().last() {
+            Some(last) if response.more() => {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            _ => break,
+        }
+    }
+    keys.report_skipped();
+    Ok((keys, revision))
 }
 
 /// Connects and reads the prefix once: the client and the membership.
 pub(crate) async fn first_membership(target: &EtcdTarget) -> Result<(Client, Membership), String> {
     let mut client = connect(target).await?;
     let (keys, _) = read_prefix(&mut client, target).await?;
-    Ok((client, membership(&keys)))
+    Ok((client, keys.membership()))
 }
 
 /// Follows the prefix: a read, then a watch from the next revision; after
@@ -158,7 +323,7 @@ async fn watch_once(
         tracing::info!("etcd at {}: reconnected", target.server);
     }
     // After a reconnect: whatever changed while away.
-    publisher.publish(membership(&current));
+    publisher.publish(current.membership());
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(rev + 1);
@@ -195,22 +360,17 @@ async fn watch_once(
         for event in response.events() {
             let Some(kv) = event.kv() else { continue };
             match event.event_type() {
-                EventType::Put => match endpoint_of(kv) {
-                    Some(e) => {
-                        current.insert(kv.key().to_vec(), e);
-                    }
-                    None => {
-                        current.remove(kv.key());
-                    }
-                },
-                EventType::Delete => {
-                    current.remove(kv.key());
-                }
+                // Past a bound: the watch ends with the reason, the current
+                // membership stays (logged once), and the prefix is read
+                // again after the pause, refused until it is back in bounds.
+                EventType::Put => current.put(kv.key(), kv.value())?,
+                EventType::Delete => current.delete(kv.key()),
             }
             changed = true;
         }
+        current.report_skipped();
         if changed {
-            publisher.publish(membership(&current));
+            publisher.publish(current.membership());
         }
     }
 }
@@ -222,19 +382,33 @@ async fn watch_once(
 /// again under a new lease when the old one is gone.
 ///
 /// # Errors
-/// A TTL under 1 s; etcd unreachable at the start.
+/// A TTL under 1 s or over [`MAX_TTL`]; etcd unreachable at the start.
 pub async fn register(
     target: &EtcdTarget,
     endpoint: &Endpoint,
     ttl: Duration,
     stop: impl Future<Output = ()>,
 ) -> Result<(), DiscoveryError> {
-    let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+    // Saturating: `Duration::MAX` rounded up overflowed (a panic).
+    let secs = ttl
+        .as_secs()
+        .saturating_add(u64::from(ttl.subsec_nanos() > 0));
     if secs == 0 {
         return Err(DiscoveryError::new(
             DiscoveryErrorKind::Register,
             None,
             format!("--ttl {ttl:?}: an etcd lease lasts at least 1s"),
+        ));
+    }
+    if secs > MAX_TTL.as_secs() {
+        return Err(DiscoveryError::new(
+            DiscoveryErrorKind::Register,
+            None,
+            format!(
+                "--ttl {ttl:?}: an etcd lease lasts at most {}s (accepted: 1s..={}s)",
+                MAX_TTL.as_secs(),
+                MAX_TTL.as_secs()
+            ),
         ));
     }
     let secs = i64::try_from(secs).unwrap_or(i64::MAX);
@@ -348,5 +522,123 @@ impl Session {
     async fn revoke(&mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.client.lease_revoke(self.lease))
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(most: usize, most_bytes: usize) -> Keys {
+        Keys::new("/services/api/", most, most_bytes)
+    }
+
+    fn addrs(keys: &Keys) -> Vec<String> {
+        keys.membership().iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn one_key_more_than_the_most_is_refused_and_nothing_of_it_kept() {
+        let mut k = keys(3, MAX_PREFIX_BYTES);
+        for (key, value) in [
+            ("/a", "10.0.0.1:80"),
+            ("/b", "junk=1"),
+            ("/c", "10.0.0.3:80"),
+        ] {
+            k.put(key.as_bytes(), value.as_bytes()).unwrap();
+        }
+        // A key put again is no key more.
+        k.put(b"/c", b"10.0.0.3:80 weight=2").unwrap();
+        let err = k.put(b"/d", b"10.0.0.4:80").unwrap_err();
+        assert_eq!(
+            err,
+            "at least 4 keys under `/services/api/`: more than the 3 endpoints a membership may have"
+        );
+        assert_eq!(addrs(&k), ["10.0.0.1:80", "10.0.0.3:80 weight=2"]);
+        // A key deleted makes room for one.
+        k.delete(b"/b");
+        k.put(b"/d", b"10.0.0.4:80").unwrap();
+        assert_eq!(addrs(&k).len(), 3);
+    }
+
+    #[test]
+    fn a_count_past_the_most_is_refused_before_any_key_is_read() {
+        let k = keys(MAX_ENDPOINTS, MAX_PREFIX_BYTES);
+        assert!(k.check_count(1 << 20).is_ok());
+        assert_eq!(
+            k.check_count((1 << 20) + 1).unwrap_err(),
+            "1048577 keys under `/services/api/`: more than the 1048576 endpoints a membership may have"
+        );
+        assert!(k.check_count(-1).is_err());
+    }
+
+    #[test]
+    fn keys_and_values_past_the_most_bytes_are_refused() {
+        let mut k = keys(MAX_ENDPOINTS, 40);
+        k.put(b"/a", b"10.0.0.1:80").unwrap(); // 13 bytes
+        let huge = vec![b'x'; 1 << 20];
+        let err = k.put(b"/b", &huge).unwrap_err();
+        assert!(err.contains("hold more than 0 MiB"), "{err}");
+        assert!(!err.contains("xxxxx"), "{err}");
+        // A value replaced counts once: 2 + 11 + 2 + 24 = 39 bytes.
+        k.put(b"/a", b"10.0.0.1:81").unwrap();
+        k.put(b"/c", b"10.0.0.255:8080 weight=9").unwrap();
+        assert!(k.put(b"/d", b"").is_err());
+        assert_eq!(addrs(&k), ["10.0.0.1:81", "10.0.0.255:8080 weight=9"]);
+    }
+
+    /// A large membership is built in linear time: the first key of each
+    /// backend used to be found by a scan of the list kept so far, some
+    /// 10^10 steps for these 131,072 keys (10^12 for a full prefix).
+    #[test]
+    fn a_large_membership_is_built_at_once() {
+        const MANY: usize = 1 << 17;
+        let mut k = keys(MANY, MAX_PREFIX_BYTES);
+        for i in 0..MANY {
+            let [_, a, b, c] = (i as u32).to_be_bytes();
+            let value = format!("10.{a}.{b}.{c}:80");
+            let key = format!("/services/api/{value}");
+            k.put(key.as_bytes(), value.as_bytes()).unwrap();
+        }
+        assert_eq!(k.membership().len(), MANY);
+        let err = k
+            .put(b"/services/api/one-more", b"10.0.0.1:81")
+            .unwrap_err();
+        assert!(err.contains("more than the 131072 endpoints"), "{err}");
+    }
+
+    #[test]
+    fn of_two_keys_naming_one_backend_the_first_counts() {
+        let mut k = keys(10, MAX_PREFIX_BYTES);
+        k.put(b"/b", b"10.0.0.1:80 weight=5").unwrap();
+        k.put(b"/a", b"10.0.0.1:80 weight=2").unwrap();
+        k.put(b"/c", b"10.0.0.1:80 tag=x").unwrap();
+        assert_eq!(addrs(&k), ["10.0.0.1:80 weight=2", "10.0.0.1:80 tag=x"]);
+    }
+
+    #[test]
+    fn a_huge_or_multi_line_value_is_no_endpoint() {
+        let mut k = keys(10, MAX_PREFIX_BYTES);
+        let huge = "x".repeat(MAX_VALUE_BYTES + 1);
+        k.put(b"/a", huge.as_bytes()).unwrap();
+        k.put(b"/b", b"10.0.0.1:80\nweight=2").unwrap();
+        k.put(b"/c", b"10.0.0.2:80 \x1b[2J").unwrap();
+        k.put(b"/d", b"caf\xe9:80").unwrap();
+        // White space around a line is no part of it.
+        k.put(b"/e", format!("  {}\n", &huge[1..]).as_bytes())
+            .unwrap();
+        k.put(b"/f", b" 10.0.0.3:80 weight=2\r\n").unwrap();
+        assert_eq!(
+            addrs(&k),
+            [huge[1..].to_string(), "10.0.0.3:80 weight=2".into()]
+        );
+        assert_eq!(k.skipped, 4);
+    }
+
+    #[test]
+    fn the_range_end_of_a_prefix() {
+        assert_eq!(range_end(b"/services/api/"), b"/services/api0");
+        assert_eq!(range_end(b"a\xff"), b"b");
+        assert_eq!(range_end(b"\xff\xff"), b"\0");
     }
 }

@@ -71,9 +71,11 @@ pub use bounded_read::{read_file, read_text, MAX_FILE_BYTES};
 /// any pool a balancer serves, and a bound on what a file of
 /// [`MAX_FILE_BYTES`] can make a balancer hold (each endpoint costs it
 /// some hundreds of bytes: a file of short lines would otherwise take
-/// gigabytes).
+/// gigabytes). The other sources hold to it too: an etcd prefix of more
+/// keys and a DNS answer of more addresses are refused with one line, the
+/// current membership kept (see [`etcd`], [`dns`]).
 pub const MAX_ENDPOINTS: usize = 1 << 20;
-pub use spec::{DnsQuery, EtcdTarget, SourceSpec, SOURCE_SYNTAX};
+pub use spec::{DnsQuery, EtcdTarget, SourceSpec, MAX_SPEC_BYTES, SOURCE_SYNTAX};
 
 /// One membership: every endpoint in the pool, in the source's order
 /// (file order, the etcd keys' order, DNS answers sorted by address).

@@ -5,4 +5,5 @@
 //! crate's tests fails until it is.
 
 mod errors;
+mod etcd;
 mod file;

@@ -159,3 +159,45 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use futures_util::stream;
+    use tower::{service_fn, Service, ServiceExt};
+
+    use super::*;
+    use crate::ErrorKind;
+
+    /// A stream that fails ends the driver with its error; waiting
+    /// services are woken and fail (no endpoint, no discovery) instead of
+    /// waiting for ever.
+    #[tokio::test]
+    async fn a_stream_that_fails_ends_the_driver_and_fails_waiting_services() {
+        let svc = service_fn(|_: String| async { Ok::<_, Infallible>("ok") });
+        let changes = stream::iter([
+            Err::<Change<u32, _>, BoxError>("the registry went away".into()),
+            Ok(Change::Insert(1, svc)),
+        ]);
+        let (mut ring, driver) = LoadRing::discover(
+            "rr".parse().unwrap(),
+            changes,
+            |k: &u32| Endpoint::new(format!("e{k}:80")),
+            |_: &String| None::<Vec<u8>>,
+        )
+        .unwrap();
+        let waiting = tokio::spawn({
+            let ring = ring.clone();
+            async move { ring.oneshot("r".to_string()).await.map(drop) }
+        });
+        let err = driver.await.unwrap_err();
+        assert_eq!(err.to_string(), "the registry went away");
+        let err = waiting.await.unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Pick, "{err}");
+        let err = std::future::poll_fn(|cx| ring.poll_ready(cx))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Pick, "{err}");
+    }
+}

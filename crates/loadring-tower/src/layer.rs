@@ -74,6 +74,21 @@ where
     }
 }
 
+/// `text` for an error message: its first 40 characters, control
+/// characters escaped, and its length when cut (the core's echo).
+fn shown(text: &str) -> String {
+    const MOST: usize = 40;
+    let head: String = text
+        .chars()
+        .take(MOST)
+        .flat_map(char::escape_debug)
+        .collect();
+    match text.chars().count() {
+        n if n > MOST => format!("{head}... ({n} characters)"),
+        _ => head,
+    }
+}
+
 /// A `tower::Layer` that turns one HTTP client into a [`LoadRing`] over a
 /// list of hosts: each endpoint is a [`SetAuthority`] over a clone of the
 /// client.
@@ -130,7 +145,14 @@ impl<F> LoadRingLayer<F> {
     ) -> Result<Self, BoxError> {
         let endpoints: Vec<Endpoint> = endpoints.into_iter().collect();
         for e in &endpoints {
-            e.addr().parse::<Authority>()?;
+            // Named: "invalid uri character" alone did not say which of
+            // a thousand endpoints it was.
+            e.addr().parse::<Authority>().map_err(|why| {
+                format!(
+                    "endpoint `{}`: not a URI authority (host:port): {why}",
+                    shown(e.addr())
+                )
+            })?;
         }
         Balancer::new(spec.clone(), endpoints.clone())?;
         Ok(LoadRingLayer {
@@ -214,5 +236,35 @@ impl<S: Clone, F: Clone, C: Clone> Layer<S> for LoadRingLayer<F, C> {
             .expect("the same membership built in LoadRingLayer::new")
             .keyless(self.keyless)
             .completion(self.completion.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_that_is_no_authority_is_named_in_one_short_line() {
+        let key = |_: &http::Request<()>| None::<Vec<u8>>;
+        let long = format!("{}\x07:80", "h".repeat(5000));
+        for (addr, shown) in [
+            (
+                "10.0.0.2:80/x",
+                "endpoint `10.0.0.2:80/x`: not a URI authority",
+            ),
+            (
+                long.as_str(),
+                "endpoint `hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh... (5004 characters)`",
+            ),
+        ] {
+            let endpoints = [
+                Endpoint::new("10.0.0.1:80").unwrap(),
+                Endpoint::new(addr).unwrap(),
+            ];
+            let err = LoadRingLayer::new("rr".parse().unwrap(), endpoints, key).unwrap_err();
+            let message = err.to_string();
+            assert!(message.starts_with(shown), "{message}");
+            assert!(message.len() < 200 && !message.contains('\n'), "{message}");
+        }
     }
 }

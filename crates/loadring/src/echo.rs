@@ -47,6 +47,35 @@ impl fmt::Display for Echo<'_> {
     }
 }
 
+/// Bytes the user gave (a memcached key, an etcd value), as an error
+/// message shows them: [`Echo`] of their first characters, invalid UTF-8
+/// shown as U+FFFD, and the length in bytes when cut.
+///
+/// ```
+/// use loadring::EchoBytes;
+///
+/// assert_eq!(EchoBytes(b"ab\xffc").to_string(), "ab\u{fffd}c");
+/// let long = vec![b'9'; 1000];
+/// assert_eq!(EchoBytes(&long).to_string(), format!("{}... (1000 bytes)", "9".repeat(40)));
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct EchoBytes<'a>(pub &'a [u8]);
+
+impl fmt::Display for EchoBytes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A character is at most 4 bytes: this head holds the characters shown.
+        let bytes = self.0;
+        let head = String::from_utf8_lossy(&bytes[..bytes.len().min(4 * MAX_ECHO)]);
+        for c in head.chars().take(MAX_ECHO) {
+            write!(f, "{}", c.escape_debug())?;
+        }
+        if head.chars().count() > MAX_ECHO || bytes.len() > 4 * MAX_ECHO {
+            write!(f, "... ({} bytes)", bytes.len())?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -80,7 +80,7 @@ pub use balancer::pick::Pick;
 pub use balancer::route::Route;
 pub use balancer::{Balancer, Candidate, Candidates};
 pub use describe::Layout;
-pub use echo::{Echo, MAX_ECHO};
+pub use echo::{Echo, EchoBytes, MAX_ECHO};
 pub use endpoint::{Endpoint, Id};
 pub use error::{
     BuildError, BuildErrorKind, Error, ErrorKind, ParseError, ParseErrorKind, PickError,
