@@ -4,6 +4,13 @@
 //! the admin listener (a proxy without one keeps nothing) and served as
 //! `GET /history`, so a page opened now shows the minutes before it.
 //!
+//! Five minutes of a large membership would be a great deal of memory (a
+//! reading of 100,000 endpoints holds 100,000 cells; 300 of them, 30
+//! million): the samples kept hold at most [`MAX_CELLS`] endpoint
+//! readings in all, so a large membership keeps a shorter history (300
+//! samples up to 3,495 endpoints, 10 at 100,000). The endpoints' names are
+//! kept once per membership, not once per sample.
+//!
 //! Sampling reads the balancer's loads and a counter, as a `/status`
 //! request does: nothing on the request path.
 
@@ -18,44 +25,71 @@ use crate::upstream::Served;
 
 /// Time between samples.
 pub const INTERVAL: Duration = Duration::from_secs(1);
-/// Samples kept: five minutes.
+/// Samples kept at most: five minutes.
 pub const SAMPLES: usize = 300;
+/// The most endpoint readings the samples kept hold in all (about 32 MiB):
+/// past it the oldest samples go first. The newest sample is always kept.
+pub const MAX_CELLS: usize = 1 << 20;
+
+/// An endpoint's name: its address and tag.
+type Name = (Arc<str>, Option<Arc<str>>);
 
 /// One endpoint in one reading.
-#[derive(Debug, Clone)]
-struct EndpointSample {
-    addr: Arc<str>,
-    tag: Option<Arc<str>>,
+#[derive(Debug, Clone, Copy)]
+struct Cell {
     in_flight: u64,
     served: Served,
 }
 
 /// One reading of one cluster.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ClusterSample {
     /// What the current endpoints had served (as `/status` counts it).
     served: Served,
-    endpoints: Vec<EndpointSample>,
+    /// The endpoints' names, shared with the samples before while the
+    /// membership stays.
+    names: Arc<[Name]>,
+    /// One cell per name.
+    cells: Box<[Cell]>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Sample {
     uptime_ms: u64,
     clusters: Vec<ClusterSample>,
 }
 
-/// The samples of the last [`SAMPLES`] seconds.
+impl Sample {
+    /// The endpoint readings it holds.
+    fn cells(&self) -> usize {
+        self.clusters.iter().map(|c| c.cells.len()).sum()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Samples {
+    kept: VecDeque<Arc<Sample>>,
+    /// The cells of `kept`, summed.
+    cells: usize,
+}
+
+/// The samples of the last [`SAMPLES`] seconds, within [`MAX_CELLS`].
 #[derive(Debug, Default)]
 pub struct History {
-    samples: Mutex<VecDeque<Sample>>,
+    samples: Mutex<Samples>,
 }
 
 impl History {
     /// Records one reading of `clusters` at `uptime`; the oldest reading
     /// goes past [`SAMPLES`].
     pub fn record(&self, clusters: &[Arc<Cluster>], uptime: Duration) {
+        self.record_within(clusters, uptime, MAX_CELLS);
+    }
+
+    /// [`History::record`] with `max_cells` for [`MAX_CELLS`].
+    fn record_within(&self, clusters: &[Arc<Cluster>], uptime: Duration, max_cells: usize) {
         let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = samples.back();
+        let previous = samples.kept.back().cloned();
         let sample = Sample {
             uptime_ms: u64::try_from(uptime.as_millis()).unwrap_or(u64::MAX),
             clusters: clusters
@@ -64,47 +98,57 @@ impl History {
                 .map(|(i, c)| {
                     let loads = c.balancer().loads();
                     let upstreams = c.upstreams_of(loads.iter().map(|(e, _)| e));
-                    let before = previous.and_then(|p| p.clusters.get(i));
+                    let before = previous.as_ref().and_then(|p| p.clusters.get(i));
+                    let same_names = before.is_some_and(|b| {
+                        b.names.len() == loads.len()
+                            && b.names.iter().zip(&loads).all(|((addr, tag), (e, _))| {
+                                &**addr == e.addr() && tag.as_deref() == e.tag()
+                            })
+                    });
+                    let names = match before {
+                        Some(b) if same_names => b.names.clone(),
+                        _ => loads
+                            .iter()
+                            .map(|(e, _)| (e.addr().into(), e.tag().map(Into::into)))
+                            .collect(),
+                    };
+                    let cells = loads
+                        .iter()
+                        .zip(upstreams)
+                        .map(|((_, load), upstream)| Cell {
+                            in_flight: *load,
+                            served: upstream.map(|u| u.served()).unwrap_or_default(),
+                        })
+                        .collect();
                     ClusterSample {
                         served: c.served(),
-                        endpoints: loads
-                            .iter()
-                            .zip(upstreams)
-                            .enumerate()
-                            .map(|(j, ((e, load), upstream))| {
-                                // Names are shared with the previous sample
-                                // while the membership stays: five minutes
-                                // of samples hold one copy of each.
-                                let same = before.and_then(|b| b.endpoints.get(j)).filter(|b| {
-                                    &*b.addr == e.addr() && b.tag.as_deref() == e.tag()
-                                });
-                                EndpointSample {
-                                    addr: same.map_or_else(|| e.addr().into(), |b| b.addr.clone()),
-                                    tag: same
-                                        .map_or_else(|| e.tag().map(Into::into), |b| b.tag.clone()),
-                                    in_flight: *load,
-                                    served: upstream.map(|u| u.served()).unwrap_or_default(),
-                                }
-                            })
-                            .collect(),
+                        names,
+                        cells,
                     }
                 })
                 .collect(),
         };
-        if samples.len() == SAMPLES {
-            samples.pop_front();
+        samples.cells += sample.cells();
+        samples.kept.push_back(Arc::new(sample));
+        while samples.kept.len() > SAMPLES || (samples.cells > max_cells && samples.kept.len() > 1)
+        {
+            if let Some(oldest) = samples.kept.pop_front() {
+                samples.cells -= oldest.cells();
+            }
         }
-        samples.push_back(sample);
     }
 
     /// The samples as JSON (docs/proxy.md, `GET /history`): per cluster and
     /// per endpoint, series aligned on `uptime_ms` (`null` where an
     /// endpoint was not a member).
     pub fn to_json(&self, clusters: &[Arc<Cluster>]) -> Value {
-        let samples: Vec<Sample> = self
+        // Shared, not copied: the lock is held for as long as a clone of
+        // the list of pointers takes.
+        let samples: Vec<Arc<Sample>> = self
             .samples
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .kept
             .iter()
             .cloned()
             .collect();
@@ -120,17 +164,17 @@ impl History {
                 let mut order: Vec<(&str, Option<&str>)> = Vec::new();
                 for (j, s) in samples.iter().enumerate() {
                     let Some(c) = s.clusters.get(i) else { continue };
-                    for e in &c.endpoints {
-                        let id = (&*e.addr, e.tag.as_deref());
+                    for ((addr, tag), cell) in c.names.iter().zip(&c.cells) {
+                        let id = (&**addr, tag.as_deref());
                         let k = *index.entry(id).or_insert_with(|| {
                             order.push(id);
                             series.push(std::array::from_fn(|_| vec![None; n]));
                             series.len() - 1
                         });
-                        series[k][0][j] = Some(e.in_flight);
-                        series[k][1][j] = Some(e.served.attempts);
-                        series[k][2][j] = Some(e.served.failures);
-                        series[k][3][j] = Some(e.served.spills);
+                        series[k][0][j] = Some(cell.in_flight);
+                        series[k][1][j] = Some(cell.served.attempts);
+                        series[k][2][j] = Some(cell.served.failures);
+                        series[k][3][j] = Some(cell.served.spills);
                     }
                 }
                 let endpoints: Vec<Value> = order
@@ -229,5 +273,42 @@ mod tests {
         assert_eq!(times[0], 6000, "the oldest went first");
         assert_eq!(series_in(&doc, "127.0.0.1:1"), None);
         drop(held);
+    }
+
+    #[test]
+    fn a_large_membership_keeps_fewer_samples_within_the_cells() {
+        let c = cluster(&["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]);
+        let clusters = [c.clone()];
+        let history = History::default();
+        // Room for 10 cells: three samples of three endpoints.
+        for t in 1..=5 {
+            history.record_within(&clusters, Duration::from_secs(t), 10);
+        }
+        let doc = history.to_json(&clusters);
+        assert_eq!(doc["uptime_ms"], json!([3000, 4000, 5000]));
+        assert_eq!(history.samples.lock().unwrap().cells, 9);
+        // One sample larger than the room is still kept, alone.
+        history.record_within(&clusters, Duration::from_secs(6), 2);
+        let doc = history.to_json(&clusters);
+        assert_eq!(doc["uptime_ms"], json!([6000]));
+        assert_eq!(doc["clusters"][0]["endpoints"].as_array().unwrap().len(), 3);
+        assert_eq!(history.samples.lock().unwrap().cells, 3);
+    }
+
+    #[test]
+    fn names_are_kept_once_while_the_membership_stays() {
+        let c = cluster(&["127.0.0.1:1", "127.0.0.1:2"]);
+        let clusters = [c.clone()];
+        let history = History::default();
+        history.record(&clusters, Duration::from_secs(1));
+        history.record(&clusters, Duration::from_secs(2));
+        c.set_endpoints(vec!["127.0.0.1:2".parse().unwrap()])
+            .unwrap();
+        history.record(&clusters, Duration::from_secs(3));
+        let samples = history.samples.lock().unwrap();
+        let names: Vec<&Arc<[Name]>> = samples.kept.iter().map(|s| &s.clusters[0].names).collect();
+        assert!(Arc::ptr_eq(names[0], names[1]));
+        assert!(!Arc::ptr_eq(names[1], names[2]));
+        assert_eq!(&*names[2][0].0, "127.0.0.1:2");
     }
 }
