@@ -276,6 +276,12 @@ cluster = "users"
                 "cluster `users`: eject_for: the policy sets its own eject_after=",
             ),
             (
+                format!(
+                    "{TWO_CLUSTERS}[[cluster]]\nname = \"spare\"\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:9004\"]\n"
+                ),
+                "cluster `spare`: no [[route]] leads to it",
+            ),
+            (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = -1"),
                 "cluster `users`: retry_buffer: `-1` is not a number of bytes: accepted 0..=16777216",
             ),

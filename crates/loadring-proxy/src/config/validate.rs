@@ -387,6 +387,23 @@ impl ProxyConfig {
                 "several clusters but no [[route]]: say which requests go where",
             ));
         }
+        // With several clusters requests reach one only through a route:
+        // a cluster no route names would be built, checked and followed
+        // for nothing.
+        if let Some(c) = self
+            .clusters
+            .iter()
+            .find(|c| multi && !self.routes.iter().any(|r| r.cluster == c.name))
+        {
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "cluster `{}`: no [[route]] leads to it (with several clusters, a request \
+                     reaches one only through a route)",
+                    Echo(&c.name)
+                ),
+            ));
+        }
         Ok(())
     }
 }
