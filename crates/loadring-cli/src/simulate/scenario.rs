@@ -77,8 +77,10 @@ pub enum Kind {
 impl Kind {
     pub const NAMES: &'static str = "slow-backend, failing-backend";
 
+    /// A scenario by name, in any case (as policy names and `--workload`'s
+    /// kinds are).
     pub fn parse(text: &str) -> Option<Kind> {
-        match text {
+        match text.to_ascii_lowercase().as_str() {
             "slow-backend" => Some(Kind::SlowBackend),
             "failing-backend" => Some(Kind::FailingBackend),
             _ => None,
@@ -353,4 +355,22 @@ fn addr_index(addr: &str) -> usize {
         .and_then(|rest| rest.strip_suffix(":80"))
         .and_then(|n| n.parse::<usize>().ok())
         .map_or(0, |n| n - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kind;
+
+    #[test]
+    fn scenario_names_are_read_in_any_case() {
+        for (text, kind) in [
+            ("slow-backend", Kind::SlowBackend),
+            ("SLOW-BACKEND", Kind::SlowBackend),
+            ("Failing-Backend", Kind::FailingBackend),
+        ] {
+            assert_eq!(Kind::parse(text), Some(kind), "{text}");
+        }
+        assert_eq!(Kind::parse("slow_backend"), None);
+        assert_eq!(Kind::parse(""), None);
+    }
 }
