@@ -112,7 +112,11 @@ impl Ketama {
                 "{policy}: weighted=false is libmemcached's unweighted continuum and has no \
                  libketama counterpart (libketama always weights servers by memory): use \
                  compat=libmemcached weighted=false, or equal endpoint weights with compat=libketama"
-            )));
+            ))
+            .with_policy(&policy)
+            .with_key("weighted")
+            .with_value("false")
+            .with_accepted("true"));
         }
         if params.has("hash") && weighted {
             let value = params.take("hash").unwrap_or_default();
@@ -127,7 +131,11 @@ impl Ketama {
                  {variant} hashes point names and keys with md5",
                     Echo(value)
                 ),
-            ));
+            )
+            .with_policy(&policy)
+            .with_key("hash")
+            .with_value(value)
+            .with_accepted("weighted=false"));
         }
         let hash = match params.take_choice("hash", &["md5", "one_at_a_time"], "one_at_a_time")? {
             "md5" => KeyHash::Md5,
@@ -653,6 +661,37 @@ mod tests {
             let got = spec.parse::<PolicySpec>().unwrap_err().to_string();
             assert!(got.contains(want), "{spec}: {got:?} lacks {want:?}");
             assert!(!got.contains('\n'), "one line: {got:?}");
+        }
+    }
+
+    #[test]
+    fn conflicts_name_the_key_through_the_accessors() {
+        for (spec, key, value, accepted) in [
+            (
+                "ketama:compat=libketama weighted=false",
+                "weighted",
+                "false",
+                "true",
+            ),
+            (
+                "ketama:compat=libketama hash=md5",
+                "hash",
+                "md5",
+                "weighted=false",
+            ),
+            (
+                "KETAMA:hash=one_at_a_time",
+                "hash",
+                "one_at_a_time",
+                "weighted=false",
+            ),
+        ] {
+            let err = spec.parse::<PolicySpec>().unwrap_err();
+            assert_eq!(err.kind(), crate::ParseErrorKind::Conflict, "{spec}");
+            assert_eq!(err.policy(), Some("ketama"), "{spec}");
+            assert_eq!(err.key(), Some(key), "{spec}");
+            assert_eq!(err.value(), Some(value), "{spec}");
+            assert_eq!(err.accepted(), Some(accepted), "{spec}");
         }
     }
 

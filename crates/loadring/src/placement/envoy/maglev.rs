@@ -59,12 +59,19 @@ impl Maglev {
     pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
         let table_size = params.take_u64("table_size", 2, MAX_TABLE_SIZE, DEFAULT_TABLE_SIZE)?;
         if !is_prime(table_size) {
+            let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
             return Err(ParseError::new(
- ParseErrorKind::Value, format!(
-                "{}: table_size={table_size} is not prime: accepted a prime in 2..={MAX_TABLE_SIZE} \
-                 (e.g. 65537, 131071, 655373)",
-                params.policy()
-            )));
+                ParseErrorKind::Value,
+                format!(
+                    "{}: table_size={table_size} is not prime: accepted {accepted} \
+                     (e.g. 65537, 131071, 655373)",
+                    params.policy()
+                ),
+            )
+            .with_policy(params.policy())
+            .with_key("table_size")
+            .with_value(&table_size.to_string())
+            .with_accepted(accepted));
         }
         Ok(Maglev { table_size })
     }
@@ -690,5 +697,15 @@ mod param_tests {
             let got = input.parse::<PolicySpec>().unwrap_err().to_string();
             assert_eq!(got, want, "{input}");
         }
+    }
+
+    #[test]
+    fn a_size_that_is_not_prime_is_named_by_the_accessors() {
+        let err = "MAGLEV:table_size=65536".parse::<PolicySpec>().unwrap_err();
+        assert_eq!(err.kind(), crate::ParseErrorKind::Value);
+        assert_eq!(err.policy(), Some("maglev"));
+        assert_eq!(err.key(), Some("table_size"));
+        assert_eq!(err.value(), Some("65536"));
+        assert_eq!(err.accepted(), Some("a prime in 2..=5000011"));
     }
 }

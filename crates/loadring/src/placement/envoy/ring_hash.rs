@@ -63,14 +63,19 @@ impl RingHash {
         let min_ring_size = params.take_u64("min_ring_size", 1, MAX_RING_SIZE, 1024)?;
         let max_ring_size = params.take_u64("max_ring_size", 1, MAX_RING_SIZE, MAX_RING_SIZE)?;
         if min_ring_size > max_ring_size {
+            let accepted = format!("1 <= min_ring_size <= max_ring_size <= {MAX_RING_SIZE}");
             return Err(ParseError::new(
                 ParseErrorKind::Conflict,
                 format!(
-                "{}: min_ring_size={min_ring_size} is greater than max_ring_size={max_ring_size}: \
-                 accepted 1 <= min_ring_size <= max_ring_size <= {MAX_RING_SIZE}",
-                params.policy()
-            ),
-            ));
+                    "{}: min_ring_size={min_ring_size} is greater than max_ring_size={max_ring_size}: \
+                     accepted {accepted}",
+                    params.policy()
+                ),
+            )
+            .with_policy(params.policy())
+            .with_key("min_ring_size")
+            .with_value(&min_ring_size.to_string())
+            .with_accepted(accepted));
         }
         let hash = match params.take_choice("hash", &["xx_hash", "murmur_hash_2"], "xx_hash")? {
             "murmur_hash_2" => PointHash::MurmurHash2,
@@ -222,5 +227,20 @@ mod tests {
             let got = input.parse::<PolicySpec>().unwrap_err().to_string();
             assert_eq!(got, want, "{input}");
         }
+    }
+
+    #[test]
+    fn sizes_in_the_wrong_order_are_named_by_the_accessors() {
+        let err = "ring_hash:min_ring_size=2048 max_ring_size=1024"
+            .parse::<PolicySpec>()
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::ParseErrorKind::Conflict);
+        assert_eq!(err.policy(), Some("ring_hash"));
+        assert_eq!(err.key(), Some("min_ring_size"));
+        assert_eq!(err.value(), Some("2048"));
+        assert_eq!(
+            err.accepted(),
+            Some("1 <= min_ring_size <= max_ring_size <= 8388608")
+        );
     }
 }
