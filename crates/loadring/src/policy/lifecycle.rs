@@ -150,12 +150,21 @@ impl LifecycleParams {
             Duration::from_millis(1),
             Duration::from_secs(3600),
         )?;
+        // A decimal, `DIGITS[.DIGITS]`, as the README says: not the `1e2`,
+        // `.5`, `5.`, `+1` or `1e-300` that `f64`'s parser also reads.
+        let decimal = |v: &str| {
+            let (int, frac) = v.split_once('.').unwrap_or((v, "0"));
+            !int.is_empty()
+                && !frac.is_empty()
+                && int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+        };
         let aggression = match p.take("slow_start_aggression") {
             None => None,
             Some(v) => Some(
-                v.parse::<f64>()
-                    .ok()
-                    .filter(|a| a.is_finite() && *a > 0.0 && *a <= 100.0 && !v.starts_with('+'))
+                Some(v)
+                    .filter(|v| decimal(v))
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .filter(|a| a.is_finite() && *a > 0.0 && *a <= 100.0)
                     .ok_or_else(|| {
                         p.error(
                             "slow_start_aggression",
@@ -685,6 +694,28 @@ impl Picker for LifecyclePicker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_aggression_is_a_decimal() {
+        let parse = |v: &str| {
+            format!("rr:slow_start=10s slow_start_aggression={v}").parse::<crate::PolicySpec>()
+        };
+        for v in ["1", "2", "0.5", "1.25", "100", "100.0", "0.000001"] {
+            assert!(parse(v).is_ok(), "{v}");
+        }
+        for v in [
+            "1e2", "1E2", "1e-300", ".5", "5.", "+1", "-1", "0", "0.0", "100.5", "inf", "NaN",
+            "1.2.3", "0x10",
+        ] {
+            let err = parse(v).unwrap_err();
+            assert_eq!(err.key(), Some("slow_start_aggression"), "{v}");
+            assert_eq!(err.value(), Some(v), "{v}");
+            assert_eq!(
+                err.to_string(),
+                format!("rr: slow_start_aggression={v}: accepted a decimal number in (0, 100]")
+            );
+        }
+    }
 
     fn curve(aggression: f64, min_weight_percent: u8) -> SlowStart {
         SlowStart {
