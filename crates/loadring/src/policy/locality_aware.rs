@@ -227,12 +227,14 @@ struct Sample {
 #[derive(Debug, Default)]
 struct Window {
     samples: VecDeque<Sample>,
-    latency_sum: i64,
+    /// In `i128`, as is `begin_sum`: sums of times and latencies the
+    /// caller gives (any `Duration`, from any epoch) never overflow.
+    latency_sum: i128,
     /// Mean latency of the samples (µs), 0 before any response.
     avg_latency: i64,
     /// `SCALE / avg_latency`, 0 before any response.
     base: i64,
-    begin_sum: i64,
+    begin_sum: i128,
     begin_count: i64,
 }
 
@@ -306,9 +308,10 @@ impl LaState {
         }
         let mut weight = w.base;
         if w.begin_count > 0 && w.avg_latency > 0 {
-            let age = now - w.begin_sum / w.begin_count;
-            if age * PUNISH_INFLIGHT.1 >= w.avg_latency * PUNISH_INFLIGHT.0 {
-                weight = (i128::from(weight) * i128::from(w.avg_latency) / i128::from(age)) as i64;
+            let age = i128::from(now) - w.begin_sum / i128::from(w.begin_count);
+            let (avg, (up, down)) = (i128::from(w.avg_latency), PUNISH_INFLIGHT);
+            if age * i128::from(down) >= avg * i128::from(up) {
+                weight = (i128::from(weight) * avg / age) as i64;
             }
         }
         let weight = weight.max(MIN_WEIGHT);
@@ -332,7 +335,7 @@ impl LaState {
         if weight <= offset {
             return false;
         }
-        w.begin_sum += now;
+        w.begin_sum += i128::from(now);
         w.begin_count += 1;
         true
     }
@@ -341,7 +344,7 @@ impl LaState {
     fn start(&self, now: i64, in_flight: u64) {
         let mut w = self.lock();
         reconcile(&mut w, now, in_flight);
-        w.begin_sum += now;
+        w.begin_sum += i128::from(now);
         w.begin_count += 1;
     }
 
@@ -351,25 +354,27 @@ impl LaState {
         let latency = latency.max(1);
         let mut w = self.lock();
         if w.begin_count > 0 {
-            w.begin_sum -= begin;
+            w.begin_sum -= i128::from(begin);
             w.begin_count -= 1;
         }
         if success {
             w.samples.push_back(Sample { end, latency });
-            w.latency_sum += latency;
+            w.latency_sum += i128::from(latency);
         } else {
             let timeout = micros(self.params.timeout);
-            let punished = (latency * PUNISH_ERROR.0 / PUNISH_ERROR.1).max(timeout);
+            let punished =
+                i128::from(latency) * i128::from(PUNISH_ERROR.0) / i128::from(PUNISH_ERROR.1);
+            let punished = i64::try_from(punished).unwrap_or(i64::MAX).max(timeout);
+            if w.samples.is_empty() {
+                w.samples.push_back(Sample { end, latency: 0 });
+            }
             if let Some(last) = w.samples.back_mut() {
-                last.latency += punished;
+                // Saturating (at 292,000 years): the sum stays the samples'.
+                let before = last.latency;
+                last.latency = before.saturating_add(punished);
                 last.end = last.end.max(end);
-                w.latency_sum += punished;
-            } else {
-                w.samples.push_back(Sample {
-                    end,
-                    latency: punished,
-                });
-                w.latency_sum += punished;
+                let added = last.latency - before;
+                w.latency_sum += i128::from(added);
             }
         }
         let newest = w.samples.back().map_or(end, |s| s.end);
@@ -378,10 +383,12 @@ impl LaState {
             || (w.samples.len() > 1 && w.samples.front().is_some_and(|s| s.end < oldest_kept))
         {
             if let Some(old) = w.samples.pop_front() {
-                w.latency_sum -= old.latency;
+                w.latency_sum -= i128::from(old.latency);
             }
         }
-        w.avg_latency = (w.latency_sum / w.samples.len().max(1) as i64).max(1);
+        // The mean of samples that are each at most `i64::MAX`.
+        let mean = w.latency_sum / w.samples.len().max(1) as i128;
+        w.avg_latency = i64::try_from(mean).unwrap_or(i64::MAX).max(1);
         w.base = (SCALE / w.avg_latency).max(MIN_WEIGHT);
         self.reset_weight(&w, end);
     }
@@ -400,11 +407,10 @@ fn reconcile(w: &mut Window, now: i64, in_flight: u64) {
         w.begin_sum = 0;
         w.begin_count = 0;
     } else if w.begin_count > in_flight {
-        w.begin_sum =
-            (i128::from(w.begin_sum) * i128::from(in_flight) / i128::from(w.begin_count)) as i64;
+        w.begin_sum = w.begin_sum * i128::from(in_flight) / i128::from(w.begin_count);
         w.begin_count = in_flight;
     } else if w.begin_count < in_flight {
-        w.begin_sum += now * (in_flight - w.begin_count);
+        w.begin_sum += i128::from(now) * i128::from(in_flight - w.begin_count);
         w.begin_count = in_flight;
     }
 }
@@ -604,6 +610,48 @@ mod tests {
         // Two reserved through `candidates` without a pick: counted from now.
         reconcile(&mut w, 1_000, 4);
         assert_eq!((w.begin_sum, w.begin_count), (2_200, 4));
+    }
+
+    #[test]
+    fn times_from_any_epoch_and_huge_latencies_do_not_overflow() {
+        // Unix time in µs (about 2^50): 10,000 requests in flight on one
+        // endpoint sum their start times past `i64::MAX`.
+        let unix = 1_760_000_000_000_000i64;
+        let s = state();
+        s.record(unix - 10_000, unix, 10_000, true);
+        assert!(s.admit(unix, 0, 10_000));
+        assert!(s.admit(unix + 1_000, 0, 10_001));
+        assert_eq!(s.weight(), SCALE / 10_000, "age 1 ms: no punishment");
+        // The caller's largest times and latencies, through the public API.
+        let max = micros(Duration::MAX);
+        for _ in 0..3 {
+            s.record(0, max, max, true);
+            s.record(0, max, max, false);
+            s.start(max, 3);
+            s.admit(max, 0, 1_000_000);
+        }
+        assert_eq!(
+            s.weight(),
+            MIN_WEIGHT,
+            "the slowest endpoint keeps the floor"
+        );
+    }
+
+    #[test]
+    fn la_takes_extreme_outcomes_through_the_balancer() {
+        use crate::{Balancer, Endpoint, Outcome, Request};
+        let endpoints = ["e0", "e1"].map(|a| Endpoint::new(a).unwrap());
+        let balancer = Balancer::new("la:seed=1".parse().unwrap(), endpoints).unwrap();
+        for outcome in [
+            Outcome::success(Duration::MAX),
+            Outcome::failure(Duration::MAX),
+        ] {
+            for _ in 0..3 {
+                let pick = balancer.pick(&Request::new().at(Duration::MAX)).unwrap();
+                pick.finish(outcome.at(Duration::MAX));
+            }
+        }
+        assert!(balancer.pick(&Request::new().at(Duration::MAX)).is_ok());
     }
 
     #[test]
