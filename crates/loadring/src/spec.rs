@@ -967,6 +967,17 @@ mod tests {
     }
 
     #[test]
+    fn many_pairs_take_linear_time() {
+        // 100,000 pairs (1.3 MB): a quadratic search for repeated keys made
+        // this test take minutes.
+        let pairs: Vec<String> = (0..100_000).map(|i| format!("k{i}=1")).collect();
+        let text = format!("rr:{}", pairs.join(" "));
+        assert_eq!(err(&text), "rr: unknown key `k0` (accepted: none)");
+        let repeated = format!("rr:{} k99999=2", pairs.join(" "));
+        assert_eq!(err(&repeated), "rr: `k99999` is given twice");
+    }
+
+    #[test]
     fn control_characters_are_escaped_in_the_message() {
         assert_eq!(
             err("c_md5:replicas=1\x1b[2J"),
