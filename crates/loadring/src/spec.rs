@@ -302,7 +302,7 @@ pub struct PolicySpec {
     report_share: bool,
 }
 
-/// Two specifications are equal when they are written alike.
+/// Two specifications are equal when their canonical texts ([`PolicySpec::as_str`]) are.
 impl PartialEq for PolicySpec {
     fn eq(&self, other: &Self) -> bool {
         self.text == other.text
@@ -380,11 +380,7 @@ impl PolicySpec {
         params: &[(String, String)],
         inner: Option<&PolicySpec>,
     ) -> Result<Self> {
-        let mut text = name.to_string();
-        for (i, (k, v)) in params.iter().enumerate() {
-            text.push(if i == 0 { ':' } else { ' ' });
-            text.push_str(&format!("{k}={v}"));
-        }
+        let mut text = canonical(name, params);
         if let Some(inner) = inner {
             text.push_str(&format!(" {OVER} {}", inner.as_str()));
         }
@@ -489,7 +485,18 @@ impl PolicySpec {
         self.inner.as_deref()
     }
 
-    /// The specification as it was written (trimmed).
+    /// The canonical text of the specification: its names, keys and values
+    /// as written, on one line whatever white space separated them (one
+    /// space between pairs, none after `:`, ` over ` between policies).
+    ///
+    /// ```
+    /// use loadring::PolicySpec;
+    ///
+    /// let spec: PolicySpec = "zone_first\tOVER\nc_md5: replicas=8\r\n  balance=125".parse()?;
+    /// assert_eq!(spec.as_str(), "zone_first over c_md5:replicas=8 balance=125");
+    /// assert_eq!(spec, "zone_first over c_md5:replicas=8 balance=125".parse()?);
+    /// # Ok::<(), loadring::ParseError>(())
+    /// ```
     pub fn as_str(&self) -> &str {
         &self.text
     }
@@ -551,20 +558,24 @@ impl FromStr for PolicySpec {
                 ));
             }
             let wraps = depth + 1 < parts.len();
-            let mut spec = PolicySpec::parse_one(part, inner.take(), wraps)?;
-            if depth == 0 {
-                spec.text = text.to_string();
-            } else {
-                spec.text = parts[depth..]
-                    .iter()
-                    .map(|p| p.trim())
-                    .collect::<Vec<_>>()
-                    .join(&format!(" {OVER} "));
-            }
-            inner = Some(spec);
+            inner = Some(PolicySpec::parse_one(part, inner.take(), wraps)?);
         }
         inner.ok_or_else(|| ParseError::new(ParseErrorKind::Syntax, "empty policy"))
     }
+}
+
+/// The canonical text of one policy: its name and its pairs as written,
+/// `NAME[:k=v[ k=v]*]`, whatever white space separated them in the input (a
+/// key or a value has none: white space separates words).
+fn canonical(name: &str, pairs: &[(String, String)]) -> String {
+    let mut text = name.to_string();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        text.push(if i == 0 { ':' } else { ' ' });
+        text.push_str(k);
+        text.push('=');
+        text.push_str(v);
+    }
+    text
 }
 
 /// The parts of `A over B over C` (any case of `over`), in order.
@@ -595,6 +606,7 @@ impl PolicySpec {
     fn parse_one(text: &str, inner: Option<PolicySpec>, wraps: bool) -> Result<Self> {
         let mut params = Params::tokenize(text)?;
         let written: Vec<(String, String)> = params.pairs();
+        let text = canonical(params.policy(), &written);
         let name = params.policy().to_ascii_lowercase();
         let Some(family) = FAMILIES.iter().find(|f| f.name == name) else {
             return Err(ParseError::new(
@@ -647,7 +659,7 @@ impl PolicySpec {
         }
         params.finish()?;
         Ok(PolicySpec {
-            text: text.to_string(),
+            text,
             name: family.name,
             params: written,
             inner: None,
@@ -657,10 +669,10 @@ impl PolicySpec {
         })
     }
 
-    /// Parses locality family `name` (its own text `text`, read into
-    /// `params`) wrapped around `inner` (`rr` if none).
+    /// Parses locality family `name` (its own canonical text `text`, read
+    /// into `params`) wrapped around `inner` (`rr` if none).
     fn parse_wrapper(
-        text: &str,
+        mut text: String,
         mut params: Params<'_>,
         written: Vec<(String, String)>,
         name: &'static str,
@@ -680,11 +692,14 @@ impl PolicySpec {
         }
         params.finish()?;
         let inner = match inner {
-            Some(inner) => inner,
+            Some(inner) => {
+                text.push_str(&format!(" {OVER} {}", inner.text));
+                inner
+            }
             None => PolicySpec::parse_one("rr", None, false)?,
         };
         Ok(PolicySpec {
-            text: text.to_string(),
+            text,
             name,
             params: written,
             policy: Arc::new(LocalityPolicy {

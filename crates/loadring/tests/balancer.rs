@@ -191,13 +191,13 @@ fn a_maglev_table_smaller_than_the_pool_is_rejected() {
     assert_eq!(
         err("maglev:table_size=2", pool(3)),
         "maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
-         which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)"
+         which need a slot each: accepted a prime from 3 to 5000011"
     );
     // Envoy's default size and 100,000 endpoints: 34,463 would get nothing.
     assert_eq!(
         err("maglev", pool(100_000)),
         "maglev: table_size=65537 is smaller than the 100000 endpoints of weight >= 1, \
-         which need a slot each: accepted a prime in 100000..=5000011 (e.g. 100003)"
+         which need a slot each: accepted a prime from 100003 to 5000011"
     );
     // Endpoints of weight 0 take no slot; a table as large as the pool
     // gives every endpoint one.

@@ -133,3 +133,224 @@ fn any_error_says_its_stage() {
     assert_eq!(err.as_pick(), Some(&PickError::no_endpoints()));
     assert_eq!(err.to_string(), "no endpoints");
 }
+
+/// The policy a spec builds, as its `Debug` shows it: two specs that
+/// differ only in how a value is written build the same policy.
+fn built(text: &str) -> String {
+    let spec: PolicySpec = text.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"));
+    format!("{:?}", spec.policy())
+}
+
+/// Names, `over`, booleans and choices are read in any ASCII case, each
+/// value as its lower-case spelling; a value that is none of them is refused
+/// with the accepted values.
+#[test]
+fn booleans_and_choices_take_any_case_as_names_do() {
+    for (any_case, lower) in [
+        ("nginx_hash:consistent=TRUE", "nginx_hash:consistent=true"),
+        ("nginx_hash:consistent=False", "nginx_hash:consistent=false"),
+        (
+            "ketama:compat=LIBMEMCACHED weighted=FALSE hash=MD5",
+            "ketama:compat=libmemcached weighted=false hash=md5",
+        ),
+        (
+            "haproxy_hash:type=Consistent avalanche=False",
+            "haproxy_hash:type=consistent avalanche=false",
+        ),
+        ("p2c:load=PEAK_EWMA", "p2c:load=peak_ewma"),
+        (
+            "twemproxy:distribution=MODULA hash=FNV1A_64",
+            "twemproxy:distribution=modula hash=fnv1a_64",
+        ),
+    ] {
+        assert_eq!(built(any_case), built(lower), "{any_case}");
+    }
+    let share: PolicySpec = "c_murmurhash_bl:report_rule=SHARE".parse().unwrap();
+    assert!(share.report_share());
+    let view: PolicySpec = "c_murmurhash_bl:report_rule=View".parse().unwrap();
+    assert!(!view.report_share());
+
+    let err = "nginx_hash:consistent=yes"
+        .parse::<PolicySpec>()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "nginx_hash: consistent=yes: accepted true or false"
+    );
+    assert_eq!(err.accepted(), Some("true or false"));
+    assert_eq!(err.value(), Some("yes"));
+    let err = "c_murmurhash_bl:report_rule=all"
+        .parse::<PolicySpec>()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "c_murmurhash_bl: report_rule=all is not a rule: accepted view or share"
+    );
+    assert_eq!(err.accepted(), Some("view or share"));
+}
+
+/// The canonical text (`as_str`, `Display`: what the command line prints and
+/// the proxy reports) is one line: any run of white space the parser takes
+/// as a separator is one space, `NAME:key=value key=value`, ` over `
+/// between policies; names and values stay as written.
+#[test]
+fn the_canonical_text_is_one_clean_line() {
+    for (input, text) in [
+        (
+            "c_md5:replicas=10\nload_factor=1.5",
+            "c_md5:replicas=10 load_factor=1.5",
+        ),
+        (
+            "c_murmurhash:replicas=10\t\tload_factor=1.5\r\n",
+            "c_murmurhash:replicas=10 load_factor=1.5",
+        ),
+        ("zone_first\tover\nrr", "zone_first over rr"),
+        ("c_md5:\u{85}replicas=5", "c_md5:replicas=5"),
+        ("c_md5:\u{c}replicas=5\u{b}", "c_md5:replicas=5"),
+        (
+            "zone_first:min_endpoints=2\u{a0}OVER  C_MD5: replicas=8\u{2003}balance=125",
+            "zone_first:min_endpoints=2 over C_MD5:replicas=8 balance=125",
+        ),
+        ("rr:\n", "rr"),
+        (
+            "local_first over\u{2028}zone_first over\u{3000}rr",
+            "local_first over zone_first over rr",
+        ),
+    ] {
+        let spec: PolicySpec = input.parse().unwrap();
+        assert_eq!(spec.as_str(), text, "{input:?}");
+        assert_eq!(spec.to_string(), text, "{input:?}");
+        assert_eq!(text.parse::<PolicySpec>().unwrap(), spec, "{input:?}");
+    }
+    let spec: PolicySpec = "zone_first over\tc_md5:replicas=8\nbalance=125"
+        .parse()
+        .unwrap();
+    assert_eq!(
+        spec.inner().map(PolicySpec::as_str),
+        Some("c_md5:replicas=8 balance=125")
+    );
+}
+
+/// Maglev's table size is a prime from 2 (the smallest prime) to 5000011
+/// (Envoy's `lte`, itself prime): every error about it says so, in its
+/// message and in `accepted()`.
+#[test]
+fn every_maglev_table_size_error_says_a_prime_from_2_to_5000011() {
+    for (value, why) in [
+        ("1", "is out of range"),
+        ("0", "is out of range"),
+        ("4", "is not prime"),
+        ("65536", "is not prime"),
+        ("5000077", "is out of range"),
+        ("-7", "is negative"),
+        ("x", "is not a whole number"),
+    ] {
+        let err = format!("maglev:table_size={value}")
+            .parse::<PolicySpec>()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "maglev: table_size={value} {why}: accepted a prime from 2 to 5000011 \
+                 (e.g. 65537, 131071, 655373)"
+            )
+        );
+        assert_eq!(err.kind(), ParseErrorKind::Value);
+        assert_eq!(err.policy(), Some("maglev"));
+        assert_eq!(err.key(), Some("table_size"));
+        assert_eq!(err.value(), Some(value));
+        assert_eq!(err.accepted(), Some("a prime from 2 to 5000011"));
+    }
+    for size in ["2", "5000011", "65537"] {
+        format!("maglev:table_size={size}")
+            .parse::<PolicySpec>()
+            .unwrap();
+    }
+
+    // A table smaller than the pool: the primes from the first large enough.
+    let err = loadring::maglev::MaglevTable::build([("a", 1), ("b", 1), ("c", 1), ("d", 1)], 3)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "maglev: table_size=3 is smaller than the 4 endpoints of weight >= 1, \
+         which need a slot each: accepted a prime from 5 to 5000011"
+    );
+    assert_eq!(err.policy(), Some("maglev"));
+    assert_eq!(err.key(), Some("table_size"));
+    assert_eq!(err.value(), Some("3"));
+    assert_eq!(err.accepted(), Some("a prime from 5 to 5000011"));
+    let err = loadring::maglev::MaglevTable::build([("a", 1)], 9).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "maglev: table_size=9: accepted a prime from 2 to 5000011"
+    );
+    assert_eq!(err.accepted(), Some("a prime from 2 to 5000011"));
+}
+
+/// Every whole number and decimal of a spec follows one rule: ASCII digits
+/// (and one `.` in a decimal), leading zeros ignored; no sign, space, `_`,
+/// exponent, `0x` or other digits. The error echoes the value and gives the
+/// range.
+#[test]
+fn every_numeric_parameter_reads_numbers_alike() {
+    // Leading zeros are ignored, whatever the parameter.
+    for (zeros, plain) in [
+        ("c_md5:replicas=000000000160", "c_md5:replicas=160"),
+        ("c_md5:balance=00000125", "c_md5:balance=125"),
+        ("c_md5:balance=0000000000000000000125", "c_md5:balance=125"),
+        ("c_md5:load_factor=00001.5", "c_md5:load_factor=1.5"),
+        (
+            "c_md5:load_factor=0000000000000000000001.25",
+            "c_md5:load_factor=1.25",
+        ),
+        (
+            "maglev:hash_balance_factor=00000150",
+            "maglev:hash_balance_factor=150",
+        ),
+        ("random:seed=000000000000000000000000007", "random:seed=7"),
+        ("p2c:choices=0003", "p2c:choices=3"),
+        (
+            "local_first:local_share=00000000080",
+            "local_first:local_share=80",
+        ),
+    ] {
+        assert_eq!(built(zeros), built(plain), "{zeros}");
+    }
+    let hash_balance: PolicySpec = "ring_hash:hash_balance_factor=00000150".parse().unwrap();
+    assert_eq!(hash_balance.hash_balance_factor(), Some(150));
+
+    // The same spellings are refused everywhere, naming the value and the range.
+    let params = [
+        ("c_md5", "replicas", "1..=8388608"),
+        ("random", "seed", "0..=18446744073709551615"),
+        ("maglev", "table_size", "a prime from 2 to 5000011"),
+        ("c_md5", "balance", "an integer percent from 101 to 100000"),
+        (
+            "c_md5",
+            "load_factor",
+            "a decimal number greater than 1 and at most 1000 with at most 6 decimals",
+        ),
+        (
+            "maglev",
+            "hash_balance_factor",
+            "an integer percent from 100 to 100000",
+        ),
+    ];
+    for (policy, key, accepted) in params {
+        for bad in [
+            "+5", "5_000", "0x10", "1e3", "\u{0665}", "\u{ff15}", "-5", "5s",
+        ] {
+            let text = format!("{policy}:{key}={bad}");
+            let err = text.parse::<PolicySpec>().unwrap_err();
+            let message = err.to_string();
+            assert_eq!(err.kind(), ParseErrorKind::Value, "{text}: {message}");
+            assert_eq!(err.key(), Some(key), "{text}");
+            assert_eq!(err.value(), Some(bad), "{text}");
+            assert_eq!(err.accepted(), Some(accepted), "{text}");
+            assert!(
+                message.contains(&format!("{key}={bad}")) && message.contains(accepted),
+                "{text}: {message}"
+            );
+        }
+    }
+}

@@ -601,6 +601,9 @@ fn report_rule_is_parsed_and_checked() {
         ("c_murmurhash_bl", false),
         ("c_murmurhash_bl:report_rule=view", false),
         ("c_murmurhash_bl:report_rule=share", true),
+        // In any ASCII case, as every choice of a spec.
+        ("c_murmurhash_bl:report_rule=Share", true),
+        ("c_murmurhash_bl:report_rule=VIEW", false),
         ("maglev:hash_balance_factor=150 report_rule=share", true),
         (
             "zone_first over ring_hash:load_factor=1.5 report_rule=share",
@@ -612,8 +615,8 @@ fn report_rule_is_parsed_and_checked() {
     }
     for (text, message) in [
         (
-            "c_murmurhash_bl:report_rule=Share",
-            "c_murmurhash_bl: report_rule=Share is not a rule: accepted view or share",
+            "c_murmurhash_bl:report_rule=shared",
+            "c_murmurhash_bl: report_rule=shared is not a rule: accepted view or share",
         ),
         (
             "c_murmurhash:report_rule=share",

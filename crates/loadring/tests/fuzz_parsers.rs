@@ -127,6 +127,38 @@ proptest! {
         }
     }
 
+    /// A spec that parses, whatever white space separates its words, has a
+    /// canonical text of one line: no control character, no white space but
+    /// single spaces, and it parses back to the same spec.
+    #[test]
+    fn a_parsed_spec_prints_one_clean_line(spec in spec_like(),
+                                           gaps in proptest::collection::vec(
+                                               prop::sample::select(vec![
+                                                   " ", "  ", "\t", "\n", "\r\n", "\u{b}", "\u{c}",
+                                                   "\u{85}", "\u{a0}", "\u{2003}", "\u{2028}", " \t\n ",
+                                               ]),
+                                               16)) {
+        let mut gaps = gaps.into_iter().cycle();
+        let input: String = spec
+            .split(' ')
+            .enumerate()
+            .map(|(i, word)| if i == 0 { word.to_string() } else { format!("{}{word}", gaps.next().unwrap()) })
+            .collect();
+        if let Ok(parsed) = input.parse::<PolicySpec>() {
+            let text = parsed.as_str();
+            prop_assert!(
+                !text.contains("  ")
+                    && !text.starts_with(' ')
+                    && !text.ends_with(' ')
+                    && text.chars().all(|c| c == ' ' || !(c.is_whitespace() || c.is_control())),
+                "{:?} -> {:?}", input, text
+            );
+            prop_assert_eq!(parsed.to_string(), text);
+            prop_assert_eq!(&text.parse::<PolicySpec>().unwrap(), &parsed);
+            prop_assert_eq!(&spec.parse::<PolicySpec>().unwrap(), &parsed);
+        }
+    }
+
     #[test]
     fn the_endpoint_parser_takes_any_text(input in prop_oneof![text(), endpoint_like()]) {
         match input.parse::<Endpoint>() {

@@ -557,9 +557,11 @@ fn specs_parse_and_keep_their_text() {
         .parse()
         .unwrap();
     assert_eq!(spec.name(), "local_first");
+    // Names and values as written; `over` and the spaces canonical, as
+    // the inner policies' texts always had them.
     assert_eq!(
         spec.as_str(),
-        "Local_First:local_share=80 OVER zone_first over RR"
+        "Local_First:local_share=80 over zone_first over RR"
     );
     let inner = spec.inner().unwrap();
     assert_eq!(inner.name(), "zone_first");

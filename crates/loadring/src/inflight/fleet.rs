@@ -137,9 +137,11 @@ pub(crate) fn take_report_rule(
         refuse_unbounded(params, name, KEY)?;
         return Ok(false);
     }
+    // In any ASCII case, as every choice of a specification.
     match params.take(KEY) {
-        None | Some("view") => Ok(false),
-        Some("share") => Ok(true),
+        None => Ok(false),
+        Some(value) if value.eq_ignore_ascii_case("view") => Ok(false),
+        Some(value) if value.eq_ignore_ascii_case("share") => Ok(true),
         Some(value) => Err(params.error(KEY, value, "view or share", |accepted| {
             format!("{KEY}={} is not a rule: accepted {accepted}", Echo(value))
         })),

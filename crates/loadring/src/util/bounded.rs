@@ -18,6 +18,7 @@ use std::str::FromStr;
 
 use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
+use crate::util::params::read_whole;
 
 type Result<T> = std::result::Result<T, ParseError>;
 
@@ -96,18 +97,17 @@ impl LoadFactor {
             .with_value(text)
             .with_accepted(accepted)
         };
+        // The whole part by the rule of every number of a spec (leading
+        // zeros ignored); the decimals are digits, at most MAX_DECIMALS.
         let (int, frac) = text.split_once('.').unwrap_or((text, ""));
-        if int.is_empty()
-            || frac.len() > MAX_DECIMALS
-            || !int.bytes().all(|b| b.is_ascii_digit())
+        if frac.len() > MAX_DECIMALS
             || !frac.bytes().all(|b| b.is_ascii_digit())
             || (text.contains('.') && frac.is_empty())
-            || int.len() > 4
         {
             return Err(bad());
         }
+        let int = read_whole(int, 0, MAX_FACTOR).map_err(|_| bad())?;
         let den = 10u64.pow(frac.len() as u32);
-        let int: u64 = int.parse().map_err(|_| bad())?;
         let frac: u64 = if frac.is_empty() {
             0
         } else {
@@ -132,13 +132,7 @@ impl LoadFactor {
             .with_value(text)
             .with_accepted(accepted)
         };
-        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) || text.len() > 7 {
-            return Err(bad());
-        }
-        let num: u64 = text.parse().map_err(|_| bad())?;
-        if num <= 100 || num > MAX_FACTOR * 100 {
-            return Err(bad());
-        }
+        let num = read_whole(text, 101, MAX_FACTOR * 100).map_err(|_| bad())?;
         Ok(LoadFactor { num, den: 100 })
     }
 
@@ -382,7 +376,10 @@ mod tests {
         let ok = |t: &str| LoadFactor::parse_decimal("load_factor", t).is_ok();
         assert!(ok("1.000001") && !ok("1.0000001"), "six decimals at most");
         assert!(ok("1000") && !ok("1000.000001"), "at most 1000");
-        assert!(ok("999.5") && !ok("01000.5"), "four integer digits at most");
+        assert!(ok("999.5") && !ok("01000.5"), "at most 1000, zeros or not");
+        // Leading zeros are ignored, however many, as in every number of a
+        // spec (they counted against a length limit here and nowhere else).
+        assert!(ok("00001.5") && ok("0000000000000000000000001.5"));
         assert!(!ok("1.") && !ok(".5") && !ok("1.2.3") && !ok("1,5"));
         // Each alone: what Rust's integer parser would take on its own (a
         // sign, a trailing dot on a factor that is otherwise fine).
@@ -392,7 +389,11 @@ mod tests {
         let pct = |t: &str| LoadFactor::parse_percent("balance", t).is_ok();
         assert!(!pct("100") && pct("101"), "above 100");
         assert!(pct("100000") && !pct("100001"), "at most 100000");
-        assert!(pct("0000101") && !pct("00000101"), "seven digits at most");
+        assert!(
+            pct("0000101") && pct("00000101") && pct("0000000000000000000000101"),
+            "leading zeros ignored"
+        );
+        assert!(!pct("99999999999999999999999"), "past u64: out of range");
         assert!(!pct("+125") && !pct("12 5"));
     }
 

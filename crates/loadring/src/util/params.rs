@@ -3,6 +3,17 @@
 //! `name[:key=value[ key=value]*]`: the pairs are taken one by one by the
 //! family's parser; whatever is left at the end is an unknown key. Each error
 //! names the policy, the key, the value and what is accepted.
+//!
+//! One rule for every value of every family:
+//!
+//! * words are separated by any run of white space (`char::is_whitespace`);
+//!   the canonical text (`PolicySpec::as_str`) has one space between them;
+//! * booleans (`true`, `false`) and choices (`compat=libketama`, ...) are
+//!   read in any ASCII case, as policy names are, each as its lower-case
+//!   spelling; keys are lower-case, exactly;
+//! * numbers are ASCII decimal digits ([`read_whole`]), with one `.` in a
+//!   decimal, leading zeros ignored (`05` is 5): no sign, `_`, exponent,
+//!   `0x` or other digits. Each error echoes the value and gives the range.
 
 use std::collections::HashSet;
 
@@ -102,22 +113,11 @@ impl<'a> Params<'a> {
         let Some(value) = self.take(key) else {
             return Ok(default);
         };
-        let bad = |why: &str| {
+        read_whole(value, min, max).map_err(|why| {
             self.error(key, value, format!("{min}..={max}"), |accepted| {
                 format!("{key}={} {why}: accepted {accepted}", Echo(value))
             })
-        };
-        if !value.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(if value.starts_with('-') {
-                bad("is negative")
-            } else {
-                bad("is not a whole number")
-            });
-        }
-        match value.parse::<u64>() {
-            Ok(v) if (min..=max).contains(&v) => Ok(v),
-            Ok(_) | Err(_) => Err(bad("is out of range")),
-        }
+        })
     }
 
     /// An integer in `min..=max`, `None` when absent.
@@ -132,19 +132,25 @@ impl<'a> Params<'a> {
         Ok(given.then_some(value))
     }
 
-    /// `true` or `false`, `default` when absent.
+    /// `true` or `false` in any ASCII case (as [`Params::take_choice`]),
+    /// `default` when absent.
     pub(crate) fn take_bool(&mut self, key: &'static str, default: bool) -> Result<bool> {
-        match self.take(key) {
-            None => Ok(default),
-            Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(v) => Err(self.error(key, v, "true or false", |accepted| {
-                format!("{key}={}: accepted {accepted}", Echo(v))
-            })),
+        let Some(value) = self.take(key) else {
+            return Ok(default);
+        };
+        if value.eq_ignore_ascii_case("true") {
+            Ok(true)
+        } else if value.eq_ignore_ascii_case("false") {
+            Ok(false)
+        } else {
+            Err(self.error(key, value, "true or false", |accepted| {
+                format!("{key}={}: accepted {accepted}", Echo(value))
+            }))
         }
     }
 
-    /// One of `choices` (returned as the matching `&'static str`), `default` when absent.
+    /// One of `choices` in any ASCII case (returned as the matching
+    /// `&'static str`, lower-case), `default` when absent.
     pub(crate) fn take_choice(
         &mut self,
         key: &'static str,
@@ -262,5 +268,32 @@ impl<'a> Params<'a> {
                 .with_accepted(accepted))
             }
         }
+    }
+}
+
+/// Reads a whole number in `min..=max`, the rule of every number of a
+/// specification: ASCII decimal digits only, leading zeros ignored (`007` is
+/// 7, however many zeros); no sign, space, `_`, exponent, `0x` or other
+/// digits. The error is why not, to follow `key=value` in a message.
+pub(crate) fn read_whole(
+    value: &str,
+    min: u64,
+    max: u64,
+) -> std::result::Result<u64, &'static str> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        let negative = value
+            .strip_prefix('-')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        return Err(if negative {
+            "is negative"
+        } else {
+            "is not a whole number"
+        });
+    }
+    // Digits only: the parse fails on overflow alone (leading zeros are
+    // read as such, whatever their number).
+    match value.parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        Ok(_) | Err(_) => Err("is out of range"),
     }
 }

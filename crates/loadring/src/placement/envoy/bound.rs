@@ -28,6 +28,7 @@ use crate::inflight::fleet_view::FleetView;
 use crate::policy::none_eligible;
 use crate::request::Request;
 use crate::util::mt19937::Mt19937;
+use crate::util::params::read_whole;
 
 /// Envoy's least `hash_balance_factor` (its API: `gte: 100`).
 pub(crate) const MIN_PERCENT: u32 = 100;
@@ -65,15 +66,11 @@ impl HashBalance {
             .with_value(text)
             .with_accepted(accepted.clone())
         };
-        if text.is_empty() || text.len() > 7 || !text.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        match text.parse::<u32>() {
-            Ok(percent) if (MIN_PERCENT..=MAX_PERCENT).contains(&percent) => {
-                Ok(HashBalance { percent })
-            }
-            _ => Err(bad()),
-        }
+        let percent =
+            read_whole(text, MIN_PERCENT.into(), MAX_PERCENT.into()).map_err(|_| bad())?;
+        Ok(HashBalance {
+            percent: percent as u32,
+        })
     }
 
     /// The percent `F`.

@@ -37,11 +37,12 @@ use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 
+use crate::echo::Echo;
 use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::xxhash64;
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{Placement, Scheme};
-use crate::util::params::Params;
+use crate::util::params::{read_whole, Params};
 
 /// Envoy's default table size.
 pub(crate) const DEFAULT_TABLE_SIZE: u64 = 65_537;
@@ -57,24 +58,37 @@ pub(crate) struct Maglev {
 
 impl Maglev {
     pub(crate) fn parse(params: &mut Params<'_>) -> Result<Self, ParseError> {
-        let table_size = params.take_u64("table_size", 2, MAX_TABLE_SIZE, DEFAULT_TABLE_SIZE)?;
-        if !is_prime(table_size) {
-            let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
-            return Err(ParseError::new(
-                ParseErrorKind::Value,
-                format!(
-                    "{}: table_size={table_size} is not prime: accepted {accepted} \
-                     (e.g. 65537, 131071, 655373)",
-                    params.policy()
-                ),
-            )
-            .with_policy(params.policy())
-            .with_key("table_size")
-            .with_value(&table_size.to_string())
-            .with_accepted(accepted));
-        }
+        let Some(value) = params.take("table_size") else {
+            return Ok(Maglev {
+                table_size: DEFAULT_TABLE_SIZE,
+            });
+        };
+        // A whole number by the rule of every number, then a prime: one
+        // accepted text for each fault, both ends of its range prime.
+        let table_size = read_whole(value, 2, MAX_TABLE_SIZE)
+            .and_then(|n| {
+                if is_prime(n) {
+                    Ok(n)
+                } else {
+                    Err("is not prime")
+                }
+            })
+            .map_err(|why| {
+                params.error("table_size", value, accepted_sizes(2), |accepted| {
+                    format!(
+                        "table_size={} {why}: accepted {accepted} (e.g. 65537, 131071, 655373)",
+                        Echo(value)
+                    )
+                })
+            })?;
         Ok(Maglev { table_size })
     }
+}
+
+/// The table sizes accepted from `min` on (a prime itself): both ends of the
+/// range are primes, so the range says what is accepted.
+fn accepted_sizes(min: u64) -> String {
+    format!("a prime from {min} to {MAX_TABLE_SIZE}")
 }
 
 impl Scheme for Maglev {
@@ -104,17 +118,25 @@ fn check_room(hosts: usize, table_size: u64) -> Result<(), ParseError> {
     if hosts <= table_size {
         return Ok(());
     }
-    let accepted = match smallest_prime_from(hosts) {
-        Some(prime) => format!("accepted a prime in {hosts}..={MAX_TABLE_SIZE} (e.g. {prime})"),
-        None => format!("no table size fits more than {MAX_TABLE_SIZE} endpoints"),
-    };
-    Err(ParseError::new(
-        ParseErrorKind::Value,
-        format!(
+    let message = format!(
         "maglev: table_size={table_size} is smaller than the {hosts} endpoints of weight >= 1, \
-         which need a slot each: {accepted}"
-    ),
-    ))
+         which need a slot each"
+    );
+    let err = |message: String| {
+        ParseError::new(ParseErrorKind::Value, message)
+            .with_policy("maglev")
+            .with_key("table_size")
+            .with_value(&table_size.to_string())
+    };
+    Err(match smallest_prime_from(hosts) {
+        Some(prime) => {
+            let accepted = accepted_sizes(prime);
+            err(format!("{message}: accepted {accepted}")).with_accepted(accepted)
+        }
+        None => err(format!(
+            "{message}: no table size fits more than {MAX_TABLE_SIZE} endpoints"
+        )),
+    })
 }
 
 /// The smallest prime `>= n` that is a valid table size.
@@ -360,7 +382,7 @@ pub struct MaglevTable {
 }
 
 impl MaglevTable {
-    /// Fills a table of `table_size` slots (a prime in `2..=5000011`) from
+    /// Fills a table of `table_size` slots (a prime from 2 to 5000011) from
     /// `(hash key, weight)` pairs; slots hold indices into `hosts`. Hosts of
     /// weight 0 get no slot; if every weight is 0 the table is empty.
     ///
@@ -376,7 +398,7 @@ impl MaglevTable {
         table_size: u64,
     ) -> Result<Self, ParseError> {
         if !(2..=MAX_TABLE_SIZE).contains(&table_size) || !is_prime(table_size) {
-            let accepted = format!("a prime in 2..={MAX_TABLE_SIZE}");
+            let accepted = accepted_sizes(2);
             return Err(ParseError::new(
                 ParseErrorKind::Value,
                 format!("maglev: table_size={table_size}: accepted {accepted}"),
@@ -589,7 +611,7 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "maglev: table_size=2 is smaller than the 3 endpoints of weight >= 1, \
-             which need a slot each: accepted a prime in 3..=5000011 (e.g. 3)"
+             which need a slot each: accepted a prime from 3 to 5000011"
         );
     }
 
@@ -669,24 +691,24 @@ mod param_tests {
         let cases = [
             (
                 "maglev:table_size=65536",
-                "maglev: table_size=65536 is not prime: accepted a prime in 2..=5000011 (e.g. 65537, 131071, 655373)",
+                "maglev: table_size=65536 is not prime: accepted a prime from 2 to 5000011 (e.g. 65537, 131071, 655373)",
             ),
             (
                 "maglev:table_size=1",
-                "maglev: table_size=1 is out of range: accepted 2..=5000011",
+                "maglev: table_size=1 is out of range: accepted a prime from 2 to 5000011 (e.g. 65537, 131071, 655373)",
             ),
             (
                 "maglev:table_size=0",
-                "maglev: table_size=0 is out of range: accepted 2..=5000011",
+                "maglev: table_size=0 is out of range: accepted a prime from 2 to 5000011 (e.g. 65537, 131071, 655373)",
             ),
             (
                 // Prime, but past Envoy's cap.
                 "maglev:table_size=5000077",
-                "maglev: table_size=5000077 is out of range: accepted 2..=5000011",
+                "maglev: table_size=5000077 is out of range: accepted a prime from 2 to 5000011 (e.g. 65537, 131071, 655373)",
             ),
             (
                 "maglev:table_size=-7",
-                "maglev: table_size=-7 is negative: accepted 2..=5000011",
+                "maglev: table_size=-7 is negative: accepted a prime from 2 to 5000011 (e.g. 65537, 131071, 655373)",
             ),
             (
                 "maglev:replicas=3",
@@ -706,6 +728,6 @@ mod param_tests {
         assert_eq!(err.policy(), Some("maglev"));
         assert_eq!(err.key(), Some("table_size"));
         assert_eq!(err.value(), Some("65536"));
-        assert_eq!(err.accepted(), Some("a prime in 2..=5000011"));
+        assert_eq!(err.accepted(), Some("a prime from 2 to 5000011"));
     }
 }
