@@ -5,7 +5,9 @@ use crate::endpoint::Endpoint;
 /// The division of the hash space among endpoints.
 ///
 /// `share` is the fraction of all hash codes an endpoint owns; its fair share
-/// is its weight over the total weight. `deviation` is the population
+/// is its weight over the total weight, or an equal part for a policy that
+/// gives every endpoint the same part whatever its weight (see
+/// [`Layout::weighs`]). `deviation` is the population
 /// standard deviation of `share / fair share` over the endpoints of
 /// positive weight (0 for a perfect split, 0.1 means about 10% off): with equal weights
 /// that is brpc's figure, the deviation of `share * N`; with weights 1 and 3,
@@ -15,6 +17,8 @@ pub struct Layout {
     shares: Vec<(Endpoint, f64)>,
     entries: usize,
     entry_label: &'static str,
+    /// Whether the policy sizes each endpoint's part by its weight.
+    weighs: bool,
 }
 
 impl Layout {
@@ -29,7 +33,15 @@ impl Layout {
             shares,
             entries,
             entry_label,
+            weighs: true,
         }
+    }
+
+    /// The layout of a policy that weighs endpoints (`true`, as
+    /// [`Layout::new`] assumes) or not.
+    pub(crate) fn weighing(mut self, weighs: bool) -> Self {
+        self.weighs = weighs;
+        self
     }
 
     /// Each endpoint with its share of the hash space (the shares sum to 1).
@@ -47,18 +59,49 @@ impl Layout {
         self.entry_label
     }
 
-    /// Each endpoint's fair share: its weight over the total weight.
+    /// Whether the policy sizes each endpoint's part of the hash space by
+    /// its weight. `false` for the policies whose placement gives every
+    /// endpoint of weight >= 1 as many points whatever its weight (`dubbo`,
+    /// `pixiu_ring`, `ketama:weighted=false`): weight 0 still drains an
+    /// endpoint there, and any other weight only sets its cap under a load
+    /// bound. [`Layout::fair_shares`] is then an equal part each.
+    ///
+    /// ```
+    /// use loadring::{Balancer, Endpoint};
+    ///
+    /// let endpoints = || -> Result<Vec<Endpoint>, loadring::Error> {
+    ///     Ok(vec![Endpoint::new("a:80")?, Endpoint::new("b:80")?.with_weight(3)])
+    /// };
+    /// let layout = |spec: &str| -> Result<loadring::Layout, loadring::Error> {
+    ///     let balancer = Balancer::new(spec.parse()?, endpoints()?)?;
+    ///     Ok(balancer.layout()?.expect("a hashing policy"))
+    /// };
+    /// // brpc's ring gives weight 3 three times the points of weight 1...
+    /// let brpc = layout("c_murmurhash")?;
+    /// assert!(brpc.weighs());
+    /// assert_eq!(brpc.fair_shares(), [0.25, 0.75]);
+    /// // ...Dubbo's gives each endpoint 160 points (its default) whatever its weight.
+    /// let dubbo = layout("dubbo")?;
+    /// assert!(!dubbo.weighs());
+    /// assert_eq!(dubbo.fair_shares(), [0.5, 0.5]);
+    /// # Ok::<(), loadring::Error>(())
+    /// ```
+    pub fn weighs(&self) -> bool {
+        self.weighs
+    }
+
+    /// Each endpoint's fair share: its weight over the total weight; for a
+    /// policy that does not weigh endpoints ([`Layout::weighs`]), an equal
+    /// part for each endpoint of weight >= 1. Weight 0 is owed nothing.
     pub fn fair_shares(&self) -> Vec<f64> {
-        let total: f64 = self.shares.iter().map(|(e, _)| f64::from(e.weight())).sum();
+        let weight = |e: &Endpoint| match (self.weighs, e.weight()) {
+            (false, w) => f64::from(u8::from(w > 0)),
+            (true, w) => f64::from(w),
+        };
+        let total: f64 = self.shares.iter().map(|(e, _)| weight(e)).sum();
         self.shares
             .iter()
-            .map(|(e, _)| {
-                if total > 0.0 {
-                    f64::from(e.weight()) / total
-                } else {
-                    0.0
-                }
-            })
+            .map(|(e, _)| if total > 0.0 { weight(e) / total } else { 0.0 })
             .collect()
     }
 
@@ -143,6 +186,24 @@ mod tests {
         let zero = Layout::new(&weighted(&[0, 1, 1]), vec![0.0, 0.5, 0.5], 10, "points");
         assert_eq!(zero.deviation(), 0.0);
         assert_eq!(zero.share_over_fair(), [None, Some(1.0), Some(1.0)]);
+    }
+
+    #[test]
+    fn a_layout_that_does_not_weigh_owes_equal_parts() {
+        // Weights 0, 1, 3 where weights are ignored: 0, 1/2, 1/2.
+        let layout =
+            Layout::new(&weighted(&[0, 1, 3]), vec![0.0, 0.25, 0.75], 10, "points").weighing(false);
+        assert!(!layout.weighs());
+        assert_eq!(layout.fair_shares(), [0.0, 0.5, 0.5]);
+        assert_eq!(layout.share_over_fair(), [None, Some(0.5), Some(1.5)]);
+        // Ratios 0.5 and 1.5: mean 1, deviation 0.5.
+        assert_eq!(layout.deviation(), 0.5);
+        assert_eq!(layout.max_over_mean(), 1.5);
+        // The same shares weighed: 0, 1/4, 3/4, a perfect split.
+        let weighed = Layout::new(&weighted(&[0, 1, 3]), vec![0.0, 0.25, 0.75], 10, "points");
+        assert!(weighed.weighs());
+        assert_eq!(weighed.fair_shares(), [0.0, 0.25, 0.75]);
+        assert_eq!(weighed.deviation(), 0.0);
     }
 
     #[test]

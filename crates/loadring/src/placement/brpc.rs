@@ -163,6 +163,7 @@ impl Scheme for BrpcRing {
             name: self.name(),
             ring: Ring::build(entries, &brpc_ranks(pool)),
             key_hash: self.key_hash(),
+            weighs: true,
         })
     }
 
@@ -199,6 +200,7 @@ impl Scheme for BrpcRing {
             name: self.name(),
             ring,
             key_hash: self.key_hash(),
+            weighs: true,
         }))
     }
 }

@@ -112,6 +112,8 @@ impl Scheme for Dubbo {
             name: NAME,
             ring: Ring::build_distinct(entries, &later_first(pool.len())),
             key_hash: RingKeyHash::Other(|k| u64::from(md5_le32(k))),
+            // Dubbo's ring ignores weights: `nodes` points per endpoint.
+            weighs: false,
         })
     }
 }

@@ -150,6 +150,12 @@ pub(crate) trait Placement: Send + Sync + std::fmt::Debug + 'static {
     fn shares(&self, endpoints: usize) -> Vec<f64>;
     /// What an entry is called in `describe` ("points", "slots").
     fn entry_label(&self) -> &'static str;
+    /// Whether an endpoint's part of the entries grows with its weight;
+    /// `false` for schemes that give every endpoint of weight >= 1 as many
+    /// (weight 0 still drains it). `describe`'s fair shares follow it.
+    fn weighs(&self) -> bool {
+        true
+    }
 
     /// The entry a code lands on given the endpoints' health, for schemes
     /// whose lookup itself leaves unhealthy endpoints out (HAProxy takes the
@@ -198,6 +204,8 @@ pub(crate) struct RingPlacement<P: Point> {
     pub(crate) name: &'static str,
     pub(crate) ring: Ring<P>,
     pub(crate) key_hash: RingKeyHash,
+    /// See [`Placement::weighs`].
+    pub(crate) weighs: bool,
 }
 
 /// The key hash of a ring. The defaults of brpc (`c_murmurhash`) and Envoy
@@ -255,6 +263,9 @@ impl<P: Point> Placement for RingPlacement<P> {
     }
     fn entry_label(&self) -> &'static str {
         "points"
+    }
+    fn weighs(&self) -> bool {
+        self.weighs
     }
 }
 
@@ -689,12 +700,15 @@ impl<T: Placement> Picker for Hashing<T> {
     }
 
     fn layout(&self) -> Option<Layout> {
-        Some(Layout::new(
-            self.pool.endpoints(),
-            self.placement.shares(self.pool.len()),
-            self.placement.entries(),
-            self.placement.entry_label(),
-        ))
+        Some(
+            Layout::new(
+                self.pool.endpoints(),
+                self.placement.shares(self.pool.len()),
+                self.placement.entries(),
+                self.placement.entry_label(),
+            )
+            .weighing(self.placement.weighs()),
+        )
     }
 }
 
@@ -776,6 +790,7 @@ mod tests {
             name: "test",
             ring: Ring::build(entries, &rank),
             key_hash: RingKeyHash::Other(|_| 0),
+            weighs: true,
         }
     }
 
@@ -863,6 +878,9 @@ mod tests {
         }
         fn entry_label(&self) -> &'static str {
             self.inner.entry_label()
+        }
+        fn weighs(&self) -> bool {
+            self.inner.weighs()
         }
         fn start_among_healthy(&self, code: u64, pool: &Pool) -> usize {
             self.inner.start_among_healthy(code, pool)

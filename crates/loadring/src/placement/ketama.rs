@@ -222,6 +222,8 @@ impl Ketama {
             name: self.name(),
             ring: Ring::build(entries, &rank),
             key_hash: RingKeyHash::Other(point_hash),
+            // libmemcached's unweighted continuum: 100 points per server.
+            weighs: self.weighted,
         })
     }
 

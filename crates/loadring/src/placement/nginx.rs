@@ -214,6 +214,7 @@ fn consistent_ring(pool: &Pool) -> Result<RingPlacement<u32>> {
         name: NAME,
         ring: Ring::build(entries, &rank),
         key_hash: RingKeyHash::Other(|k| u64::from(crc32(k))),
+        weighs: true,
     })
 }
 

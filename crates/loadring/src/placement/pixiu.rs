@@ -185,6 +185,10 @@ impl Placement for PixiuPlacement {
     fn entry_label(&self) -> &'static str {
         "points"
     }
+    /// Pixiu's ring ignores weights: `replica_num` points per endpoint.
+    fn weighs(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

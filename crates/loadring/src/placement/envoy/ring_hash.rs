@@ -132,6 +132,7 @@ impl RingHash {
             name: "ring_hash",
             ring: Ring::build(entries, &rank),
             key_hash: RingKeyHash::XxHash64,
+            weighs: true,
         })
     }
 }
