@@ -50,8 +50,15 @@ fn every_bad_parameter_names_its_key_and_what_it_accepts() {
             "load_factor=0.9: expected a decimal number greater than 1",
         ),
         (
+            "haproxy_hash:type=consistent hash_key=name",
+            "haproxy_hash: hash_key=name: accepted id, id32, guid, addr, addr-port, id-3.0",
+        ),
+        (
+            "haproxy_hash:hash_key=addr",
+            "haproxy_hash: hash_key=addr keys the nodes of HAProxy's consistent tree: accepted with type=consistent only (type=map-based has no nodes)",
+        ),        (
             "haproxy_hash:hash_type=consistent",
-            "haproxy_hash: unknown key `hash_type` (accepted: type, function, avalanche, load_factor, balance)",
+            "haproxy_hash: unknown key `hash_type` (accepted: type, function, avalanche, hash_key, load_factor, balance)",
         ),
         (
             "twemproxy:distribution=random",

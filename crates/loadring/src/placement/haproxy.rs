@@ -1,5 +1,6 @@
 //! HAProxy's hash balancing: `haproxy_hash:type=map-based|consistent
-//! function=sdbm|djb2|wt6|crc32 avalanche=true|false`.
+//! function=sdbm|djb2|wt6|crc32|none avalanche=true|false
+//! hash_key=id|id32|guid|addr|addr-port|id-3.0`.
 //!
 //! A service that sits beside (or replaces) an HAProxy backend balanced with
 //! `balance hdr(...)`, `uri`, `url_param` or `source` keeps every cache warm
@@ -8,7 +9,9 @@
 //!
 //! - `type=` `map-based` (HAProxy's default) or `consistent`;
 //! - `function=` `sdbm` (default), `djb2`, `wt6` or `crc32`: the hash of the
-//!   key's bytes;
+//!   key's bytes; or `none` (HAProxy 2.9): the key read as a decimal number
+//!   (`-`/`+` then digits, up to the first other byte; 0 without digits;
+//!   saturating at the bounds of a 64-bit signed number), its low 32 bits;
 //! - `avalanche=` `true` passes that hash through HAProxy's `full_hash`.
 //!   Its default follows HAProxy: `hash-type consistent` alone means sdbm
 //!   with avalanche, so avalanche defaults to true for `type=consistent`
@@ -26,7 +29,30 @@
 //!
 //! ## `type=consistent`
 //! A server of weight `w` (0..=256, as HAProxy) has `16 * w` nodes, node `j`
-//! keyed `full_hash(id * 4096 + j)`. A key goes to the CLOSER of the two
+//! keyed `full_hash(base + j)` (wrapping), where the server's `base` follows
+//! HAProxy's `hash-key` (`hash_key=`, the same for every server, as
+//! `default-server hash-key` sets it):
+//!
+//! - `id` (the default): `id * 4096`, HAProxy's only rule before 3.0 and its
+//!   `hash-key id` since;
+//! - `id-3.0`: `full_hash(id)`, what HAProxy 3.0 to 3.2 computed for
+//!   `hash-key id` (the default there) until a fix of October 2025 went
+//!   back to `id * 4096`: a fleet on those releases places keys this way;
+//! - `id32` (HAProxy 3.4): `full_hash` of the id's bytes in network order
+//!   read as a little-endian number;
+//! - `addr` and `addr-port` (HAProxy 3.0): the server's address, so that
+//!   proxies listing servers in different orders agree. For IPv4,
+//!   `full_hash(p + a)`, with `a` the address's four bytes read as a
+//!   little-endian number and `p` 0 for `addr`, `full_hash(port)` for
+//!   `addr-port`; for IPv6, `XXH32` of the sixteen bytes seeded with `p`.
+//!   Every endpoint must then be `IP:PORT` (or a bare IP, port 0): HAProxy
+//!   hashes the address it resolved, which a name does not give;
+//! - `guid` (HAProxy 3.4): `XXH32` of the server's `guid` (its `hash_key`
+//!   here, 1 to 127 characters of `A-Z a-z 0-9 _ . : -`, unique), seed 0;
+//!   an endpoint without one falls back to `id`, and every server's id is
+//!   then HAProxy's automatic numbering.
+//!
+//! "Little-endian" is what HAProxy computes on x86-64 and ARM64 alike. A key goes to the CLOSER of the two
 //! nodes around its hash: the first node at or after it (wrapping) and the
 //! one before that; an exact tie goes to the node before. Servers that are
 //! down leave the tree in HAProxy: an unhealthy endpoint's nodes are passed
@@ -60,11 +86,12 @@
 //! `load_factor=F` is the same rule with `P = 100 * F`. With `type=map-based`
 //! (where HAProxy has no bound) the same rule walks the table slot by slot.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 
 use crate::echo::Echo;
-use crate::error::{BuildError, BuildErrorKind, ParseError};
-use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6};
+use crate::error::{BuildError, BuildErrorKind, ParseError, ParseErrorKind};
+use crate::hash::{crc32, djb2, haproxy_full_hash, sdbm, wt6, xxhash32};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{slot_shares, HashingPolicy, Placement, Scheme};
 use crate::placement::ring::Ring;
@@ -104,6 +131,40 @@ pub(crate) enum Function {
     Djb2,
     Wt6,
     Crc32,
+    /// The key read as a decimal number (HAProxy 2.9's `none`).
+    None,
+}
+
+/// HAProxy's `read_int64`, the "hash" of `function=none`: an optional `-`
+/// or `+`, then the decimal digits up to the first other byte (none: 0);
+/// beyond the range of an `i64` it saturates. HAProxy keeps the low 32 bits.
+fn read_int64(key: &[u8]) -> i64 {
+    let (negative, digits) = match key.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, key),
+    };
+    let mut value: u64 = 0;
+    for &b in digits.iter().take_while(|b| b.is_ascii_digit()) {
+        match value
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
+        {
+            Some(v) => value = v,
+            None => {
+                value = u64::MAX;
+                break;
+            }
+        }
+    }
+    const HALF: u64 = 1 << 63;
+    match (negative, value) {
+        (true, v) if v > HALF => i64::MIN,
+        // Two's complement of `v <= 2^63`, as C's `-i` read back signed.
+        (true, v) => (v as i64).wrapping_neg(),
+        (false, v) if v >= HALF => i64::MAX,
+        (false, v) => v as i64,
+    }
 }
 
 /// The parameters of `haproxy_hash`.
@@ -112,7 +173,29 @@ pub(crate) struct HaproxyHash {
     pub(crate) hash_type: HashType,
     pub(crate) function: Function,
     pub(crate) avalanche: bool,
+    pub(crate) server_key: ServerKey,
 }
+
+/// HAProxy's `hash-key`: what the nodes of a server are keyed from under
+/// `type=consistent`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ServerKey {
+    /// `id * 4096`.
+    Id,
+    /// `full_hash(id)`: HAProxy 3.0 to 3.2's `id`.
+    HashedId,
+    /// `full_hash(htonl(id))`.
+    Id32,
+    /// `XXH32(guid, 0)`, or `id` without a guid.
+    Guid,
+    /// The IP address.
+    Addr,
+    /// The IP address and the port.
+    AddrPort,
+}
+
+/// `hash_key=`'s values, HAProxy's names first.
+const SERVER_KEYS: [&str; 6] = ["id", "id32", "guid", "addr", "addr-port", "id-3.0"];
 
 /// How a key becomes HAProxy's 32-bit hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,6 +212,7 @@ impl KeyHash {
             Function::Djb2 => djb2(key),
             Function::Wt6 => wt6(key),
             Function::Crc32 => crc32(key),
+            Function::None => read_int64(key) as u32,
         };
         if self.avalanche {
             haproxy_full_hash(h)
@@ -146,21 +230,53 @@ impl HaproxyHash {
                 _ => HashType::MapBased,
             };
         let function_given = params.has("function");
-        let function =
-            match params.take_choice("function", &["sdbm", "djb2", "wt6", "crc32"], "sdbm")? {
-                "djb2" => Function::Djb2,
-                "wt6" => Function::Wt6,
-                "crc32" => Function::Crc32,
-                _ => Function::Sdbm,
-            };
+        let function = match params.take_choice(
+            "function",
+            &["sdbm", "djb2", "wt6", "crc32", "none"],
+            "sdbm",
+        )? {
+            "djb2" => Function::Djb2,
+            "wt6" => Function::Wt6,
+            "crc32" => Function::Crc32,
+            "none" => Function::None,
+            _ => Function::Sdbm,
+        };
         // HAProxy: `hash-type consistent` alone is sdbm with avalanche; any
         // explicit function, and map-based, go without unless asked.
         let default_avalanche = hash_type == HashType::Consistent && !function_given;
         let avalanche = params.take_bool("avalanche", default_avalanche)?;
+        let server_key_given = params.has("hash_key");
+        let server_key_text = params.take_choice("hash_key", &SERVER_KEYS, "id")?;
+        if server_key_given && hash_type == HashType::MapBased {
+            // HAProxy reads `hash-key` for its consistent tree only: a map
+            // places keys the same with any value, which would hide a
+            // mistaken (or missing) `type=`.
+            return Err(ParseError::new(
+                ParseErrorKind::Conflict,
+                format!(
+                    "{}: hash_key={server_key_text} keys the nodes of HAProxy's consistent \
+                     tree: accepted with type=consistent only (type=map-based has no nodes)",
+                    params.policy()
+                ),
+            )
+            .with_policy(params.policy())
+            .with_key("hash_key")
+            .with_value(server_key_text)
+            .with_accepted("type=consistent"));
+        }
+        let server_key = match server_key_text {
+            "id32" => ServerKey::Id32,
+            "guid" => ServerKey::Guid,
+            "addr" => ServerKey::Addr,
+            "addr-port" => ServerKey::AddrPort,
+            "id-3.0" => ServerKey::HashedId,
+            _ => ServerKey::Id,
+        };
         Ok(HaproxyHash {
             hash_type,
             function,
             avalanche,
+            server_key,
         })
     }
 
@@ -181,14 +297,23 @@ pub(crate) fn policy(
     let bound = params.take_bound()?.or(default);
     let key_hash = family.key_hash();
     Ok(match family.hash_type {
-        HashType::Consistent => Arc::new(HashingPolicy::new(ConsistentScheme(key_hash), bound)),
+        HashType::Consistent => Arc::new(HashingPolicy::new(
+            ConsistentScheme {
+                key_hash,
+                server_key: family.server_key,
+            },
+            bound,
+        )),
         HashType::MapBased => Arc::new(HashingPolicy::new(MapScheme(key_hash), bound)),
     })
 }
 
 /// `type=consistent` as a scheme.
 #[derive(Debug)]
-struct ConsistentScheme(KeyHash);
+struct ConsistentScheme {
+    key_hash: KeyHash,
+    server_key: ServerKey,
+}
 
 impl Scheme for ConsistentScheme {
     type Placement = ConsistentTree;
@@ -212,8 +337,8 @@ impl Scheme for ConsistentScheme {
                 pool.weight_sum()
             )));
         }
-        let ids = server_ids(pool)?;
-        Ok(ConsistentTree::build(pool, &ids, self.0))
+        let bases = server_bases(pool, self.server_key)?;
+        Ok(ConsistentTree::build(pool, &bases, self.key_hash))
     }
 }
 
@@ -333,6 +458,98 @@ pub(crate) fn server_ids(pool: &Pool) -> Result<Vec<u32>> {
     Ok(ids)
 }
 
+/// Each server's `base`: its node `j` is keyed `full_hash(base + j)`.
+fn server_bases(pool: &Pool, server_key: ServerKey) -> Result<Vec<u32>> {
+    let ids = if server_key == ServerKey::Guid {
+        // A guid is no id: every server is numbered by HAProxy.
+        (1..=pool.len() as u32).collect()
+    } else {
+        server_ids(pool)?
+    };
+    let mut guids: Vec<(&str, usize)> = Vec::new();
+    let mut bases = Vec::with_capacity(ids.len());
+    for (i, (e, &id)) in pool.endpoints().iter().zip(&ids).enumerate() {
+        let by_id = id.wrapping_mul(NODE_RANGE);
+        bases.push(match server_key {
+            ServerKey::Id => by_id,
+            ServerKey::HashedId => haproxy_full_hash(id),
+            ServerKey::Id32 => haproxy_full_hash(id.swap_bytes()),
+            ServerKey::Guid => match e.hash_key() {
+                None => by_id,
+                Some(guid) => {
+                    check_guid(e.addr(), guid)?;
+                    guids.push((guid, i));
+                    xxhash32(guid.as_bytes(), 0)
+                }
+            },
+            ServerKey::Addr | ServerKey::AddrPort => {
+                let (ip, port) = ip_and_port(e.addr()).ok_or_else(|| {
+                    endpoint_err(format!(
+                        "{NAME}: endpoint `{}`: hash_key={} hashes the server's address: \
+                         accepted IP:PORT, [IPv6]:PORT or a bare IP (HAProxy hashes the \
+                         address it resolved, which a name does not give)",
+                        Echo(e.addr()),
+                        if server_key == ServerKey::Addr {
+                            "addr"
+                        } else {
+                            "addr-port"
+                        }
+                    ))
+                })?;
+                let seed = if server_key == ServerKey::AddrPort {
+                    haproxy_full_hash(u32::from(port))
+                } else {
+                    0
+                };
+                match ip {
+                    // `s_addr` as the number a little-endian machine reads.
+                    IpAddr::V4(v4) => {
+                        haproxy_full_hash(seed.wrapping_add(u32::from_le_bytes(v4.octets())))
+                    }
+                    IpAddr::V6(v6) => xxhash32(&v6.octets(), seed),
+                }
+            }
+        });
+    }
+    guids.sort_unstable();
+    if let Some(w) = guids.windows(2).find(|w| w[0].0 == w[1].0) {
+        let addr = |i: usize| Echo(pool.endpoints()[i].addr());
+        return Err(endpoint_err(format!(
+            "{NAME}: endpoints `{}` and `{}` both have hash_key={}: guids must be unique",
+            addr(w[0].1.min(w[1].1)),
+            addr(w[0].1.max(w[1].1)),
+            Echo(w[0].0)
+        )));
+    }
+    Ok(bases)
+}
+
+/// HAProxy's longest `guid`.
+const MAX_GUID_LEN: usize = 127;
+
+/// A guid HAProxy accepts: 1 to 127 of `A-Z a-z 0-9 _ . : -`.
+fn check_guid(addr: &str, guid: &str) -> Result<()> {
+    let valid = |b: u8| b.is_ascii_alphanumeric() || b"_.:-".contains(&b);
+    if (1..=MAX_GUID_LEN).contains(&guid.len()) && guid.bytes().all(valid) {
+        return Ok(());
+    }
+    Err(endpoint_err(format!(
+        "{NAME}: endpoint `{}`: hash_key={} is not a guid: accepted 1 to {MAX_GUID_LEN} \
+         characters of A-Z a-z 0-9 _ . : - (HAProxy's `guid`)",
+        Echo(addr),
+        Echo(guid)
+    )))
+}
+
+/// `IP:PORT`, `[IPv6]:PORT`, or a bare IP (port 0, as a HAProxy server
+/// without one).
+fn ip_and_port(addr: &str) -> Option<(IpAddr, u16)> {
+    if let Ok(socket) = addr.parse::<SocketAddr>() {
+        return Some((socket.ip(), socket.port()));
+    }
+    addr.parse::<IpAddr>().ok().map(|ip| (ip, 0))
+}
+
 /// `type=consistent`: HAProxy's tree of nodes and its closest-node lookup.
 #[derive(Debug)]
 pub(crate) struct ConsistentTree {
@@ -341,11 +558,11 @@ pub(crate) struct ConsistentTree {
 }
 
 impl ConsistentTree {
-    fn build(pool: &Pool, ids: &[u32], key_hash: KeyHash) -> Self {
+    fn build(pool: &Pool, bases: &[u32], key_hash: KeyHash) -> Self {
         let mut nodes = Vec::new();
-        for (owner, (e, &id)) in pool.endpoints().iter().zip(ids).enumerate() {
+        for (owner, (e, &base)) in pool.endpoints().iter().zip(bases).enumerate() {
             for j in 0..e.weight() * NODES_PER_WEIGHT {
-                let key = haproxy_full_hash(id.wrapping_mul(NODE_RANGE).wrapping_add(j));
+                let key = haproxy_full_hash(base.wrapping_add(j));
                 nodes.push((key, owner as u32));
             }
         }
@@ -770,10 +987,13 @@ mod tests {
 
     #[test]
     fn a_tree_too_large_is_an_error_naming_the_sizes() {
-        let scheme = ConsistentScheme(KeyHash {
-            function: Function::Sdbm,
-            avalanche: false,
-        });
+        let scheme = ConsistentScheme {
+            key_hash: KeyHash {
+                function: Function::Sdbm,
+                avalanche: false,
+            },
+            server_key: ServerKey::Id,
+        };
         // 2,048 servers of weight 256: 2048 * 256 * 16 nodes, the limit.
         let most = test_pool(&[256; 2048]);
         assert_eq!(scheme.size(&most), 8_388_608);
@@ -787,6 +1007,198 @@ mod tests {
             "haproxy_hash: type=consistent: weights summing to 524289 make 8388624 nodes \
              (16 per unit of weight), more than the limit of 8388608"
         );
+    }
+
+    #[test]
+    fn none_reads_the_key_as_haproxy_s_read_int64() {
+        // Each case by HAProxy's rules: sign, digits to the first other
+        // byte, saturation at i64's bounds; then the low 32 bits.
+        let cases: [(&[u8], i64); 14] = [
+            (b"", 0),
+            (b"abc", 0),
+            (b"42", 42),
+            (b"+42", 42),
+            (b"-42", -42),
+            (b"007x9", 7),
+            (b"12 34", 12),
+            (b"--5", 0),
+            (b"9223372036854775807", i64::MAX),
+            (b"9223372036854775808", i64::MAX),
+            (b"99999999999999999999999", i64::MAX),
+            (b"-9223372036854775808", i64::MIN),
+            (b"-9223372036854775809", i64::MIN),
+            (b"-99999999999999999999999", i64::MIN),
+        ];
+        for (key, want) in cases {
+            assert_eq!(read_int64(key), want, "{:?}", String::from_utf8_lossy(key));
+        }
+        let none = KeyHash {
+            function: Function::None,
+            avalanche: false,
+        };
+        assert_eq!(none.hash(b"4294967297"), 1, "2^32 + 1 keeps its low bits");
+        assert_eq!(none.hash(b"-1"), u32::MAX);
+        assert_eq!(none.hash(b"9223372036854775808"), u32::MAX);
+        assert_eq!(none.hash(b"-9223372036854775809"), 0);
+        let avalanche = KeyHash {
+            function: Function::None,
+            avalanche: true,
+        };
+        assert_eq!(avalanche.hash(b"7"), haproxy_full_hash(7));
+    }
+
+    fn pool_of(endpoints: &[&str]) -> Pool {
+        Pool::for_test(
+            endpoints
+                .iter()
+                .map(|text| text.parse::<crate::Endpoint>().unwrap())
+                .collect(),
+        )
+    }
+
+    fn bases(server_key: ServerKey, endpoints: &[&str]) -> Result<Vec<u32>> {
+        server_bases(&pool_of(endpoints), server_key)
+    }
+
+    #[test]
+    fn server_keys_of_haproxy_s_own_code() {
+        // Computed by a C program from HAProxy 3.5-dev5's own `XXH32`
+        // (import/xxhash.h), `__full_hash` and `inet_pton`, following
+        // `chash_compute_server_key`.
+        assert_eq!(
+            bases(ServerKey::AddrPort, &["[::1]:80", "[2001:db8::7]:11211"]).unwrap(),
+            [259_319_398, 1_599_987_176]
+        );
+        assert_eq!(
+            bases(ServerKey::Addr, &["[::1]:80", "fe80::1:2"]).unwrap(),
+            [2_133_800_574, 748_970_572]
+        );
+        assert_eq!(
+            bases(ServerKey::AddrPort, &["10.1.2.3:6379"]).unwrap(),
+            [1_854_292_496]
+        );
+        // id 7 in network order, hashed.
+        assert_eq!(
+            bases(ServerKey::Id32, &["a hash_key=7"]).unwrap(),
+            [2_056_672_031]
+        );
+        // `id * 4096` and `full_hash(id)` by compat.md's definitions.
+        assert_eq!(
+            bases(ServerKey::Id, &["a", "b hash_key=9"]).unwrap(),
+            [4096, 9 * 4096]
+        );
+        assert_eq!(
+            bases(ServerKey::HashedId, &["a", "b hash_key=9"]).unwrap(),
+            [haproxy_full_hash(1), haproxy_full_hash(9)]
+        );
+        // The port plays no part under `addr`; the address does.
+        let addr = bases(
+            ServerKey::Addr,
+            &["10.0.0.1:80", "10.0.0.1:81", "10.0.0.2:80"],
+        )
+        .unwrap();
+        assert_eq!(addr[0], addr[1]);
+        assert_ne!(addr[0], addr[2]);
+        // A bare IP is port 0, as a HAProxy server without one.
+        assert_eq!(
+            bases(ServerKey::AddrPort, &["10.1.2.3"]).unwrap(),
+            [haproxy_full_hash(
+                haproxy_full_hash(0).wrapping_add(u32::from_le_bytes([10, 1, 2, 3]))
+            )]
+        );
+    }
+
+    #[test]
+    fn node_keys_follow_the_base() {
+        // Nodes 0 and 17 of `[::1]:80` under addr-port, from the same C
+        // program: `full_hash(base + j)`.
+        let pool = pool_of(&["[::1]:80 weight=2"]);
+        let tree = ConsistentTree::build(
+            &pool,
+            &[259_319_398],
+            KeyHash {
+                function: Function::Sdbm,
+                avalanche: false,
+            },
+        );
+        let keys: Vec<u32> = (0..tree.ring.len()).map(|i| tree.ring.point(i)).collect();
+        assert_eq!(keys.len(), 32);
+        assert!(keys.contains(&2_924_929_045) && keys.contains(&2_686_005_571));
+    }
+
+    #[test]
+    fn hash_key_errors_name_the_endpoint_and_what_is_accepted() {
+        let err = bases(ServerKey::Addr, &["cache1:80"]).unwrap_err();
+        assert_eq!(err.kind(), BuildErrorKind::Endpoint);
+        assert_eq!(
+            err.to_string(),
+            "haproxy_hash: endpoint `cache1:80`: hash_key=addr hashes the server's address: \
+             accepted IP:PORT, [IPv6]:PORT or a bare IP (HAProxy hashes the address it \
+             resolved, which a name does not give)"
+        );
+        let long = "g".repeat(128);
+        for bad in ["a+b", "é", "x/y", long.as_str()] {
+            let endpoint = format!("10.0.0.1:80 hash_key={bad}");
+            let err = match bases(ServerKey::Guid, &[endpoint.as_str()]) {
+                Err(err) => err.to_string(),
+                Ok(_) => panic!("{bad:?} accepted"),
+            };
+            assert!(
+                err.starts_with("haproxy_hash: endpoint `10.0.0.1:80`: hash_key=")
+                    && err.ends_with(
+                        "is not a guid: accepted 1 to 127 characters of \
+                         A-Z a-z 0-9 _ . : - (HAProxy's `guid`)"
+                    ),
+                "{bad:?}: {err}"
+            );
+        }
+        assert!(bases(
+            ServerKey::Guid,
+            &[&format!("a hash_key={}", "g".repeat(127))]
+        )
+        .is_ok());
+        let err = bases(ServerKey::Guid, &["b hash_key=x", "c", "d hash_key=x"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "haproxy_hash: endpoints `b` and `d` both have hash_key=x: guids must be unique"
+        );
+    }
+
+    #[test]
+    fn hash_key_is_for_the_consistent_tree() {
+        let err = "haproxy_hash:hash_key=addr"
+            .parse::<crate::PolicySpec>()
+            .unwrap_err();
+        assert_eq!(err.kind(), ParseErrorKind::Conflict);
+        assert_eq!(
+            err.to_string(),
+            "haproxy_hash: hash_key=addr keys the nodes of HAProxy's consistent tree: \
+             accepted with type=consistent only (type=map-based has no nodes)"
+        );
+        assert_eq!(err.key(), Some("hash_key"));
+        let err = "haproxy_hash:type=consistent hash_key=name"
+            .parse::<crate::PolicySpec>()
+            .unwrap_err();
+        assert_eq!(
+            err.accepted(),
+            Some("id, id32, guid, addr, addr-port, id-3.0")
+        );
+        for (text, want) in [
+            ("id", ServerKey::Id),
+            ("ID32", ServerKey::Id32),
+            ("guid", ServerKey::Guid),
+            ("addr", ServerKey::Addr),
+            ("Addr-Port", ServerKey::AddrPort),
+            ("id-3.0", ServerKey::HashedId),
+        ] {
+            let spec = format!("haproxy_hash:type=consistent hash_key={text}");
+            let mut params = Params::tokenize(&spec).unwrap();
+            assert_eq!(
+                HaproxyHash::parse(&mut params).unwrap().server_key,
+                want,
+                "{text}"
+            );
+        }
     }
 
     #[test]
