@@ -120,6 +120,19 @@ pub fn usage_error(err: &clap::Error) -> String {
     }
 }
 
+/// Tells the commands that the process started with its stdout (file
+/// descriptor 1) closed, as in `loadring describe ... >&-`: their output
+/// then fails, `error: output: stdout is closed`, exit 2, instead of going
+/// nowhere with exit 0.
+///
+/// `src/main.rs` looks before Rust's runtime starts (on Linux; elsewhere it
+/// does not look): the runtime opens `/dev/null` on a closed descriptor 0,
+/// 1 or 2, after which a closed stdout cannot be told from `>/dev/null`. A
+/// caller that never calls this gets output as `std::io::stdout()` takes it.
+pub fn mark_stdout_closed() {
+    output::mark_stdout_closed();
+}
+
 /// Runs the command; a failure is one `error: ...` line and exit code 2
 /// (1 for a TLS certificate of `loadring proxy` that cannot be loaded).
 pub fn run(cli: Cli) -> ExitCode {

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let balancer = crate::endpoints::balancer(spec, endpoints)?;
     let stdin = io::BufReader::with_capacity(64 * 1024, io::stdin().lock());
-    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let mut out = BufWriter::with_capacity(64 * 1024, crate::output::stdout());
     match place_all(&balancer, stdin, &mut out, args.codes, args.zone.as_deref()) {
         Ok(()) => written(out.flush()),
         Err(Failure::Io(e)) => written(Err(e)),

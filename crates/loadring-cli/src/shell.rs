@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     if io::stdin().is_terminal() {
         eprintln!("loadring shell, policy {}; {HELP}", shell.spec);
     }
-    session(&mut shell, io::stdin().lock(), &mut io::stdout().lock())
+    session(&mut shell, io::stdin().lock(), &mut crate::output::stdout())
 }
 
 /// Answers every line of `input` on `out`, one reply line each (none for

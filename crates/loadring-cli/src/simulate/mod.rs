@@ -139,7 +139,7 @@ fn write_plot(
 }
 
 fn write_out(text: &str) -> Result<(), CliError> {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::stdout();
     crate::output::written(out.write_all(text.as_bytes()).and_then(|()| out.flush()))
 }
 
