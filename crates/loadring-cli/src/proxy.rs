@@ -5,18 +5,15 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use loadring_proxy::{
-    parse_duration, ClientLimits, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles,
-};
+use loadring_proxy::{ClientLimits, ClusterConfig, KeySpec, Naming, Proxy, ProxyConfig, TlsFiles};
 
-use crate::echo::echo;
 use crate::CliError;
 
 /// Serve HTTP/1.1 and HTTP/2 (h2c, or TLS with --tls-cert) on `--listen`, sending each request to the backend the
 /// policy picks for its key; see docs/proxy.md.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The address to serve on, `HOST:PORT`.
+    /// The address to serve on, `HOST:PORT` (port 0..=65535; 0: any free port).
     #[arg(long, value_name = "HOST:PORT")]
     listen: Option<String>,
     /// The policy, e.g. `c_murmurhash_bl:load_factor=1.25`, `ring_hash`, `rr`.
@@ -34,36 +31,38 @@ pub struct Args {
     discover: Option<String>,
     /// Where the hash key comes from: header:NAME, cookie:NAME, query:NAME,
     /// path, uri, method-uri (pixiu's `METHOD.target`), source-ip
-    /// (repeatable or comma-separated: combined).
+    /// (repeatable or comma-separated: combined, at most 16, none twice).
     #[arg(long, value_name = "SOURCE")]
     key: Vec<String>,
     /// The admin listener (`GET /` the dashboard, `GET /status`, `GET /history`,
     /// `GET /metrics`), `HOST:PORT`.
     #[arg(long, value_name = "HOST:PORT")]
     admin: Option<String>,
-    /// Further candidates tried after a connect failure (default 1).
+    /// Further candidates tried after a connect failure, 0..=4294967295
+    /// (each endpoint at most once; default 1).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     retries: Option<String>,
     /// Request bodies of at most this many bytes are read whole first, so
-    /// the request can be retried; bigger ones stream, sent once (default
-    /// 65536; 0: every body streams).
+    /// the request can be retried; bigger ones stream, sent once,
+    /// 0..=16777216 (default 65536; 0: every body streams).
     #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     retry_buffer: Option<String>,
-    /// How long connecting to a backend may take (default 2s).
+    /// How long connecting to a backend may take, 1ms to 24h (default 2s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     connect_timeout: Option<String>,
     /// How long a backend may take to send its response headers, and the
-    /// longest pause in its response body (default 30s).
+    /// longest pause in its response body, 1ms to 24h (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     timeout: Option<String>,
     /// A client that leaves cancels its request upstream (the connection to
     /// the backend is closed) instead of the response being read to its end
-    /// with the endpoint's slot held.
+    /// with the endpoint's slot held (not with --max-abandoned, which limits
+    /// the requests read to their end).
     #[arg(long)]
     abort_on_close: bool,
     /// Idle connections to the backends each worker thread keeps for reuse,
-    /// over all endpoints; past it the least recently used is closed
-    /// (default 256; 0: a connection per request).
+    /// over all endpoints; past it the least recently used is closed,
+    /// 0..=65536 (default 256; 0: a connection per request).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     keepalive: Option<String>,
     /// Read each response's ORCA `endpoint-load-metrics` header: `orca` or
@@ -74,46 +73,52 @@ pub struct Args {
     /// Active health checks: the path to GET on each backend.
     #[arg(long, value_name = "PATH")]
     health_path: Option<String>,
-    /// How often active checks run (default 5s).
+    /// How often active checks run, 1ms to 24h (default 5s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     health_interval: Option<String>,
-    /// Passing checks in a row that bring an endpoint back (default 2).
+    /// Passing checks in a row that bring an endpoint back, 1..=1000
+    /// (default 2).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     health_rise: Option<String>,
-    /// Failing checks in a row that take an endpoint out (default 3).
+    /// Failing checks in a row that take an endpoint out, 1..=1000
+    /// (default 3).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     health_fall: Option<String>,
-    /// Failed requests in a row that eject an endpoint; 0: never (default 5;
-    /// not with a policy that sets its own eject_after=).
+    /// Failed requests in a row that eject an endpoint, 0 (never) or
+    /// 1..=1000 (default 5; not with a policy that sets its own
+    /// eject_after=).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     eject_after: Option<String>,
-    /// How long an ejected endpoint stays out (default 30s).
+    /// How long an ejected endpoint stays out, 1ms to 1h (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     eject_for: Option<String>,
-    /// How long SIGTERM/SIGINT wait for requests in flight (default 30s).
+    /// How long SIGTERM/SIGINT wait for requests in flight, 0ms to 24h
+    /// (default 30s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     drain_timeout: Option<String>,
     /// How long a client may take to send a request's headers, or to start
-    /// its next request on a kept-alive connection (default 10s).
+    /// its next request on a kept-alive connection, 1ms to 24h (default
+    /// 10s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     header_timeout: Option<String>,
     /// How long sending a response may be held back because the client reads
     /// nothing; then its connection is closed, or an HTTP/2 stream held back
-    /// alone is reset (default 60s).
+    /// alone is reset, 1ms to 24h (default 60s).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     send_timeout: Option<String>,
     /// How long an open tunnel (a WebSocket) may carry nothing either way;
-    /// then both its sides are closed (default 1h).
+    /// then both its sides are closed, 1ms to 24h (default 1h).
     #[arg(long, value_name = "DUR", allow_hyphen_values = true)]
     tunnel_timeout: Option<String>,
-    /// Client connections open at once; beyond, new ones are refused at once
-    /// (default: half the file descriptor limit left after 64).
+    /// Client connections open at once; beyond, new ones are refused at
+    /// once, 1..=16777216 (default: half the file descriptor limit left
+    /// after 64).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     max_connections: Option<String>,
     /// Requests whose client left that are still read to their end, so that
     /// bounded load counts the backends' work; beyond, such a request is
-    /// cancelled as with --abort-on-close (default: the connection limit;
-    /// 0: all are cancelled).
+    /// cancelled as with --abort-on-close, 0..=16777216 (default: the
+    /// connection limit; 0: all are cancelled; not with --abort-on-close).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     max_abandoned: Option<String>,
     /// The listener serves TLS (ALPN h2 and http/1.1) with this PEM
@@ -139,23 +144,27 @@ pub struct Args {
     config: Option<PathBuf>,
 }
 
-fn duration(flag: &str, value: &Option<String>) -> Result<Option<Duration>, CliError> {
+/// The duration given to the flag of config key `key`, in its range; the
+/// error echoes it as typed.
+fn duration(key: &'static str, value: &Option<String>) -> Result<Option<Duration>, CliError> {
     value
         .as_deref()
-        .map(|v| parse_duration(v).map_err(|e| CliError(format!("{flag}: {e}"))))
+        .map(|v| Ok(Naming::Flags.read_duration(key, v)?))
         .transpose()
 }
 
-fn count(flag: &str, value: &Option<String>) -> Result<Option<u32>, CliError> {
+/// The whole number given to the flag of config key `key`, in its range
+/// (which fits `T`); the error echoes it and gives the range.
+fn count<T: TryFrom<u64>>(
+    key: &'static str,
+    value: &Option<String>,
+) -> Result<Option<T>, CliError> {
     value
         .as_deref()
         .map(|v| {
-            v.parse::<u32>().map_err(|_| {
-                CliError(format!(
-                    "{flag}: `{}` is not a count: accepted 0..=4294967295",
-                    echo(v)
-                ))
-            })
+            let n = Naming::Flags.read_count(key, v)?;
+            T::try_from(n)
+                .map_err(|_| CliError(format!("{}: `{n}` does not fit", Naming::Flags.name(key))))
         })
         .transpose()
 }
@@ -240,33 +249,21 @@ impl Args {
             .map(|d| d.parse().map_err(|e| CliError(format!("--discover {e}"))))
             .transpose()?;
         cluster.key = KeySpec::parse(&self.key).map_err(|e| CliError(format!("--key: {e}")))?;
-        if let Some(n) = count("--retries", &self.retries)? {
+        if let Some(n) = count("retries", &self.retries)? {
             cluster.retries = n;
         }
-        if let Some(text) = &self.retry_buffer {
-            cluster.retry_buffer = text.parse::<u64>().map_err(|_| {
-                CliError(format!(
-                    "--retry-buffer: `{}` is not a number of bytes: accepted 0..={}",
-                    echo(text),
-                    loadring_proxy::MAX_RETRY_BUFFER
-                ))
-            })?;
+        if let Some(n) = count("retry_buffer", &self.retry_buffer)? {
+            cluster.retry_buffer = n;
         }
-        if let Some(d) = duration("--connect-timeout", &self.connect_timeout)? {
+        if let Some(d) = duration("connect_timeout", &self.connect_timeout)? {
             cluster.connect_timeout = d;
         }
-        if let Some(d) = duration("--timeout", &self.timeout)? {
+        if let Some(d) = duration("timeout", &self.timeout)? {
             cluster.timeout = d;
         }
         cluster.abort_on_close = self.abort_on_close;
-        if let Some(text) = &self.keepalive {
-            cluster.keepalive = text.parse::<usize>().map_err(|_| {
-                CliError(format!(
-                    "--keepalive: `{}` is not a count: accepted 0..={}",
-                    echo(text),
-                    loadring_proxy::MAX_KEEPALIVE
-                ))
-            })?;
+        if let Some(n) = count("keepalive", &self.keepalive)? {
+            cluster.keepalive = n;
         }
         cluster.load_report = self
             .load_report
@@ -291,25 +288,26 @@ impl Args {
             }
         }
         cluster.health.path = self.health_path.clone();
-        if let Some(d) = duration("--health-interval", &self.health_interval)? {
+        if let Some(d) = duration("health_interval", &self.health_interval)? {
             cluster.health.interval = d;
         }
-        if let Some(n) = count("--health-rise", &self.health_rise)? {
+        if let Some(n) = count("health_rise", &self.health_rise)? {
             cluster.health.rise = n;
         }
-        if let Some(n) = count("--health-fall", &self.health_fall)? {
+        if let Some(n) = count("health_fall", &self.health_fall)? {
             cluster.health.fall = n;
         }
-        if let Some(n) = count("--eject-after", &self.eject_after)? {
+        if let Some(n) = count("eject_after", &self.eject_after)? {
             cluster.health.eject_after = n;
         }
-        if let Some(d) = duration("--eject-for", &self.eject_for)? {
-            if cluster.health.eject_after == 0 {
-                return Err(CliError(
-                    "--eject-for: only with --eject-after 1 or more (--eject-after 0 ejects nothing)"
-                        .into(),
-                ));
-            }
+        // Before its value is read: whatever it is, it would do nothing.
+        if self.eject_for.is_some() && cluster.health.eject_after == 0 {
+            return Err(CliError(
+                "--eject-for: only with --eject-after 1 or more (--eject-after 0 ejects nothing)"
+                    .into(),
+            ));
+        }
+        if let Some(d) = duration("eject_for", &self.eject_for)? {
             cluster.health.eject_for = d;
         }
         if cluster.has_own_ejection() {
@@ -342,24 +340,20 @@ impl Args {
             (Some(_), None) => return Err(CliError("--tls-cert needs --tls-key FILE".into())),
             (None, Some(_)) => return Err(CliError("--tls-key needs --tls-cert FILE".into())),
         };
-        let drain_timeout = duration("--drain-timeout", &self.drain_timeout)?
+        let drain_timeout = duration("drain_timeout", &self.drain_timeout)?
             .unwrap_or(loadring_proxy::DEFAULT_DRAIN_TIMEOUT);
         let mut clients = ClientLimits::default();
-        if let Some(d) = duration("--header-timeout", &self.header_timeout)? {
+        if let Some(d) = duration("header_timeout", &self.header_timeout)? {
             clients.header_timeout = d;
         }
-        if let Some(d) = duration("--send-timeout", &self.send_timeout)? {
+        if let Some(d) = duration("send_timeout", &self.send_timeout)? {
             clients.send_timeout = d;
         }
-        if let Some(d) = duration("--tunnel-timeout", &self.tunnel_timeout)? {
+        if let Some(d) = duration("tunnel_timeout", &self.tunnel_timeout)? {
             clients.tunnel_timeout = d;
         }
-        if let Some(text) = &self.max_connections {
-            clients.max_connections = Some(client_count("--max-connections", text, 1)?);
-        }
-        if let Some(text) = &self.max_abandoned {
-            clients.max_abandoned = Some(client_count("--max-abandoned", text, 0)?);
-        }
+        clients.max_connections = count("max_connections", &self.max_connections)?;
+        clients.max_abandoned = count("max_abandoned", &self.max_abandoned)?;
         let config = ProxyConfig {
             listen,
             admin: self.admin.clone(),
@@ -473,17 +467,5 @@ pub(crate) fn stop_signal() -> std::io::Result<impl std::future::Future<Output =
             _ = term.recv() => {},
             _ = int.recv() => {},
         }
-    })
-}
-
-/// A count of connections or requests given to `flag`; its range,
-/// `least..=MAX_CONNECTIONS`, is checked with the rest of the config.
-fn client_count(flag: &str, text: &str, least: usize) -> Result<usize, CliError> {
-    text.parse::<usize>().map_err(|_| {
-        CliError(format!(
-            "{flag}: `{}` is not a count: accepted {least}..={}",
-            echo(text),
-            loadring_proxy::MAX_CONNECTIONS
-        ))
     })
 }

@@ -548,7 +548,7 @@ fn bad_input_fails_cleanly_before_serving() {
                 "--retry-buffer",
                 "16777217",
             ],
-            "--retry-buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+            "--retry-buffer: `16777217` is out of range: accepted 0..=16777216",
         ),
         (
             vec!["--policy", "rr", "-e", "127.0.0.1:1", "--keepalive", "-1"],
@@ -597,18 +597,18 @@ fn bad_input_fails_cleanly_before_serving() {
     // A config file's problem is named by its key, a flag's by the flag.
     all.push((
         vec!["proxy", "--config", zero_rise_toml],
-        "health_rise: must be at least 1".into(),
+        "health_rise: `0` is out of range: accepted 1..=1000".into(),
     ));
     all.push((
         rr_with(&base, &["--health-path", "/healthz", "--health-rise", "0"]),
-        "--health-rise: must be at least 1".into(),
+        "--health-rise: `0` is out of range: accepted 1..=1000".into(),
     ));
     // Input echoed cut, control characters escaped: one short line.
     let long = "7".repeat(300);
     all.push((
         rr_with(&base, &["--retries", &long]),
         format!(
-            "--retries: `{}... (300 characters)` is not a count",
+            "--retries: `{}... (300 characters)` is out of range",
             "7".repeat(40)
         ),
     ));
@@ -700,6 +700,226 @@ fn bad_input_fails_cleanly_before_serving() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The one line `loadring proxy ARGS` fails with (exit 2, nothing served).
+fn error_line(args: &[&str]) -> String {
+    let out = run(&[&["proxy"], args].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "{args:?}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+    stderr.trim_end().to_string()
+}
+
+/// Hostile or mistaken flags: each refused with one line naming the flag,
+/// echoing the value as typed and giving what is accepted.
+#[test]
+fn flags_are_refused_with_exactly_what_is_wrong() {
+    let free = format!("127.0.0.1:{}", free_port());
+    let rr = [
+        "--listen",
+        free.as_str(),
+        "--policy",
+        "rr",
+        "-e",
+        "127.0.0.1:1",
+    ];
+    let hashing = [
+        "--listen",
+        free.as_str(),
+        "--policy",
+        "c_murmurhash",
+        "-e",
+        "127.0.0.1:1",
+    ];
+    let checks = [&rr[..], &["--health-path", "/healthz"]].concat();
+    let duration = |from: &str, to: &str| {
+        format!(
+            "accepted a whole number of ms, s, m or h from {from} to {to} (e.g. 500ms, 10s, 1m)"
+        )
+    };
+    let address = "accepted HOST:PORT (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080 for every \
+                   address), the port 0..=65535 (0: any free port)";
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        // A limit that --abort-on-close makes meaningless.
+        (
+            [&rr[..], &["--abort-on-close", "--max-abandoned", "10"]].concat(),
+            "--max-abandoned with --abort-on-close: every request whose client leaves is then \
+             cancelled, none is read to its end, so --max-abandoned limits nothing: give one or \
+             the other"
+                .into(),
+        ),
+        // Counts: 0, negative, huge, not a number.
+        (
+            [&checks[..], &["--health-rise", "0"]].concat(),
+            "--health-rise: `0` is out of range: accepted 1..=1000".into(),
+        ),
+        (
+            [&checks[..], &["--health-fall", "-1"]].concat(),
+            "--health-fall: `-1` is not a count: accepted 1..=1000".into(),
+        ),
+        (
+            [&checks[..], &["--health-fall", "18446744073709551616"]].concat(),
+            "--health-fall: `18446744073709551616` is out of range: accepted 1..=1000".into(),
+        ),
+        (
+            [&checks[..], &["--health-rise", "4294967295"]].concat(),
+            "--health-rise: `4294967295` is out of range: accepted 1..=1000".into(),
+        ),
+        (
+            [&checks[..], &["--health-rise", "two"]].concat(),
+            "--health-rise: `two` is not a count: accepted 1..=1000".into(),
+        ),
+        (
+            [&rr[..], &["--retries", "18446744073709551616"]].concat(),
+            "--retries: `18446744073709551616` is out of range: accepted 0..=4294967295".into(),
+        ),
+        (
+            [&rr[..], &["--retries", "+1"]].concat(),
+            "--retries: `+1` is not a count: accepted 0..=4294967295".into(),
+        ),
+        (
+            [&rr[..], &["--eject-after", "1001"]].concat(),
+            "--eject-after: `1001` is out of range: accepted 0 (never) or 1..=1000".into(),
+        ),
+        // Durations, echoed as typed with the flag's own range.
+        (
+            [&rr[..], &["--eject-for", "0100m"]].concat(),
+            format!(
+                "--eject-for: `0100m` is out of range: {}",
+                duration("1ms", "1h")
+            ),
+        ),
+        (
+            [&rr[..], &["--timeout", "0s"]].concat(),
+            format!(
+                "--timeout: `0s` is out of range: {}",
+                duration("1ms", "24h")
+            ),
+        ),
+        (
+            [&rr[..], &["--tunnel-timeout", "0025h"]].concat(),
+            format!(
+                "--tunnel-timeout: `0025h` is out of range: {}",
+                duration("1ms", "24h")
+            ),
+        ),
+        (
+            [&checks[..], &["--health-interval", "1.5s"]].concat(),
+            format!(
+                "--health-interval: `1.5s` is not a duration: {}",
+                duration("1ms", "24h")
+            ),
+        ),
+        (
+            [&rr[..], &["--drain-timeout", "-1s"]].concat(),
+            format!(
+                "--drain-timeout: `-1s` is not a duration: {}",
+                duration("0ms", "24h")
+            ),
+        ),
+        // Addresses.
+        (
+            vec!["--listen", "", "--policy", "rr", "-e", "127.0.0.1:1"],
+            format!("--listen: `` is empty: {address}"),
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1",
+                "--policy",
+                "rr",
+                "-e",
+                "127.0.0.1:1",
+            ],
+            format!("--listen: `127.0.0.1` has no port: {address}"),
+        ),
+        (
+            [&rr[..], &["--admin", ""]].concat(),
+            format!("--admin: `` is empty: {address}"),
+        ),
+        // Key sources.
+        (
+            [&hashing[..], &["--key", "cookie:a;b"]].concat(),
+            "--key: key source `cookie:a;b`: a cookie name cannot hold `;`, which separates \
+             cookies; accepted: visible ASCII characters other than ; = ,"
+                .into(),
+        ),
+        (
+            [&hashing[..], &["--key", "query:a&b"]].concat(),
+            "--key: key source `query:a&b`: a query parameter name cannot hold `&`, which \
+             separates parameters; accepted: visible ASCII characters other than \" # & , < = >, \
+             and UTF-8 beyond ASCII"
+                .into(),
+        ),
+        (
+            [&hashing[..], &["--key", "header:"]].concat(),
+            "--key: key source `header:`: the name after `header:` is empty".into(),
+        ),
+        (
+            [&hashing[..], &["--key", "header:x user"]].concat(),
+            "--key: key source `header:x user`: a header name cannot hold a space; accepted: \
+             letters, digits and ! # $ % & ' * + - . ^ _ ` | ~"
+                .into(),
+        ),
+        (
+            [
+                &hashing[..],
+                &["--key", "header:X-User", "--key", "header:x-user"],
+            ]
+            .concat(),
+            "--key: key source `header:x-user` is given twice (first as `header:X-User`): a \
+             source repeated adds nothing to the key"
+                .into(),
+        ),
+        (
+            [&hashing[..], &["--key", "path,"]].concat(),
+            "--key: in `path,`, key source ``: empty; accepted: header:NAME, cookie:NAME, \
+             query:NAME, path, uri, method-uri, source-ip (comma-separated to combine)"
+                .into(),
+        ),
+    ];
+    for (args, expected) in cases {
+        assert_eq!(error_line(&args), format!("error: {expected}"), "{args:?}");
+    }
+    let seventeen: Vec<String> = (1..=17).map(|i| format!("header:h{i}")).collect();
+    assert_eq!(
+        error_line(&[&hashing[..], &["--key", &seventeen.join(",")]].concat()),
+        "error: --key: key source `header:h17` is the 17th: accepted at most 16 sources"
+    );
+}
+
+/// `--help` gives every numeric flag's range.
+#[test]
+fn help_gives_the_numeric_ranges() {
+    let out = run(&["proxy", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for (flag, range) in [
+        ("--retries", "0..=4294967295"),
+        ("--retry-buffer", "0..=16777216"),
+        ("--connect-timeout", "1ms to 24h"),
+        ("--timeout", "1ms to 24h"),
+        ("--keepalive", "0..=65536"),
+        ("--health-interval", "1ms to 24h"),
+        ("--health-rise", "1..=1000"),
+        ("--health-fall", "1..=1000"),
+        ("--eject-after", "0 (never) or 1..=1000"),
+        ("--eject-for", "1ms to 1h"),
+        ("--drain-timeout", "0ms to 24h"),
+        ("--header-timeout", "1ms to 24h"),
+        ("--send-timeout", "1ms to 24h"),
+        ("--tunnel-timeout", "1ms to 24h"),
+        ("--max-connections", "1..=16777216"),
+        ("--max-abandoned", "0..=16777216"),
+        ("--key", "at most 16"),
+    ] {
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{flag} ")))
+            .unwrap_or_else(|| panic!("{flag} not in {help}"));
+        assert!(line.contains(range), "{flag}: {range} not in {line}");
+    }
 }
 
 #[test]

@@ -254,36 +254,36 @@ fn zero_timeouts_are_refused_naming_the_flag() {
     // Each flag on an otherwise valid command line, and the config key.
     let base = ["--listen", listen.as_str(), "-p", "rr", "-e", "127.0.0.1:2"];
     let flags = [
-        ("--timeout", "0s", "error: --timeout: must be more than 0ms"),
+        ("--timeout", "0s", "error: --timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)"),
         (
             "--connect-timeout",
             "0ms",
-            "error: --connect-timeout: must be more than 0ms",
+            "error: --connect-timeout: `0ms` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--header-timeout",
             "0s",
-            "error: --header-timeout: must be more than 0ms",
+            "error: --header-timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--send-timeout",
             "0s",
-            "error: --send-timeout: must be more than 0ms",
+            "error: --send-timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--send-timeout",
             "25h",
-            "error: --send-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h (e.g. 500ms, 10s, 1m)",
+            "error: --send-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--tunnel-timeout",
             "0s",
-            "error: --tunnel-timeout: must be more than 0ms",
+            "error: --tunnel-timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--tunnel-timeout",
             "25h",
-            "error: --tunnel-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 0ms to 24h (e.g. 500ms, 10s, 1m)",
+            "error: --tunnel-timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
         ),
         (
             "--max-connections",
@@ -314,7 +314,10 @@ fn zero_timeouts_are_refused_naming_the_flag() {
             (args, expected)
         })
         .collect();
-    cases.push((vec!["--config", &toml], "timeout: must be more than 0ms"));
+    cases.push((
+        vec!["--config", &toml],
+        "timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
+    ));
     for (args, expected) in cases {
         let out = Command::new(BIN)
             .arg("proxy")

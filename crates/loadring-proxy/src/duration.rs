@@ -6,7 +6,8 @@ use std::ops::RangeInclusive;
 use std::time::Duration;
 
 /// Every gateway duration (timeouts, intervals, ejection, drain, lease TTL)
-/// lies in this range; a setting that needs more than 0ms checks that too.
+/// lies in this range; each setting of the proxy's is read in its own part
+/// of it (`config::settings`: the timeouts from 1ms, `eject_for` to 1h).
 /// A day is far beyond any sensible timeout, and a bound keeps a typo from
 /// meaning "forever".
 const RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(24 * 3600);

@@ -22,7 +22,7 @@ pub enum ConfigErrorKind {
     /// file (`endpoints_file`, `--endpoints`).
     Read,
     /// The TOML does not parse, or a value has the wrong type for its key
-    /// (text where a number goes, `retries = -2`).
+    /// (text where a number goes).
     Syntax,
     /// The config file has a key it does not know (a typo, say):
     /// [`ConfigError::setting`] is that key.

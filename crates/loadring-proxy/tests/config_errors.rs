@@ -78,7 +78,12 @@ fn toml_that_does_not_parse_or_a_value_of_the_wrong_type_is_syntax() {
             None,
             cluster_with("retries = \"x\""),
         ),
-        (ConfigErrorKind::Syntax, None, cluster_with("retries = -2")),
+        (ConfigErrorKind::Syntax, None, cluster_with("retries = 2.5")),
+        (
+            ConfigErrorKind::Syntax,
+            None,
+            cluster_with("retries = 184467440737095516160000000000000000000000"),
+        ),
     ]);
 }
 
@@ -232,7 +237,219 @@ fn a_well_formed_value_outside_its_range_is_range() {
             Some("max_connections"),
             format!("max_connections = -3\n{GOOD}"),
         ),
+        (
+            ConfigErrorKind::Range,
+            Some("retries"),
+            cluster_with("retries = -2"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("health_fall"),
+            cluster_with("health_path = \"/healthz\"\nhealth_fall = 1001"),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("name"),
+            GOOD.replace(
+                "[[cluster]]\n",
+                &format!("[[cluster]]\nname = \"{}\"\n", "n".repeat(257)),
+            ),
+        ),
+        (
+            ConfigErrorKind::Range,
+            Some("cluster"),
+            format!("{GOOD}{}", "[[cluster]]\npolicy = \"rr\"\n".repeat(1024)),
+        ),
     ]);
+}
+
+/// Out-of-range values, wrong types and overflowing numbers in the file:
+/// one line naming the key, the value as written and the accepted range.
+#[test]
+fn numbers_and_durations_in_the_file_are_refused_with_their_range() {
+    let cases = [
+        (
+            cluster_with("retries = -2"),
+            "cluster `default`: retries: `-2` is not a count: accepted 0..=4294967295",
+        ),
+        (
+            cluster_with("retries = 18446744073709551616"),
+            "cluster `default`: retries: `18446744073709551616` is out of range: accepted \
+             0..=4294967295",
+        ),
+        (
+            cluster_with("retries = 184467440737095516160000000000000000000000"),
+            "integer number overflowed: `retries` accepts a whole number 0..=4294967295 (line 5, \
+             key `retries`)",
+        ),
+        (
+            cluster_with("retries = \"x\""),
+            "invalid type: string \"x\", expected a whole number 0..=4294967295 (line 5, key \
+             `retries`)",
+        ),
+        (
+            cluster_with("health_path = \"/healthz\"\nhealth_rise = 0"),
+            "cluster `default`: health_rise: `0` is out of range: accepted 1..=1000",
+        ),
+        (
+            cluster_with("health_path = \"/healthz\"\nhealth_fall = 4294967295"),
+            "cluster `default`: health_fall: `4294967295` is out of range: accepted 1..=1000",
+        ),
+        (
+            cluster_with("health_path = \"/healthz\"\nhealth_fall = 2.0"),
+            "invalid type: floating point `2.0`, expected a whole number 1..=1000 (line 6, key \
+             `health_fall`)",
+        ),
+        (
+            cluster_with("eject_after = -1"),
+            "cluster `default`: eject_after: `-1` is not a count: accepted 0 (never) or 1..=1000",
+        ),
+        // Durations: as typed, not as read (`0100m` is not `6000s`).
+        (
+            cluster_with("eject_for = \"0100m\""),
+            "cluster `default`: eject_for: `0100m` is out of range: accepted a whole number of \
+             ms, s, m or h from 1ms to 1h (e.g. 500ms, 10s, 1m)",
+        ),
+        (
+            cluster_with("timeout = \"0s\""),
+            "cluster `default`: timeout: `0s` is out of range: accepted a whole number of ms, s, \
+             m or h from 1ms to 24h (e.g. 500ms, 10s, 1m)",
+        ),
+        (
+            cluster_with("timeout = 5"),
+            "invalid type: integer `5`, expected a string: `timeout` accepts a duration in \
+             quotes, a whole number of ms, s, m or h from 1ms to 24h (e.g. \"500ms\") (line 5, \
+             key `timeout`)",
+        ),
+        (
+            format!("drain_timeout = \"25h\"\n{GOOD}"),
+            "drain_timeout: `25h` is out of range: accepted a whole number of ms, s, m or h from \
+             0ms to 24h (e.g. 500ms, 10s, 1m)",
+        ),
+    ];
+    for (text, message) in cases {
+        assert_eq!(error_of(&text).to_string(), message, "{text}");
+    }
+}
+
+/// `abort_on_close` cancels every request whose client leaves: a limit on
+/// those read to their end beside it on every cluster would limit nothing.
+#[test]
+fn max_abandoned_with_abort_on_close_everywhere_conflicts() {
+    let one = format!("max_abandoned = 10\n{GOOD}abort_on_close = true\n");
+    let err = error_of(&one);
+    assert_eq!(err.kind(), ConfigErrorKind::Conflict);
+    assert_eq!(err.setting(), Some("max_abandoned"));
+    assert_eq!(
+        err.to_string(),
+        "max_abandoned with abort_on_close: every request whose client leaves is then \
+         cancelled, none is read to its end, so max_abandoned limits nothing: give one or the \
+         other"
+    );
+    let two = format!(
+        "{one}[[cluster]]\nname = \"b\"\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:9002\"]\n\
+         abort_on_close = true\n[[route]]\npath_prefix = \"/b\"\ncluster = \"b\"\n\
+         [[route]]\ncluster = \"default\"\n"
+    );
+    assert_eq!(
+        error_of(&two).to_string(),
+        "max_abandoned with abort_on_close on every cluster: every request whose client leaves \
+         is then cancelled, none is read to its end, so max_abandoned limits nothing: give one \
+         or the other"
+    );
+    // One cluster that reads abandoned requests to their end: the limit is
+    // its.
+    let some = two.replacen("abort_on_close = true\n", "", 1);
+    ProxyConfig::from_toml(&some, Path::new(".")).unwrap();
+    // Without abort_on_close, or without a limit, nothing conflicts.
+    ProxyConfig::from_toml(&format!("max_abandoned = 10\n{GOOD}"), Path::new(".")).unwrap();
+    ProxyConfig::from_toml(&format!("{GOOD}abort_on_close = true\n"), Path::new(".")).unwrap();
+}
+
+/// Clusters, routes and names are bounded, each error naming its limit.
+#[test]
+fn clusters_routes_and_names_have_limits() {
+    let cluster = |i: usize| {
+        format!("[[cluster]]\nname = \"c{i}\"\npolicy = \"rr\"\nendpoints = [\"127.0.0.1:9001\"]\n")
+    };
+    let route = |i: usize| {
+        format!(
+            "[[route]]\npath_prefix = \"/{i}/\"\ncluster = \"c{}\"\n",
+            i % 1024
+        )
+    };
+    let config = |clusters: usize, routes: usize| {
+        let mut text = "listen = \"127.0.0.1:8080\"\n".to_string();
+        text.extend((0..clusters).map(cluster));
+        text.extend((0..routes).map(route));
+        text
+    };
+    ProxyConfig::from_toml(&config(1024, 1024), Path::new(".")).unwrap();
+    let err = error_of(&config(1025, 1025));
+    assert_eq!(
+        err.to_string(),
+        "1025 [[cluster]] tables: accepted at most 1024"
+    );
+    assert_eq!(err.kind(), ConfigErrorKind::Range);
+    let err = error_of(&config(1024, 4097));
+    assert_eq!(
+        err.to_string(),
+        "4097 [[route]] tables: accepted at most 4096"
+    );
+    assert_eq!(err.setting(), Some("route"));
+
+    let named = |name: &str| {
+        GOOD.replace(
+            "[[cluster]]\n",
+            &format!("[[cluster]]\nname = \"{name}\"\n"),
+        )
+    };
+    ProxyConfig::from_toml(&named(&"é".repeat(128)), Path::new(".")).unwrap();
+    assert_eq!(
+        error_of(&named(&"n".repeat(257))).to_string(),
+        format!(
+            "name: `{}... (257 characters)` is 257 bytes long: accepted a cluster name of at most \
+             256 bytes",
+            "n".repeat(40)
+        )
+    );
+}
+
+/// The listen and admin addresses are `HOST:PORT`: an empty one or one
+/// without a port is named, not left to the resolver's words.
+#[test]
+fn listen_and_admin_addresses_are_host_and_port() {
+    let accepted = "accepted HOST:PORT (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080 for every \
+                    address), the port 0..=65535 (0: any free port)";
+    for (listen, why) in [
+        ("", "is empty"),
+        (" ", "is empty"),
+        ("127.0.0.1", "has no port"),
+        ("127.0.0.1:", "has no port"),
+        (":8080", "has no host"),
+        (
+            "127.0.0.1:65536",
+            "has a port that is not a number in 0..=65535",
+        ),
+        (
+            "127.0.0.1:+80",
+            "has a port that is not a number in 0..=65535",
+        ),
+        ("::1:8080", "has an IPv6 address without brackets"),
+    ] {
+        let err = error_of(&GOOD.replace("127.0.0.1:8080", listen));
+        assert_eq!(
+            err.to_string(),
+            format!("listen: `{listen}` {why}: {accepted}")
+        );
+        assert_eq!(err.kind(), ConfigErrorKind::Value);
+        assert_eq!(err.setting(), Some("listen"));
+    }
+    let err = error_of(&format!("admin = \"\"\n{GOOD}"));
+    assert_eq!(err.to_string(), format!("admin: `` is empty: {accepted}"));
+    for fine in ["0.0.0.0:0", "[::1]:8080", "localhost:8080"] {
+        ProxyConfig::from_toml(&GOOD.replace("127.0.0.1:8080", fine), Path::new(".")).unwrap();
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ use crate::endpoints::parse_endpoints;
 use crate::error::{ConfigError, ConfigErrorKind};
 
 use super::raw::RawConfig;
+use super::settings::{count_setting, duration_accepted, DURATIONS};
 use super::types::{ClusterConfig, ProxyConfig};
 
 impl ClusterConfig {
@@ -87,7 +88,23 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
     } else {
         (ConfigErrorKind::Syntax, None)
     };
-    let error = ConfigError::new(kind, message + &span_hint(text, e.span()));
+    let (place, key) = span_hint(text, e.span());
+    // A number the TOML itself cannot hold (past 128 bits), or a value of
+    // the wrong type for a duration: the setting's range, which serde's
+    // words do not give.
+    let range = match key {
+        _ if kind != ConfigErrorKind::Syntax || message.contains("expected a whole number") => {
+            String::new()
+        }
+        Some(key) if DURATIONS.contains(&key) => {
+            format!(": `{key}` accepts {}", duration_accepted(key))
+        }
+        Some(key) => count_setting(key).map_or(String::new(), |count| {
+            format!(": `{key}` accepts a whole number {}", count.accepted())
+        }),
+        None => String::new(),
+    };
+    let error = ConfigError::new(kind, message + &range + &place);
     match setting {
         Some(key) => error.with_setting(&key),
         None => error,
@@ -95,10 +112,11 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
 }
 
 /// Where a TOML error is: its line, and the key when the error is in a
-/// value (`retries = -1`: serde's message names the type, not the key).
-fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+/// value (`retries = -1`: serde's message names the type, not the key);
+/// the key too.
+fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> (String, Option<&str>) {
     let Some(before) = span.and_then(|span| text.get(..span.start)) else {
-        return String::new();
+        return (String::new(), None);
     };
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
@@ -107,8 +125,8 @@ fn span_hint(text: &str, span: Option<std::ops::Range<usize>>) -> String {
         .map(|(key, _)| key.trim())
         .filter(|key| !key.is_empty() && key.len() <= 64);
     match key {
-        Some(key) => format!(" (line {line}, key `{key}`)"),
-        None => format!(" (line {line})"),
+        Some(key) => (format!(" (line {line}, key `{key}`)"), Some(key)),
+        None => (format!(" (line {line})"), None),
     }
 }
 
@@ -247,11 +265,11 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "retry_buffer = 16777217"),
-                "cluster `users`: retry_buffer: 16777217 bytes is more than the limit: accepted 0..=16777216",
+                "cluster `users`: retry_buffer: `16777217` is out of range: accepted 0..=16777216",
             ),
             (
                 TWO_CLUSTERS.replace("retries = 2", "retries = -2"),
-                "expected u32 (line 11, key `retries`)",
+                "cluster `users`: retries: `-2` is not a count: accepted 0..=4294967295",
             ),
             (
                 TWO_CLUSTERS.replace("eject_after = 0", "eject_after = \"x\""),
@@ -259,11 +277,11 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("eject_after = 0", "eject_after = 1001"),
-                "eject_after: 1001 failed requests: accepted 0 (never) or 1..=1000",
+                "eject_after: `1001` is out of range: accepted 0 (never) or 1..=1000",
             ),
             (
                 TWO_CLUSTERS.replace("eject_after = 0", "eject_after = 2\neject_for = \"2h\""),
-                "eject_for: 7200s: accepted 1ms..=1h",
+                "eject_for: `2h` is out of range: accepted a whole number of ms, s, m or h from 1ms to 1h",
             ),
             (
                 TWO_CLUSTERS.replace("load_factor=1.25", "load_factor=1.25 eject_after=3"),
@@ -287,11 +305,11 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("timeout = \"2s\"", "timeout = \"0s\""),
-                "cluster `users`: timeout: must be more than 0ms",
+                "cluster `users`: timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h",
             ),
             (
                 TWO_CLUSTERS.replace("timeout = \"2s\"", "connect_timeout = \"0ms\""),
-                "cluster `users`: connect_timeout: must be more than 0ms",
+                "cluster `users`: connect_timeout: `0ms` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h",
             ),
             (
                 TWO_CLUSTERS.replace("retry_buffer = 1024", "keepalive = 65537"),
@@ -303,15 +321,15 @@ cluster = "users"
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "header_timeout = \"0s\""),
-                "header_timeout: must be more than 0ms",
+                "header_timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "send_timeout = \"0ms\""),
-                "send_timeout: must be more than 0ms",
+                "send_timeout: `0ms` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "tunnel_timeout = \"0s\""),
-                "tunnel_timeout: must be more than 0ms",
+                "tunnel_timeout: `0s` is out of range: accepted a whole number of ms, s, m or h from 1ms to 24h",
             ),
             (
                 TWO_CLUSTERS.replace("drain_timeout = \"5s\"", "max_connections = 0"),

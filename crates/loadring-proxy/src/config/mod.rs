@@ -10,6 +10,8 @@
 //! * `ejection`: the policy a cluster's balancer runs, the proxy's passive
 //!   ejection added as its lifecycle;
 //! * `naming`: errors name a config key or a command-line flag;
+//! * `settings`: the numeric settings' ranges, and how a value typed for
+//!   one is read;
 //! * `validate`: ranges and cross-field checks;
 //! * `load` and `raw`: the TOML file and the endpoints files.
 
@@ -17,6 +19,7 @@ mod ejection;
 mod load;
 mod naming;
 mod raw;
+mod settings;
 mod types;
 mod validate;
 

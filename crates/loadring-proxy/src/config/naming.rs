@@ -19,6 +19,10 @@ impl Naming {
             Naming::Keys => key,
             Naming::Flags => match key {
                 "key" => "--key",
+                "policy" => "--policy",
+                "retries" => "--retries",
+                "abort_on_close" => "--abort-on-close",
+                "drain_timeout" => "--drain-timeout",
                 "discover" => "--discover",
                 "endpoints" => "-e ENDPOINT (repeatable)",
                 "endpoints_file" => "--endpoints",

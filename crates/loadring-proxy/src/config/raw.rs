@@ -10,12 +10,16 @@ use loadring_discovery::SourceSpec;
 use serde::Deserialize;
 
 use crate::clients::ClientLimits;
-use crate::duration::parse_duration;
 use crate::error::{ConfigError, ConfigErrorKind};
 use crate::key::KeySpec;
 use crate::load_report::LoadReportSpec;
 
+use super::settings::{
+    read_duration, Whole, EJECT_AFTER, HEALTH_FALL, HEALTH_RISE, KEEPALIVE, MAX_ABANDONED,
+    MAX_CONNECTIONS_, RETRIES, RETRY_BUFFER,
+};
 use super::types::*;
+use super::validate::check_how_many;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,10 +30,8 @@ pub(super) struct RawConfig {
     header_timeout: Option<String>,
     send_timeout: Option<String>,
     tunnel_timeout: Option<String>,
-    /// Signed, so that a negative value is named with its key.
-    max_connections: Option<i64>,
-    /// Signed, as `max_connections`.
-    max_abandoned: Option<i64>,
+    max_connections: Option<Whole<MAX_CONNECTIONS_>>,
+    max_abandoned: Option<Whole<MAX_ABANDONED>>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     #[serde(default)]
@@ -49,19 +51,17 @@ struct RawCluster {
     discover: Option<String>,
     #[serde(default)]
     key: OneOrMany,
-    retries: Option<u32>,
-    /// Signed, so that a negative value is named with its key.
-    retry_buffer: Option<i64>,
+    retries: Option<Whole<RETRIES>>,
+    retry_buffer: Option<Whole<RETRY_BUFFER>>,
     connect_timeout: Option<String>,
     timeout: Option<String>,
     abort_on_close: Option<bool>,
-    /// Signed, so that a negative value is named with its key.
-    keepalive: Option<i64>,
+    keepalive: Option<Whole<KEEPALIVE>>,
     health_path: Option<String>,
     health_interval: Option<String>,
-    health_rise: Option<u32>,
-    health_fall: Option<u32>,
-    eject_after: Option<u32>,
+    health_rise: Option<Whole<HEALTH_RISE>>,
+    health_fall: Option<Whole<HEALTH_FALL>>,
+    eject_after: Option<Whole<EJECT_AFTER>>,
     eject_for: Option<String>,
     load_report: Option<String>,
     backend_protocol: Option<String>,
@@ -86,24 +86,28 @@ enum OneOrMany {
     Many(Vec<String>),
 }
 
+/// The duration setting `key`, in its range, or `default`.
 fn duration(key: &str, value: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    value.map_or(Ok(default), |v| read_duration(key, key, v))
+}
+
+/// A whole-number setting, in its range, or `default`.
+fn whole<const S: usize, T: TryFrom<u64>>(
+    value: Option<&Whole<S>>,
+    default: T,
+) -> Result<T, ConfigError> {
     match value {
         None => Ok(default),
-        Some(v) => parse_duration(v).map_err(|e| {
-            // The core says `Value` for both; a text that reads as a
-            // duration of any length is one outside the gateway's range.
-            let kind = if loadring::parse_duration(v, Duration::ZERO..=Duration::MAX).is_ok() {
-                ConfigErrorKind::Range
-            } else {
-                ConfigErrorKind::Value
-            };
-            ConfigError::new(kind, format!("{key}: {e}")).with_setting(key)
-        }),
+        // The range checked fits the field.
+        Some(v) => Ok(T::try_from(v.read()?).unwrap_or(default)),
     }
 }
 
 impl RawConfig {
     pub(super) fn into_config(self, base: &Path) -> Result<ProxyConfig, ConfigError> {
+        // Before each is read: a file of a million clusters is refused at once.
+        check_how_many("cluster", self.cluster.len(), MAX_CLUSTERS)?;
+        check_how_many("route", self.route.len(), MAX_ROUTES)?;
         let drain_timeout = duration(
             "drain_timeout",
             self.drain_timeout.as_deref(),
@@ -125,8 +129,16 @@ impl RawConfig {
                 self.tunnel_timeout.as_deref(),
                 crate::clients::DEFAULT_TUNNEL_TIMEOUT,
             )?,
-            max_connections: count("max_connections", self.max_connections, 1)?,
-            max_abandoned: count("max_abandoned", self.max_abandoned, 0)?,
+            max_connections: self
+                .max_connections
+                .as_ref()
+                .map(|n| whole(Some(n), 0))
+                .transpose()?,
+            max_abandoned: self
+                .max_abandoned
+                .as_ref()
+                .map(|n| whole(Some(n), 0))
+                .transpose()?,
         };
         let clusters = self
             .cluster
@@ -219,15 +231,8 @@ impl RawCluster {
             OneOrMany::Many(k) => k,
         };
         c.key = KeySpec::parse(&keys).map_err(|e| e.prefixed("key: ").with_setting("key"))?;
-        c.retries = self.retries.unwrap_or(DEFAULT_RETRIES);
-        c.retry_buffer = match self.retry_buffer {
-            None => DEFAULT_RETRY_BUFFER,
-            Some(bytes) => u64::try_from(bytes).map_err(|_| {
-                ConfigError::new(ConfigErrorKind::Range, format!(
-                    "retry_buffer: `{bytes}` is not a number of bytes: accepted 0..={MAX_RETRY_BUFFER}"
-                )).with_setting("retry_buffer")
-            })?,
-        };
+        c.retries = whole(self.retries.as_ref(), DEFAULT_RETRIES)?;
+        c.retry_buffer = whole(self.retry_buffer.as_ref(), DEFAULT_RETRY_BUFFER)?;
         c.connect_timeout = duration(
             "connect_timeout",
             self.connect_timeout.as_deref(),
@@ -235,16 +240,7 @@ impl RawCluster {
         )?;
         c.timeout = duration("timeout", self.timeout.as_deref(), DEFAULT_TIMEOUT)?;
         c.abort_on_close = self.abort_on_close.unwrap_or(false);
-        c.keepalive = match self.keepalive {
-            None => DEFAULT_KEEPALIVE,
-            Some(n) => usize::try_from(n).map_err(|_| {
-                ConfigError::new(
-                    ConfigErrorKind::Range,
-                    format!("keepalive: `{n}` is not a count: accepted 0..={MAX_KEEPALIVE}"),
-                )
-                .with_setting("keepalive")
-            })?,
-        };
+        c.keepalive = whole(self.keepalive.as_ref(), DEFAULT_KEEPALIVE)?;
         // Active checks run only with a path: their settings without one
         // would be taken and do nothing.
         if self.health_path.is_none() {
@@ -263,7 +259,8 @@ impl RawCluster {
                 .with_setting(key));
             }
         }
-        if self.eject_for.is_some() && self.eject_after == Some(0) {
+        let eject_after = whole(self.eject_after.as_ref(), DEFAULT_EJECT_AFTER)?;
+        if self.eject_for.is_some() && eject_after == 0 {
             return Err(ConfigError::new(
                 ConfigErrorKind::Conflict,
                 "eject_for: only with eject_after 1 or more (eject_after = 0 ejects nothing)",
@@ -293,9 +290,9 @@ impl RawCluster {
                 self.health_interval.as_deref(),
                 DEFAULT_HEALTH_INTERVAL,
             )?,
-            rise: self.health_rise.unwrap_or(DEFAULT_HEALTH_RISE),
-            fall: self.health_fall.unwrap_or(DEFAULT_HEALTH_FALL),
-            eject_after: self.eject_after.unwrap_or(DEFAULT_EJECT_AFTER),
+            rise: whole(self.health_rise.as_ref(), DEFAULT_HEALTH_RISE)?,
+            fall: whole(self.health_fall.as_ref(), DEFAULT_HEALTH_FALL)?,
+            eject_after,
             eject_for: duration("eject_for", self.eject_for.as_deref(), DEFAULT_EJECT_FOR)?,
         };
         c.load_report = self
@@ -316,21 +313,4 @@ impl RawCluster {
         c.backend_ca = self.backend_ca.map(|p| base.join(p));
         Ok(c)
     }
-}
-
-/// A count of connections or requests, `least..=MAX_CONNECTIONS` (the
-/// range itself is checked with the rest of the config): a negative one
-/// is named with its key.
-fn count(key: &str, value: Option<i64>, least: usize) -> Result<Option<usize>, ConfigError> {
-    value
-        .map(|n| {
-            usize::try_from(n).map_err(|_| {
-                ConfigError::new(
-                    ConfigErrorKind::Range,
-                    format!("{key}: `{n}` is not a count: accepted {least}..={MAX_CONNECTIONS}"),
-                )
-                .with_setting(key)
-            })
-        })
-        .transpose()
 }

@@ -48,6 +48,15 @@ pub const DEFAULT_KEEPALIVE: usize = 256;
 pub const MAX_KEEPALIVE: usize = 65536;
 /// The most client connections `max_connections` accepts.
 pub const MAX_CONNECTIONS: usize = 1 << 24;
+/// The most clusters a configuration may have (each is a balancer, its
+/// health checks and its metrics).
+pub const MAX_CLUSTERS: usize = 1_024;
+/// The most routes a configuration may have: each request is matched
+/// against them in order, and each is checked against every earlier one.
+pub const MAX_ROUTES: usize = 4_096;
+/// The longest cluster name, in bytes (it labels every metric of the
+/// cluster and is shown in logs and `/status`).
+pub const MAX_NAME_LEN: usize = 256;
 
 /// The whole proxy.
 #[derive(Debug, Clone)]

@@ -2,17 +2,15 @@
 //! settings that must go together, references between clusters and routes.
 //! Each failure is one [`ConfigError`] naming the key (or flag) at fault.
 
-use std::time::Duration;
-
 use loadring::{Echo, Endpoint};
 use loadring_discovery::EndpointRejected;
 
 use crate::error::{ConfigError, ConfigErrorKind};
 
-use super::ejection::{MAX_EJECT_AFTER, MAX_EJECT_FOR};
 use super::naming::Naming;
+use super::settings::{count_setting, duration_range, show};
 use super::types::{
-    ClusterConfig, ProxyConfig, RouteConfig, MAX_CONNECTIONS, MAX_KEEPALIVE, MAX_RETRY_BUFFER,
+    ClusterConfig, ProxyConfig, RouteConfig, MAX_CLUSTERS, MAX_NAME_LEN, MAX_ROUTES,
 };
 
 impl ClusterConfig {
@@ -120,6 +118,8 @@ impl ClusterConfig {
                 .with_setting(name("health_path")));
             }
         }
+        // Ranges of values set in code (the flags and the config file are
+        // read in range, their messages echoing the text as typed).
         for (key, value) in [
             ("health_rise", self.health.rise),
             ("health_fall", self.health.fall),
@@ -132,48 +132,28 @@ impl ClusterConfig {
                 .with_setting(name(key)));
             }
         }
-        if self.health.eject_after > MAX_EJECT_AFTER {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Range,
-                format!(
-                    "{}: {} failed requests: accepted 0 (never) or 1..={MAX_EJECT_AFTER}",
-                    name("eject_after"),
-                    self.health.eject_after
-                ),
-            )
-            .with_setting(name("eject_after")));
+        for (key, value) in [
+            ("health_rise", u64::from(self.health.rise)),
+            ("health_fall", u64::from(self.health.fall)),
+            ("eject_after", u64::from(self.health.eject_after)),
+            ("retry_buffer", self.retry_buffer),
+            ("keepalive", self.keepalive as u64),
+        ] {
+            if let Some(setting) = count_setting(key) {
+                setting.check(name(key), value)?;
+            }
         }
         let eject_for = self.health.eject_for;
-        if self.health.eject_after > 0
-            && (eject_for < Duration::from_millis(1) || eject_for > MAX_EJECT_FOR)
-        {
+        if self.health.eject_after > 0 && !duration_range("eject_for").contains(&eject_for) {
             return Err(ConfigError::new(
                 ConfigErrorKind::Range,
-                format!("{}: {eject_for:?}: accepted 1ms..=1h", name("eject_for")),
+                format!(
+                    "{}: {} is out of range: accepted 1ms..=1h",
+                    name("eject_for"),
+                    show(eject_for)
+                ),
             )
             .with_setting(name("eject_for")));
-        }
-        if self.retry_buffer > MAX_RETRY_BUFFER {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Range,
-                format!(
-                    "{}: {} bytes is more than the limit: accepted 0..={MAX_RETRY_BUFFER}",
-                    name("retry_buffer"),
-                    self.retry_buffer
-                ),
-            )
-            .with_setting(name("retry_buffer")));
-        }
-        if self.keepalive > MAX_KEEPALIVE {
-            return Err(ConfigError::new(
-                ConfigErrorKind::Range,
-                format!(
-                    "{}: `{}` is out of range: accepted 0..={MAX_KEEPALIVE}",
-                    name("keepalive"),
-                    self.keepalive
-                ),
-            )
-            .with_setting(name("keepalive")));
         }
         if self.backend_ca.is_some() && !self.backend_tls {
             return Err(ConfigError::new(
@@ -233,11 +213,56 @@ fn never_matched(route: &RouteConfig) -> Option<&'static str> {
     }
 }
 
+/// At most `most` `[[key]]` tables (clusters, routes).
+pub(super) fn check_how_many(
+    key: &'static str,
+    count: usize,
+    most: usize,
+) -> Result<(), ConfigError> {
+    if count <= most {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        ConfigErrorKind::Range,
+        format!("{count} [[{key}]] tables: accepted at most {most}"),
+    )
+    .with_setting(key))
+}
+
+/// Why `addr` is not an address to listen on, `HOST:PORT`, if it is not
+/// (what the resolver would say about it is left to it).
+fn not_host_port(addr: &str) -> Option<&'static str> {
+    if addr.trim().is_empty() {
+        return Some("is empty");
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return Some("has no port");
+    };
+    if port.is_empty() {
+        return Some("has no port");
+    }
+    if !crate::target::is_port(port) {
+        return Some("has a port that is not a number in 0..=65535");
+    }
+    if host.is_empty() {
+        return Some("has no host");
+    }
+    let bracketed = host.starts_with('[') && host.ends_with(']');
+    if host.contains(':') && !bracketed {
+        return Some("has an IPv6 address without brackets");
+    }
+    None
+}
+
 /// Whether every request `later` matches, `earlier` matches too: the
-/// same host or none, and a prefix of `later`'s path prefix.
-fn takes_all_of(earlier: &RouteConfig, later: &RouteConfig) -> bool {
-    let host = |r: &RouteConfig| r.host.as_deref().and_then(crate::target::normalize_host);
-    let hosts_cover = earlier.host.is_none() || host(earlier) == host(later);
+/// same host or none, and a prefix of `later`'s path prefix. Each route
+/// comes with its host as requests are compared with it (normalized once:
+/// every route is checked against every earlier one).
+fn takes_all_of<H: PartialEq>(
+    (earlier, earlier_host): (&RouteConfig, &Option<H>),
+    (later, later_host): (&RouteConfig, &Option<H>),
+) -> bool {
+    let hosts_cover = earlier.host.is_none() || earlier_host == later_host;
     hosts_cover && later.path_prefix.starts_with(&earlier.path_prefix)
 }
 
@@ -284,6 +309,25 @@ impl ProxyConfig {
                 "no clusters: a config needs at least one [[cluster]]",
             ));
         }
+        check_how_many("cluster", self.clusters.len(), MAX_CLUSTERS)?;
+        check_how_many("route", self.routes.len(), MAX_ROUTES)?;
+        for (key, addr) in [
+            ("listen", Some(&self.listen)),
+            ("admin", self.admin.as_ref()),
+        ] {
+            if let Some(why) = addr.and_then(|a| not_host_port(a)) {
+                let name = naming.name(key);
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Value,
+                    format!(
+                        "{name}: `{}` {why}: accepted HOST:PORT (e.g. 127.0.0.1:8080, [::1]:8080, \
+                         0.0.0.0:8080 for every address), the port 0..=65535 (0: any free port)",
+                        Echo(addr.map_or("", String::as_str))
+                    ),
+                )
+                .with_setting(name));
+            }
+        }
         for (i, c) in self.clusters.iter().enumerate() {
             // Named in routes, logs and metrics' labels.
             if c.name.trim().is_empty() || c.name.contains(char::is_control) {
@@ -293,6 +337,18 @@ impl ProxyConfig {
                         "{}: a cluster's name must have a character other than white space, and no control character: `{}`",
                         naming.name("name"),
                         Echo(&c.name)
+                    ),
+                )
+                .with_setting(naming.name("name")));
+            }
+            if c.name.len() > MAX_NAME_LEN {
+                return Err(ConfigError::new(
+                    ConfigErrorKind::Range,
+                    format!(
+                        "{}: `{}` is {} bytes long: accepted a cluster name of at most {MAX_NAME_LEN} bytes",
+                        naming.name("name"),
+                        Echo(&c.name),
+                        c.name.len()
                     ),
                 )
                 .with_setting(naming.name("name")));
@@ -317,22 +373,32 @@ impl ProxyConfig {
                 .with_setting(naming.name(key)));
             }
         }
-        for (key, value, least) in [
-            ("max_connections", self.clients.max_connections, 1),
-            ("max_abandoned", self.clients.max_abandoned, 0),
+        for (key, value) in [
+            ("max_connections", self.clients.max_connections),
+            ("max_abandoned", self.clients.max_abandoned),
         ] {
-            if let Some(n) = value {
-                if !(least..=MAX_CONNECTIONS).contains(&n) {
-                    return Err(ConfigError::new(
-                        ConfigErrorKind::Range,
-                        format!(
-                            "{}: `{n}` is out of range: accepted {least}..={MAX_CONNECTIONS}",
-                            naming.name(key)
-                        ),
-                    )
-                    .with_setting(naming.name(key)));
-                }
+            if let (Some(n), Some(setting)) = (value, count_setting(key)) {
+                setting.check(naming.name(key), n as u64)?;
             }
+        }
+        // With every cluster cancelling the requests whose client leaves,
+        // none is read to its end: a limit on them would limit nothing.
+        if self.clients.max_abandoned.is_some() && self.clusters.iter().all(|c| c.abort_on_close) {
+            let (limit, abort) = (naming.name("max_abandoned"), naming.name("abort_on_close"));
+            let every = if self.clusters.len() > 1 {
+                " on every cluster"
+            } else {
+                ""
+            };
+            return Err(ConfigError::new(
+                ConfigErrorKind::Conflict,
+                format!(
+                    "{limit} with {abort}{every}: every request whose client leaves is then \
+                     cancelled, none is read to its end, so {limit} limits nothing: give one or \
+                     the other"
+                ),
+            )
+            .with_setting(limit));
         }
         let multi = self.clusters.len() > 1;
         for c in &self.clusters {
@@ -366,8 +432,19 @@ impl ProxyConfig {
                 ));
             }
         }
+        let hosts: Vec<_> = self
+            .routes
+            .iter()
+            .map(|r| r.host.as_deref().and_then(crate::target::normalize_host))
+            .collect();
         for (i, later) in self.routes.iter().enumerate() {
-            if let Some(earlier) = self.routes[..i].iter().find(|e| takes_all_of(e, later)) {
+            let later_host = (later, &hosts[i]);
+            if let Some(earlier) = self.routes[..i]
+                .iter()
+                .zip(&hosts)
+                .find(|&earlier| takes_all_of(earlier, later_host))
+                .map(|(earlier, _)| earlier)
+            {
                 return Err(ConfigError::new(
                     ConfigErrorKind::Conflict,
                     format!(
@@ -463,13 +540,13 @@ mod tests {
         c.health.eject_after = 1001;
         assert_eq!(
             c.validate_as(Naming::Flags).unwrap_err().to_string(),
-            "--eject-after: 1001 failed requests: accepted 0 (never) or 1..=1000"
+            "--eject-after: `1001` is out of range: accepted 0 (never) or 1..=1000"
         );
         c.health.eject_after = 1;
         c.health.eject_for = Duration::ZERO;
         assert_eq!(
             c.validate_as(Naming::Flags).unwrap_err().to_string(),
-            "--eject-for: 0ns: accepted 1ms..=1h"
+            "--eject-for: 0ms is out of range: accepted 1ms..=1h"
         );
         c.health.eject_for = DEFAULT_EJECT_FOR;
         c.endpoints.clear();
