@@ -39,7 +39,7 @@ fn every_bad_parameter_names_its_key_and_what_it_accepts() {
         ),
         (
             "haproxy_hash:function=md5",
-            "haproxy_hash: function=md5: accepted sdbm, djb2, wt6, crc32",
+            "haproxy_hash: function=md5: accepted sdbm, djb2, wt6, crc32, none",
         ),
         (
             "haproxy_hash:avalanche=on",
