@@ -1165,6 +1165,27 @@ mod tests {
     }
 
     #[test]
+    fn every_function_is_read() {
+        for (text, want, avalanche) in [
+            ("", Function::Sdbm, true),
+            (" function=sdbm", Function::Sdbm, false),
+            (" function=DJB2", Function::Djb2, false),
+            (" function=wt6", Function::Wt6, false),
+            (" function=crc32 avalanche=true", Function::Crc32, true),
+            (" function=none", Function::None, false),
+        ] {
+            let spec = format!("haproxy_hash:type=consistent{text}");
+            let mut params = Params::tokenize(&spec).unwrap();
+            let family = HaproxyHash::parse(&mut params).unwrap();
+            assert_eq!(
+                (family.function, family.avalanche),
+                (want, avalanche),
+                "{spec}"
+            );
+        }
+    }
+
+    #[test]
     fn hash_key_is_for_the_consistent_tree() {
         let err = "haproxy_hash:hash_key=addr"
             .parse::<crate::PolicySpec>()
