@@ -1,7 +1,9 @@
 //! The live dashboard the admin listener serves at `/`: one page, its script
 //! and its style sheet, embedded in the binary (no CDN, no fonts, no build
-//! step). The script polls `/status` once a second and draws everything
-//! itself; `?refresh=0` freezes it after one reading.
+//! step). The script polls `/status?endpoints=200` once a second (each
+//! cluster's 200 busiest endpoints: a larger membership is not drawn row by
+//! row) and draws everything itself; `?refresh=0` freezes it after one
+//! reading.
 //!
 //! Every admin response carries a Content-Security-Policy that lets the
 //! page run only its own script and style sheet and talk only to its own

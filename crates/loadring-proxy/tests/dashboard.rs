@@ -188,6 +188,35 @@ async fn dump_dom(dir: &Path, url: String) -> String {
     .unwrap()
 }
 
+/// [`dump_dom`], and what the page wrote to the console (Chromium's
+/// `CONSOLE` log lines: `console.*` calls, uncaught errors, failed loads).
+async fn dump_dom_and_console(dir: &Path, url: String) -> (String, Vec<String>) {
+    let dir = dir.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let out = dir.join(format!("logged-dom-{}.html", url.len()));
+        browse(
+            &dir,
+            &url,
+            &[
+                format!("--virtual-time-budget={BUDGET_MS}"),
+                "--dump-dom".into(),
+                "--enable-logging=stderr".into(),
+                "--v=0".into(),
+            ],
+            &out,
+        );
+        let log = std::fs::read_to_string(out.with_extension("stderr")).unwrap();
+        let console = log
+            .lines()
+            .filter(|l| l.contains(":CONSOLE"))
+            .map(str::to_string)
+            .collect();
+        (std::fs::read_to_string(out).unwrap(), console)
+    })
+    .await
+    .unwrap()
+}
+
 /// A screenshot of `url` at `width` x `height`; returns the PNG's bytes.
 async fn screenshot(dir: &Path, url: String, width: u32, height: u32, name: &str) -> Vec<u8> {
     let dir = dir.to_path_buf();
@@ -825,4 +854,215 @@ async fn the_page_shows_reported_load_beside_the_local_count() {
     for h in held {
         h.abort();
     }
+}
+
+/// `/status?endpoints=N` over HTTP: N endpoints listed with the whole
+/// membership's count; anything else is a 400 of one line of text.
+#[tokio::test]
+async fn status_lists_the_endpoints_asked_for_and_refuses_a_bad_query() {
+    let mut backends = Vec::new();
+    for _ in 0..3 {
+        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr().to_string().parse().unwrap())
+        .collect();
+    let proxy = start(cluster).await;
+    let addrs: Vec<String> = backends.iter().map(|b| b.addr().to_string()).collect();
+    let listed = |doc: &Value| -> Vec<String> {
+        doc["clusters"][0]["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["addr"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Nothing in flight, no requests: the first in membership order.
+    for (query, shown) in [
+        ("", 3),
+        ("?endpoints=2", 2),
+        ("?endpoints=0", 0),
+        ("?endpoints=9", 3),
+    ] {
+        let reply = get(proxy.admin, &format!("/status{query}"), &[]).await;
+        assert_eq!(reply.status, 200, "{query}");
+        let doc: Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(listed(&doc), addrs[..shown], "{query}");
+        assert_eq!(doc["clusters"][0]["endpoint_count"], 3);
+        assert_eq!(doc["clusters"][0]["endpoints_shown"], shown);
+    }
+    for (query, why) in [
+        (
+            "endpoints=x",
+            "endpoints: `x` is not a count: accepted 0..=1048576",
+        ),
+        (
+            "endpoints=1048577",
+            "endpoints: `1048577` is out of range: accepted 0..=1048576",
+        ),
+        (
+            "top=5",
+            "top: not a parameter of /status (`top=5`): accepted endpoints=0..=1048576",
+        ),
+    ] {
+        let reply = get(proxy.admin, &format!("/status?{query}"), &[]).await;
+        assert_eq!(reply.status, 400, "{query}");
+        assert_eq!(reply.body, format!("{why}\n"));
+        assert_eq!(
+            reply.header("content-type"),
+            Some("text/plain; charset=utf-8")
+        );
+        // An admin response like the others.
+        assert_eq!(reply.header("cache-control"), Some("no-store"));
+    }
+}
+
+/// Endpoints of the large-cluster test; the page lists [`PAGE_SHOWN`].
+const LARGE: usize = 250;
+/// `SHOWN` in dashboard.js.
+const PAGE_SHOWN: usize = 200;
+
+/// A cluster of more endpoints than the page asks `/status` for: the page
+/// lists the 200 busiest (the ones holding requests, then the first idle
+/// ones in membership order), says so above the table, and draws a line
+/// for each of them only. Then, with traffic moving the busiest between
+/// polls, it keeps working: live, no console message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_cluster_shows_its_busiest_endpoints_and_says_so() {
+    assert!(include_str!("../src/dashboard/dashboard.js")
+        .contains(&format!("const SHOWN = {PAGE_SHOWN};")));
+    let mut backends = Vec::new();
+    for _ in 0..LARGE {
+        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    let mut cluster = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr().to_string().parse().unwrap())
+        .collect();
+    cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
+    cluster.timeout = Duration::from_millis(HELD_MS * 2);
+    let proxy = start(cluster).await;
+    // Requests held on keys of their own until at least three endpoints
+    // past the first 200 hold one: those must be listed, in place of idle
+    // ones that come first in membership order.
+    let held_by =
+        |backends: &[DemoBackend]| -> Vec<u64> { backends.iter().map(|b| b.requests()).collect() };
+    let mut held: Vec<JoinHandle<()>> = Vec::new();
+    for k in 0..200 {
+        let addr = proxy.addr;
+        held.push(tokio::spawn(async move {
+            get(
+                addr,
+                &format!("/?delay={HELD_MS}"),
+                &[("x-user", &format!("k{k}"))],
+            )
+            .await;
+        }));
+        let n = held.len() as u64;
+        assert!(
+            eventually(Duration::from_secs(10), || async {
+                held_by(&backends).iter().sum::<u64>() == n
+            })
+            .await,
+            "{n} requests reach the backends"
+        );
+        if held_by(&backends)[PAGE_SHOWN..]
+            .iter()
+            .filter(|&&c| c > 0)
+            .count()
+            >= 3
+        {
+            break;
+        }
+    }
+    let counts = held_by(&backends);
+    assert!(counts[PAGE_SHOWN..].iter().filter(|&&c| c > 0).count() >= 3);
+    let n = held.len() as u64;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            status(proxy.admin).await["clusters"][0]["in_flight"] == n
+        })
+        .await
+    );
+    // Each endpoint's backend holds all it was sent: as many in flight as
+    // requests. The busiest: those holding some, then idle ones in
+    // membership order; listed in membership order.
+    let mut by_rank: Vec<usize> = (0..LARGE).collect();
+    by_rank.sort_by_key(|&i| (std::cmp::Reverse(counts[i]), i));
+    let mut shown: Vec<usize> = by_rank[..PAGE_SHOWN].to_vec();
+    shown.sort_unstable();
+    assert!(shown.iter().any(|&i| i >= PAGE_SHOWN));
+
+    let dir = tempfile::tempdir().unwrap();
+    let dom = dump_dom(dir.path(), format!("http://{}/", proxy.admin)).await;
+    assert!(dom.contains(r#"data-state="live""#), "{dom}");
+    let note = tag_of(&dom, "shown");
+    assert_eq!(attr(note, "data-shown").as_deref(), Some("200"));
+    assert_eq!(attr(note, "data-count").as_deref(), Some("250"));
+    assert_eq!(
+        text_of(&dom, "shown"),
+        "The 200 busiest of 250 endpoints (most in flight, then most requests), in membership order"
+    );
+    let listed_rows = rows(&dom);
+    assert_eq!(listed_rows.len(), PAGE_SHOWN);
+    for (row, &i) in listed_rows.iter().zip(&shown) {
+        assert_eq!(text_of(row, "addr"), backends[i].addr().to_string());
+        let cell = tag_of(row, "in-flight");
+        assert_eq!(attr(cell, "data-in-flight"), Some(counts[i].to_string()));
+    }
+    // A line (and a legend entry) per endpoint listed, none for the others.
+    let legend = dom.split(r#"<ul class="legend">"#).nth(1).unwrap();
+    let legend = legend.split("</ul>").next().unwrap();
+    assert_eq!(legend.matches("<li>").count(), PAGE_SHOWN);
+    assert!(
+        dom.contains("<dt>Endpoints</dt><dd class=\"num\">250</dd>"),
+        "the whole membership's count: {dom}"
+    );
+
+    // Quick requests on many keys raise idle endpoints' request counts: the
+    // idle ones listed change from one poll to the next.
+    let addr = proxy.addr;
+    let traffic = tokio::spawn(async move {
+        for i in 0.. {
+            get(addr, "/", &[("x-user", &format!("q{i}"))]).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    let listed = |doc: &Value| -> Vec<String> {
+        doc["clusters"][0]["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["addr"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = listed(&get_json(proxy.admin, "/status?endpoints=200").await);
+    let (dom, console) = dump_dom_and_console(dir.path(), format!("http://{}/", proxy.admin)).await;
+    let after = listed(&get_json(proxy.admin, "/status?endpoints=200").await);
+    traffic.abort();
+    assert_ne!(before, after, "the traffic changed the busiest");
+    assert!(dom.contains(r#"data-state="live""#), "{dom}");
+    let polls: u64 = attr(tag_of(&dom, "state"), "data-polls")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(polls >= 2, "{dom}");
+    assert_eq!(rows(&dom).len(), PAGE_SHOWN);
+    assert_eq!(
+        text_of(&dom, "shown"),
+        "The 200 busiest of 250 endpoints (most in flight, then most requests), in membership order"
+    );
+    assert_eq!(console, Vec::<String>::new(), "nothing on the console");
+    for h in held {
+        h.abort();
+    }
+}
+
+async fn get_json(admin: SocketAddr, target: &str) -> Value {
+    let reply = get(admin, target, &[]).await;
+    assert_eq!(reply.status, 200, "{target}");
+    serde_json::from_str(&reply.body).unwrap()
 }

@@ -4,6 +4,11 @@
 // endpoint names, tags and zones are data, never markup.
 (function () {
   const WINDOW_S = 300;
+  // The most endpoints of a cluster the page asks /status for
+  // (/status?endpoints=SHOWN, docs/proxy.md): its busiest, in membership
+  // order. More rows and lines than this tell a person nothing, and the
+  // proxy builds the JSON of the endpoints listed only.
+  const SHOWN = 200;
   const params = new URLSearchParams(window.location.search);
   const frozen = params.get('refresh') === '0';
   // Colour is never alone: each line also has its own dash pattern, shown
@@ -13,7 +18,8 @@
 
   const root = document.getElementById('clusters');
   const state = document.getElementById('state');
-  // Per cluster name: the samples of the last WINDOW_S seconds.
+  // Per cluster name: the samples of the last WINDOW_S seconds, from
+  // /history when the page opens, then from each poll (see record()).
   const history = new Map();
 
   function el(tag, className, text) {
@@ -40,41 +46,68 @@
     return s >= 120 ? Math.floor(s / 60) + ' min ' + (s % 60) + ' s' : s + ' s';
   }
 
-  // Per cluster name: the counters read so far (from /history, then from
-  // each poll), oldest first, for rates over at least a second.
-  const readings = new Map();
-
-  function addReading(name, reading) {
-    const list = readings.get(name) || [];
-    if (list.length > 0 && reading.time <= list[list.length - 1].time) return;
-    list.push(reading);
-    while (list.length > 0 && list[0].time < reading.time - WINDOW_S) list.shift();
-    readings.set(name, list);
+  // 10000 as "10,000".
+  function grouped(n) {
+    return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   }
 
   function counters(x) {
     return { requests: x.requests, errors: x.errors, spills: x.spills };
   }
 
-  function readingOf(cluster, time) {
-    const endpoints = new Map();
-    for (const e of cluster.endpoints) endpoints.set(endpointKey(e), counters(e));
-    return { time: time, totals: counters(cluster), endpoints: endpoints };
+  // One cluster's samples. `times` (seconds of uptime, oldest first),
+  // `totals` (its counters, null where it was not configured) and `spills`
+  // (spills per second) are aligned; `first` counts the samples dropped
+  // from their front, so sample j of `times` is number first + j.
+  // `endpoints`: per endpoint, what was read of it as runs of consecutive
+  // samples, oldest first, each `{from, inFlight, requests, errors,
+  // spills}` (`from` its first sample's number). /history lists every
+  // member; a poll lists only the busiest (SHOWN), so an endpoint that
+  // leaves them ends its run (its line stops) and one that joins them
+  // starts one. Only what was read is kept: however often the busiest
+  // change, the runs hold at most SHOWN values a poll.
+  function emptyHistory() {
+    return { times: [], first: 0, totals: [], spills: [], last: null, endpoints: new Map() };
   }
 
-  // The latest reading at least a second before `time`, else the oldest.
-  function baseline(name, time) {
-    const list = readings.get(name) || [];
+  // The cluster's counters to take rates from at `time` (with their time):
+  // the latest sample at least a second before it, else the oldest before.
+  function clusterBaseline(h, time) {
+    if (!h) return null;
     let found = null;
-    for (const r of list) {
-      if (r.time <= time - 1) found = r;
+    for (let j = h.times.length - 1; j >= 0; j--) {
+      if (h.times[j] >= time || h.totals[j] === null) continue;
+      found = Object.assign({ time: h.times[j] }, h.totals[j]);
+      if (h.times[j] <= time - 1) break;
     }
-    if (!found && list.length > 0 && list[0].time < time) found = list[0];
     return found;
   }
 
-  // Rates between two readings; null on the first one or after a restart.
-  function rates(now, then, dt) {
+  // An endpoint's counters to take rates from at `time`, as
+  // clusterBaseline() picks them among the samples that hold it: one that
+  // just joined the busiest gets its rate from /history or from when it
+  // was last listed.
+  function endpointBaseline(h, key, time) {
+    const runs = h ? h.endpoints.get(key) : undefined;
+    if (!runs) return null;
+    let found = null;
+    for (let r = runs.length - 1; r >= 0; r--) {
+      const run = runs[r];
+      for (let k = run.requests.length - 1; k >= 0; k--) {
+        const j = run.from + k - h.first;
+        if (j < 0) break;
+        if (h.times[j] >= time || run.requests[k] === null) continue;
+        found = { time: h.times[j], requests: run.requests[k], errors: run.errors[k], spills: run.spills[k] };
+        if (h.times[j] <= time - 1) return found;
+      }
+    }
+    return found;
+  }
+
+  // Rates between a reading at `time` and an earlier one (with its time);
+  // null on the first one or after a restart.
+  function rates(now, then, time) {
+    const dt = then ? time - then.time : 0;
     if (!then || dt <= 0 || now.requests < then.requests) return null;
     const requests = now.requests - then.requests;
     const errors = now.errors - then.errors;
@@ -143,7 +176,7 @@
     td.appendChild(label);
   }
 
-  function endpointRow(e, i, base, dt, scale, reports) {
+  function endpointRow(e, i, h, time, scale, reports) {
     const row = el('tr', 'endpoint');
     row.dataset.row = String(i);
     cell(row, 'Endpoint', 'addr', e.addr);
@@ -151,10 +184,10 @@
     cell(row, 'Zone', 'zone', e.zone === null ? '\u2014' : e.zone);
     cell(row, 'Weight', 'weight num', e.weight);
     const [kind, text] = health(e);
-    const h = cell(row, 'Health', 'health', text);
-    h.dataset.health = kind;
+    const status = cell(row, 'Health', 'health', text);
+    status.dataset.health = kind;
     inFlightCell(row, e, scale, reports);
-    const r = base ? rates(e, base.endpoints.get(endpointKey(e)), dt) : null;
+    const r = rates(e, endpointBaseline(h, endpointKey(e), time), time);
     cell(row, 'Req/s', 'rate num', r ? perSecond(r.requests) : '\u2026');
     cell(row, 'Errors', 'errors num', r && r.requestsInWindow > 0 ? percent(r.errorShare) : '\u2014');
     cell(row, 'Arrived as spills', 'spilled num', r && r.requestsInWindow > 0 ? percent(r.spillShare) : '\u2014');
@@ -180,63 +213,85 @@
     return (spills - last.spills) / (t - last.time);
   }
 
+  // Drops the samples older than WINDOW_S before `t`, the runs with no
+  // sample left and the endpoints with no run left.
   function trim(h, t) {
-    while (h.times.length > 0 && h.times[0] < t - WINDOW_S) {
-      h.times.shift();
-      h.spills.shift();
-      for (const values of h.inFlight.values()) values.shift();
+    let drop = 0;
+    while (drop < h.times.length && h.times[drop] < t - WINDOW_S) drop++;
+    if (drop === 0) return;
+    h.times.splice(0, drop);
+    h.totals.splice(0, drop);
+    h.spills.splice(0, drop);
+    h.first += drop;
+    for (const [key, runs] of h.endpoints) {
+      while (runs.length > 0 && runs[0].from + runs[0].inFlight.length <= h.first) runs.shift();
+      if (runs.length === 0) h.endpoints.delete(key);
     }
-    for (const [key, values] of h.inFlight) if (values.every((v) => v === null)) h.inFlight.delete(key);
   }
 
-  // The minutes before the page opened, from /history.
+  const FIELDS = ['inFlight', 'requests', 'errors', 'spills'];
+
+  // The minutes before the page opened, from /history (every member: the
+  // page draws only the endpoints /status lists, and finds the past of
+  // the others here when they join them).
   function seed(doc) {
     const times = doc.uptime_ms.map((ms) => ms / 1000);
     for (const c of doc.clusters) {
-      const h = { times: times.slice(), inFlight: new Map(), spills: [], last: null };
+      const h = emptyHistory();
+      h.times = times.slice();
       c.spills.forEach((spills, j) => {
         h.spills.push(spills === null ? null : spillRate(spills, times[j], h.last));
         if (spills !== null) h.last = { spills: spills, time: times[j] };
+        h.totals.push(c.requests[j] === null ? null : { requests: c.requests[j], errors: c.errors[j], spills: spills });
       });
-      for (const e of c.endpoints) h.inFlight.set(endpointKey(e), e.in_flight.slice());
+      for (const e of c.endpoints) {
+        h.endpoints.set(endpointKey(e), [
+          { from: 0, inFlight: e.in_flight, requests: e.requests, errors: e.errors, spills: e.spills },
+        ]);
+      }
       history.set(c.name, h);
-      times.forEach((time, j) => {
-        if (c.requests[j] === null) return;
-        const endpoints = new Map();
-        for (const e of c.endpoints) {
-          if (e.requests[j] !== null) {
-            endpoints.set(endpointKey(e), { requests: e.requests[j], errors: e.errors[j], spills: e.spills[j] });
-          }
-        }
-        addReading(c.name, {
-          time: time,
-          totals: { requests: c.requests[j], errors: c.errors[j], spills: c.spills[j] },
-          endpoints: endpoints,
-        });
-      });
     }
   }
 
-  function sample(cluster, uptime) {
+  // Records one reading of /status at `t` (seconds of uptime); a reading
+  // no newer than the last is not recorded again.
+  function record(cluster, t) {
     let h = history.get(cluster.name);
     if (!h) {
-      h = { times: [], inFlight: new Map(), spills: [], last: null };
+      h = emptyHistory();
       history.set(cluster.name, h);
     }
-    const t = uptime / 1000;
     if (h.times.length > 0 && t <= h.times[h.times.length - 1]) return h;
     h.times.push(t);
+    h.totals.push(counters(cluster));
     h.spills.push(spillRate(cluster.spills, t, h.last));
     h.last = { spills: cluster.spills, time: t };
-    addReading(cluster.name, readingOf(cluster, t));
-    const present = new Set();
+    const n = h.first + h.times.length - 1;
     for (const e of cluster.endpoints) {
       const key = endpointKey(e);
-      present.add(key);
-      if (!h.inFlight.has(key)) h.inFlight.set(key, new Array(h.times.length - 1).fill(null));
-      h.inFlight.get(key).push(e.in_flight);
+      let runs = h.endpoints.get(key);
+      if (!runs) {
+        runs = [];
+        h.endpoints.set(key, runs);
+      }
+      let run = runs[runs.length - 1];
+      const end = run ? run.from + run.inFlight.length : -1;
+      if (end > n) continue;
+      if (end < n) {
+        run = { from: n, inFlight: [], requests: [], errors: [], spills: [] };
+        runs.push(run);
+      }
+      run.inFlight.push(e.in_flight);
+      run.requests.push(e.requests);
+      run.errors.push(e.errors);
+      run.spills.push(e.spills);
+      // A long run's samples before the window go, a few dozen at a time.
+      const stale = h.first - run.from;
+      if (stale >= 64) {
+        for (const f of FIELDS) run[f].splice(0, stale);
+        run.from = h.first;
+      }
     }
-    for (const [key, values] of h.inFlight) if (!present.has(key)) values.push(null);
     trim(h, t);
     return h;
   }
@@ -278,31 +333,42 @@
     };
   }
 
+  // The lines of the endpoints `keys` (those /status listed last), over
+  // the samples of the window: a gap where an endpoint was not listed.
   function drawInFlight(canvas, h, keys) {
     const { ctx, width, height } = prepare(canvas);
     const now = h.times[h.times.length - 1] || 0;
+    const series = keys.map((key) => h.endpoints.get(key) || []);
     let top = 1;
-    for (const values of h.inFlight.values()) for (const v of values) if (v !== null && v > top) top = v;
+    for (const runs of series) {
+      for (const run of runs) {
+        for (let k = Math.max(0, h.first - run.from); k < run.inFlight.length; k++) {
+          const v = run.inFlight[k];
+          if (v !== null && v > top) top = v;
+        }
+      }
+    }
     const a = axes(ctx, width, height, top, now, 30);
     ctx.lineWidth = 2;
-    keys.forEach((key, i) => {
-      const values = h.inFlight.get(key);
-      if (!values) return;
+    series.forEach((runs, i) => {
       ctx.strokeStyle = PALETTE[i % PALETTE.length];
       ctx.setLineDash(DASHES[i % DASHES.length]);
       ctx.beginPath();
-      let drawing = false;
-      values.forEach((v, j) => {
-        if (v === null) {
-          drawing = false;
-          return;
+      for (const run of runs) {
+        let drawing = false;
+        for (let k = Math.max(0, h.first - run.from); k < run.inFlight.length; k++) {
+          const v = run.inFlight[k];
+          if (v === null) {
+            drawing = false;
+            continue;
+          }
+          const x = a.x(h.times[run.from + k - h.first]);
+          const y = a.y(v);
+          if (drawing) ctx.lineTo(x, y);
+          else ctx.moveTo(x, y);
+          drawing = true;
         }
-        const x = a.x(h.times[j]);
-        const y = a.y(v);
-        if (drawing) ctx.lineTo(x, y);
-        else ctx.moveTo(x, y);
-        drawing = true;
-      });
+      }
       ctx.stroke();
     });
   }
@@ -351,8 +417,8 @@
 
   function clusterSection(cluster, doc) {
     const time = doc.uptime_ms / 1000;
-    const base = baseline(cluster.name, time);
-    const dt = base ? time - base.time : 0;
+    // Rates against the samples before this reading (recorded below).
+    const before = history.get(cluster.name);
     const section = el('section', 'cluster');
     section.dataset.cluster = cluster.name;
     section.appendChild(el('h2', null, 'Cluster ' + cluster.name));
@@ -365,8 +431,9 @@
     policy.appendChild(key);
     section.appendChild(policy);
 
-    const n = cluster.endpoints.length;
-    const r = base ? rates(cluster, base.totals, dt) : null;
+    const shown = cluster.endpoints.length;
+    const count = typeof cluster.endpoint_count === 'number' ? cluster.endpoint_count : shown;
+    const r = rates(cluster, clusterBaseline(before, time), time);
     const summary = el('dl', 'summary');
     stat(summary, 'In flight', String(cluster.in_flight));
     stat(summary, 'Mean per endpoint', cluster.in_flight_mean.toFixed(2));
@@ -378,8 +445,16 @@
       stat(summary, 'Hash-space deviation', percent(dev, 2) + (dev > 0.1 ? ' \u26A0' : ''), dev > 0.1 ? 'num dev-high' : 'num');
       stat(summary, 'Ring', cluster.layout.entries + ' ' + cluster.layout.entry_label + ', max/mean ' + cluster.layout.max_over_mean.toFixed(3));
     }
-    stat(summary, 'Endpoints', String(n));
+    stat(summary, 'Endpoints', grouped(count));
     section.appendChild(summary);
+
+    if (count > shown) {
+      const note = el('p', 'shown', 'The ' + grouped(shown) + ' busiest of ' + grouped(count) +
+        ' endpoints (most in flight, then most requests), in membership order');
+      note.dataset.shown = String(shown);
+      note.dataset.count = String(count);
+      section.appendChild(note);
+    }
 
     const table = el('table', 'endpoints');
     const head = el('thead');
@@ -397,15 +472,26 @@
     let scale = 1;
     for (const e of cluster.endpoints) scale = Math.max(scale, e.in_flight, e.cap === null ? 0 : e.cap);
     scale *= 1.25;
-    cluster.endpoints.forEach((e, i) => body.appendChild(endpointRow(e, i, base, dt, scale, !!cluster.load_report)));
+    cluster.endpoints.forEach((e, i) => body.appendChild(endpointRow(e, i, before, time, scale, !!cluster.load_report)));
     table.appendChild(body);
     section.appendChild(table);
 
-    const h = sample(cluster, doc.uptime_ms);
-    const keys = Array.from(h.inFlight.keys());
+    const h = record(cluster, time);
+    // Lines for the endpoints listed, in the table's order; when every
+    // member is listed, also for those that left it while their samples
+    // are in the window (at most SHOWN lines in all).
+    const keys = cluster.endpoints.map(endpointKey);
+    if (count <= shown) {
+      const listed = new Set(keys);
+      for (const key of h.endpoints.keys()) {
+        if (keys.length >= SHOWN) break;
+        if (!listed.has(key)) keys.push(key);
+      }
+    }
     const timeline = el('div', 'timeline');
     const f1 = el('figure');
-    f1.appendChild(el('figcaption', null, 'In flight per endpoint, last 5 minutes (each line its own dash pattern)'));
+    f1.appendChild(el('figcaption', null, 'In flight per endpoint' + (count > shown ? ' listed' : '') +
+      ', last 5 minutes (each line its own dash pattern)'));
     const inFlightCanvas = el('canvas', 'in-flight-chart');
     inFlightCanvas.setAttribute('role', 'img');
     inFlightCanvas.setAttribute('aria-label', 'in flight per endpoint over the last 5 minutes');
@@ -434,7 +520,7 @@
 
   function show(doc) {
     // Sections are built against the readings before this one, then
-    // record it (sample() in clusterSection).
+    // record it (record() in clusterSection).
     const built = doc.clusters.map((c) => clusterSection(c, doc));
     root.replaceChildren(...built.map((b) => b.section));
     // Canvases are drawn once they are in the page and have a size.
@@ -444,7 +530,7 @@
 
   async function poll() {
     try {
-      const response = await fetch('/status', { cache: 'no-store', headers: { Accept: 'application/json' } });
+      const response = await fetch('/status?endpoints=' + SHOWN, { cache: 'no-store', headers: { Accept: 'application/json' } });
       if (!response.ok) throw new Error('HTTP ' + response.status);
       show(await response.json());
       polls += 1;
