@@ -207,6 +207,14 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_owed_when_no_endpoint_has_weight() {
+        let layout = Layout::new(&weighted(&[0, 0]), vec![0.0, 0.0], 10, "points");
+        assert_eq!(layout.fair_shares(), [0.0, 0.0]);
+        assert_eq!(layout.share_over_fair(), [None, None]);
+        assert_eq!(layout.deviation(), 0.0);
+    }
+
+    #[test]
     fn endpoints_of_weight_without_a_share_are_unreached() {
         let layout = Layout::new(&weighted(&[0, 1, 1000]), vec![0.0, 0.0, 1.0], 10, "points");
         let unreached: Vec<&str> = layout.unreached().map(Endpoint::addr).collect();

@@ -354,3 +354,76 @@ fn every_numeric_parameter_reads_numbers_alike() {
         }
     }
 }
+
+/// A lone or non-numeric `-` is no negative number (cargo-mutants: the
+/// check that digits follow the sign went unseen).
+#[test]
+fn only_a_sign_and_digits_are_negative() {
+    for (value, why) in [
+        ("-5", "is negative"),
+        ("-", "is not a whole number"),
+        ("-x", "is not a whole number"),
+        ("-5x", "is not a whole number"),
+    ] {
+        let err = format!("c_md5:replicas={value}")
+            .parse::<PolicySpec>()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("c_md5: replicas={value} {why}: accepted 1..=8388608"),
+            "{value}"
+        );
+    }
+}
+
+/// Four policies joined by `over` are the most accepted: the fourth is not
+/// refused for the count (cargo-mutants: `>` against `>=` went unseen).
+#[test]
+fn four_policies_joined_by_over_are_not_too_many() {
+    let four = "local_first over zone_first over local_first over rr";
+    let spec: PolicySpec = four.parse().unwrap();
+    assert_eq!(spec.as_str(), four);
+    let five = format!("zone_first over {four}");
+    let err = five.parse::<PolicySpec>().unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("5 policies joined by `over`: accepted at most 4"),
+        "{err}"
+    );
+}
+
+/// Specifications are equal when their canonical texts are, and only then.
+#[test]
+fn specs_differ_when_their_canonical_texts_do() {
+    let spec = |text: &str| text.parse::<PolicySpec>().unwrap();
+    assert_eq!(spec("c_md5:replicas=8"), spec("c_md5:\treplicas=8\n"));
+    assert_eq!(spec("MAGLEV"), spec("MAGLEV"));
+    assert_ne!(spec("c_md5:replicas=8"), spec("c_md5:replicas=9"));
+    assert_ne!(spec("rr"), spec("random"));
+    assert_ne!(spec("zone_first over rr"), spec("zone_first over random"));
+}
+
+/// `with` refuses each bad key or value on its own (cargo-mutants: the
+/// checks joined by `&&` instead of `||` went unseen).
+#[test]
+fn with_refuses_each_bad_key_or_value() {
+    let spec: PolicySpec = "c_md5".parse().unwrap();
+    assert_eq!(
+        spec.with("replicas", 8).unwrap().as_str(),
+        "c_md5:replicas=8"
+    );
+    for (key, value) in [
+        ("", "8"),
+        ("replicas", ""),
+        ("a=b", "8"),
+        ("replicas", "8=9"),
+        ("repl:icas", "8"),
+        ("replicas", "8:9"),
+        ("replicas", "8 9"),
+        ("rep licas", "8"),
+        ("replicas", "8\t"),
+    ] {
+        let err = spec.with(key, value).unwrap_err();
+        assert_eq!(err.kind(), ParseErrorKind::Syntax, "{key:?}={value:?}");
+    }
+}
