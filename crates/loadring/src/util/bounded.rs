@@ -18,7 +18,7 @@ use std::str::FromStr;
 
 use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
-use crate::util::params::read_whole;
+use crate::util::whole::read_whole;
 
 type Result<T> = std::result::Result<T, ParseError>;
 

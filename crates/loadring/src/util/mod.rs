@@ -7,3 +7,4 @@ pub(crate) mod mt19937;
 pub(crate) mod params;
 pub(crate) mod rng;
 pub(crate) mod wavelet;
+pub(crate) mod whole;

@@ -11,7 +11,7 @@
 //! * booleans (`true`, `false`) and choices (`compat=libketama`, ...) are
 //!   read in any ASCII case, as policy names are, each as its lower-case
 //!   spelling; keys are lower-case, exactly;
-//! * numbers are ASCII decimal digits ([`read_whole`]), with one `.` in a
+//! * numbers are ASCII decimal digits (`read_whole`), with one `.` in a
 //!   decimal, leading zeros ignored (`05` is 5): no sign, `_`, exponent,
 //!   `0x` or other digits. Each error echoes the value and gives the range.
 
@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use crate::echo::Echo;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::util::bounded::LoadFactor;
+use crate::util::whole::read_whole;
 
 type Result<T> = std::result::Result<T, ParseError>;
 
@@ -268,32 +269,5 @@ impl<'a> Params<'a> {
                 .with_accepted(accepted))
             }
         }
-    }
-}
-
-/// Reads a whole number in `min..=max`, the rule of every number of a
-/// specification: ASCII decimal digits only, leading zeros ignored (`007` is
-/// 7, however many zeros); no sign, space, `_`, exponent, `0x` or other
-/// digits. The error is why not, to follow `key=value` in a message.
-pub(crate) fn read_whole(
-    value: &str,
-    min: u64,
-    max: u64,
-) -> std::result::Result<u64, &'static str> {
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
-        let negative = value
-            .strip_prefix('-')
-            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
-        return Err(if negative {
-            "is negative"
-        } else {
-            "is not a whole number"
-        });
-    }
-    // Digits only: the parse fails on overflow alone (leading zeros are
-    // read as such, whatever their number).
-    match value.parse::<u64>() {
-        Ok(v) if (min..=max).contains(&v) => Ok(v),
-        Ok(_) | Err(_) => Err("is out of range"),
     }
 }

@@ -28,7 +28,7 @@ use crate::inflight::fleet_view::FleetView;
 use crate::policy::none_eligible;
 use crate::request::Request;
 use crate::util::mt19937::Mt19937;
-use crate::util::params::read_whole;
+use crate::util::whole::read_whole;
 
 /// Envoy's least `hash_balance_factor` (its API: `gte: 100`).
 pub(crate) const MIN_PERCENT: u32 = 100;

@@ -42,7 +42,8 @@ use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::xxhash64;
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{Placement, Scheme};
-use crate::util::params::{read_whole, Params};
+use crate::util::params::Params;
+use crate::util::whole::read_whole;
 
 /// Envoy's default table size.
 pub(crate) const DEFAULT_TABLE_SIZE: u64 = 65_537;
