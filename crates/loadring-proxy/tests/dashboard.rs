@@ -69,6 +69,25 @@ async fn start(cluster: ClusterConfig) -> Running {
     }
 }
 
+/// `n` demo backends on loopback.
+async fn demo_backends(n: usize) -> Vec<DemoBackend> {
+    let mut backends = Vec::new();
+    for _ in 0..n {
+        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
+    }
+    backends
+}
+
+/// The cluster `default` of `policy` over `backends`.
+fn cluster_over(backends: &[DemoBackend], policy: &str) -> ClusterConfig {
+    let mut cluster = ClusterConfig::new("default", policy.parse().unwrap());
+    cluster.endpoints = backends
+        .iter()
+        .map(|b| b.addr().to_string().parse().unwrap())
+        .collect();
+    cluster
+}
+
 async fn status(admin: SocketAddr) -> Value {
     let reply = get(admin, "/status", &[]).await;
     assert_eq!(reply.status, 200);
@@ -294,10 +313,7 @@ fn style_percent(tag: &str, property: &str) -> f64 {
 /// Three backends and a fourth tagged with [`HOSTILE`]; a hot key held in
 /// flight on all of them by the bounded ring; a few finished requests.
 async fn hot_cluster() -> (Vec<DemoBackend>, Running, Vec<JoinHandle<()>>) {
-    let mut backends = Vec::new();
-    for _ in 0..4 {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
+    let backends = demo_backends(4).await;
     let mut cluster = ClusterConfig::new("default", "c_murmurhash_bl".parse().unwrap());
     cluster.endpoints = backends
         .iter()
@@ -665,10 +681,7 @@ async fn history_keeps_the_seconds_sampled_so_far() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a minute of traffic; makes docs/dashboard.png"]
 async fn readme_screenshot() {
-    let mut backends = Vec::new();
-    for _ in 0..4 {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
+    let backends = demo_backends(4).await;
     let mut cluster = ClusterConfig::new("default", "c_murmurhash_bl".parse().unwrap());
     cluster.endpoints = backends
         .iter()
@@ -734,15 +747,8 @@ async fn readme_screenshot() {
 /// the page says so in words on its row (the others are up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ejected_endpoint_shows_its_time_left() {
-    let mut backends = Vec::new();
-    for _ in 0..3 {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
-    let mut cluster = ClusterConfig::new("default", "c_murmurhash_bl".parse().unwrap());
-    cluster.endpoints = backends
-        .iter()
-        .map(|b| b.addr().to_string().parse().unwrap())
-        .collect();
+    let backends = demo_backends(3).await;
+    let mut cluster = cluster_over(&backends, "c_murmurhash_bl");
     cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
     cluster.health.eject_after = 1;
     cluster.health.eject_for = Duration::from_secs(600);
@@ -860,15 +866,8 @@ async fn the_page_shows_reported_load_beside_the_local_count() {
 /// membership's count; anything else is a 400 of one line of text.
 #[tokio::test]
 async fn status_lists_the_endpoints_asked_for_and_refuses_a_bad_query() {
-    let mut backends = Vec::new();
-    for _ in 0..3 {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
-    let mut cluster = ClusterConfig::new("default", "rr".parse().unwrap());
-    cluster.endpoints = backends
-        .iter()
-        .map(|b| b.addr().to_string().parse().unwrap())
-        .collect();
+    let backends = demo_backends(3).await;
+    let cluster = cluster_over(&backends, "rr");
     let proxy = start(cluster).await;
     let addrs: Vec<String> = backends.iter().map(|b| b.addr().to_string()).collect();
     let listed = |doc: &Value| -> Vec<String> {
@@ -933,15 +932,8 @@ const PAGE_SHOWN: usize = 200;
 async fn a_large_cluster_shows_its_busiest_endpoints_and_says_so() {
     assert!(include_str!("../src/dashboard/dashboard.js")
         .contains(&format!("const SHOWN = {PAGE_SHOWN};")));
-    let mut backends = Vec::new();
-    for _ in 0..LARGE {
-        backends.push(DemoBackend::start("127.0.0.1:0").await.unwrap());
-    }
-    let mut cluster = ClusterConfig::new("default", "c_murmurhash".parse().unwrap());
-    cluster.endpoints = backends
-        .iter()
-        .map(|b| b.addr().to_string().parse().unwrap())
-        .collect();
+    let backends = demo_backends(LARGE).await;
+    let mut cluster = cluster_over(&backends, "c_murmurhash");
     cluster.key = KeySpec::parse(&["header:x-user"]).unwrap();
     cluster.timeout = Duration::from_millis(HELD_MS * 2);
     let proxy = start(cluster).await;
