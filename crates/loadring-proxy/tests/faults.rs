@@ -1,7 +1,7 @@
 //! The gateway under faults, in-process over real sockets on 127.0.0.1:
 //! backends that stall, close keep-alive connections early, send malformed
-//! framing or work on after the client left; clients that send odd
-//! requests. Every wait is bounded.
+//! framing, broken or hostile heads and bodies, or work on after the client
+//! left; clients that send odd requests. Every wait is bounded.
 
 use crate::common;
 use crate::running::{self, Running};
@@ -125,8 +125,9 @@ async fn behind_raw_backend(reply: &'static str) -> (RawBackend, Running) {
     (backend, proxy)
 }
 
-/// A GET through `proxy` is a 502, and the proxy closes its connection to
-/// `backend` (whose state after such an answer is unknown).
+/// A GET through `proxy` is a 502, the proxy closes its connection to
+/// `backend` (whose state after such an answer is unknown), and the slot
+/// is released.
 async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) {
     let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
     assert_eq!(reply.status, 502, "{reply:?}");
@@ -134,6 +135,7 @@ async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) {
         eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
         "the proxy closes that connection"
     );
+    slot_released(proxy, "502").await;
 }
 
 /// Item 3: a backend that sends its headers, 10 of 100 bytes, then
@@ -1437,4 +1439,1063 @@ async fn an_endpoint_added_back_keeps_counting_its_requests() {
         assert_eq!(s.await.unwrap().status, 200);
     }
     assert!(eventually(STEP, || async { load_of(b[0].addr()) == Some(0) }).await);
+}
+
+// Hostile and broken backend answers, as the proxy reads them: what the
+// client gets (the answer forwarded, a 502, or a body cut short), that the
+// connection to the backend carries nothing after a framing error, and
+// that the slot is released. nginx and HAProxy are the peers compared in
+// the comments; RFC 9110 and RFC 9112 the rules.
+
+/// What a [`broken_backend`] does once it has answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    /// Waits for another request on the connection (answered the same
+    /// way): the proxy closing it is counted.
+    KeepOpen,
+    /// Closes the connection: what ends an answer without a length.
+    Close,
+}
+
+/// A backend answering every request head it reads with the same raw
+/// bytes, on connections it keeps for more requests or closes ([`Then`]).
+struct BrokenBackend {
+    addr: SocketAddr,
+    /// Connections accepted.
+    accepted: Arc<AtomicU64>,
+    /// Request heads read, over all its connections: more than `accepted`
+    /// once a connection carried a second request.
+    requests: Arc<AtomicU64>,
+    /// Connections the proxy closed (or reset), seen reading or writing.
+    closed_by_proxy: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for BrokenBackend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Reads one request head off `stream`, a byte at a time (nothing of what
+/// follows is taken): false when the peer closed or reset first.
+async fn read_one_head(stream: &mut TcpStream) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => return false,
+        }
+    }
+    true
+}
+
+async fn broken_backend(reply: impl Into<Vec<u8>>, then: Then) -> BrokenBackend {
+    let reply: Arc<Vec<u8>> = Arc::new(reply.into());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let [accepted, requests, closed_by_proxy] = [(); 3].map(|()| Arc::new(AtomicU64::new(0)));
+    let counters = (accepted.clone(), requests.clone(), closed_by_proxy.clone());
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let (accepted, requests, closed) = counters.clone();
+            let reply = reply.clone();
+            accepted.fetch_add(1, SeqCst);
+            tokio::spawn(async move {
+                loop {
+                    if !read_one_head(&mut stream).await {
+                        closed.fetch_add(1, SeqCst);
+                        return;
+                    }
+                    requests.fetch_add(1, SeqCst);
+                    if stream.write_all(&reply).await.is_err() {
+                        closed.fetch_add(1, SeqCst);
+                        return;
+                    }
+                    if then == Then::Close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    BrokenBackend {
+        addr,
+        accepted,
+        requests,
+        closed_by_proxy,
+        task,
+    }
+}
+
+/// Panics raised outside the tests' own code (in the proxy, or in a
+/// library it drives: hyper's debug assertions included) since the test
+/// binary started, counted by a panic hook set once that hands each panic
+/// on to the hook before it. A forwarding that panics is answered 502 like
+/// a refused answer, and a body that panics is cut like a broken one: the
+/// count tells them apart.
+fn proxy_panics() -> u64 {
+    static PANICS: AtomicU64 = AtomicU64::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_tests = info
+                .location()
+                .is_some_and(|at| at.file().replace('\\', "/").contains("tests/"));
+            if !in_tests {
+                PANICS.fetch_add(1, SeqCst);
+            }
+            before(info);
+        }));
+    });
+    PANICS.load(SeqCst)
+}
+
+/// Nothing outside the tests panicked since `proxy_panics()` said `before`.
+fn no_panic_since(before: u64) {
+    assert_eq!(proxy_panics(), before, "a panic outside the tests' code");
+}
+
+/// A proxy without retries in front of a [`broken_backend`].
+async fn behind_broken(reply: impl Into<Vec<u8>>, then: Then) -> (BrokenBackend, Running) {
+    let backend = broken_backend(reply, then).await;
+    let mut c = cluster("default", "rr", &[], &[backend.addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    (backend, proxy)
+}
+
+/// Until no request is in flight on `proxy`: the slot was released.
+async fn slot_released(proxy: &Running, what: &str) {
+    let balancer = proxy.gateway.clusters()[0].balancer();
+    assert!(
+        eventually(STEP, || async { balancer.total_in_flight() == 0 }).await,
+        "{what}: the slot is still held"
+    );
+}
+
+/// A `method` request through `proxy` (its own connection, closed after):
+/// the answer, once the slot is released.
+async fn through(proxy: &Running, method: &str, what: &str) -> common::Reply {
+    let reply = request(proxy.addr, method, "/", &[], "")
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    slot_released(proxy, what).await;
+    reply
+}
+
+/// A GET through `proxy` is a 502 of the proxy's (not of a panic), the
+/// connection to `backend` is closed having carried that one request,
+/// and the slot is released.
+async fn refused_502(proxy: &Running, backend: &BrokenBackend, what: &str) {
+    let reply = through(proxy, "GET", what).await;
+    assert_eq!(reply.status, 502, "{what}: {reply:?}");
+    assert!(
+        [
+            "no response from the backend",
+            "malformed response from the backend"
+        ]
+        .contains(&reply.body.trim_end()),
+        "{what}: {reply:?}"
+    );
+    assert!(
+        eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+        "{what}: the connection to the backend is not closed"
+    );
+    assert_eq!(backend.requests.load(SeqCst), 1, "{what}: reused");
+}
+
+/// A second `method` through `proxy` went on the connection of the first
+/// (`kept`) or on a new one, the first closed by the proxy.
+async fn second_request_reuses(
+    proxy: &Running,
+    backend: &BrokenBackend,
+    method: &str,
+    kept: bool,
+    what: &str,
+) -> common::Reply {
+    let reply = through(proxy, method, what).await;
+    assert_eq!(backend.requests.load(SeqCst), 2, "{what}");
+    if kept {
+        assert_eq!(backend.accepted.load(SeqCst), 1, "{what}: not kept");
+    } else {
+        assert_eq!(backend.accepted.load(SeqCst), 2, "{what}: kept");
+        assert!(
+            eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) >= 1 }).await,
+            "{what}: the first connection is not closed"
+        );
+    }
+    reply
+}
+
+/// `start` then a reason phrase (or a field) padded to `len` bytes, CRLF.
+fn line_of(start: &str, len: usize) -> String {
+    let mut line = start.to_string();
+    line.push_str(&"r".repeat(len.saturating_sub(start.len() + 2)));
+    line.push_str("\r\n");
+    line
+}
+
+/// Status lines that are not HTTP/1.x's `HTTP-version SP 3DIGIT SP reason`
+/// (RFC 9112 4; a code is 100..=599 valid, RFC 9110 15, and three digits
+/// whatever it says): a 502 each, as nginx ("upstream sent no valid
+/// HTTP/1.0 header") and HAProxy answer, and hyper's client refuses them.
+/// A status line over the head's limit (64 KiB) too. A NUL or a bare CR is
+/// invalid anywhere in a head (RFC 9112 2.2, RFC 9110 5.5), and so is
+/// whitespace before the status line, which is no empty line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lines_that_are_not_http_1_are_502s() {
+    let panics = proxy_panics();
+    let long = line_of("HTTP/1.1 200 ", 65 * 1024) + "content-length: 2\r\n\r\nok";
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "two digits",
+            "HTTP/1.1 99 X\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "code 099",
+            "HTTP/1.1 099 X\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "four digits",
+            "HTTP/1.1 1000 X\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "letters",
+            "HTTP/1.1 abc\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "HTTP/2.0",
+            "HTTP/2.0 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "HTTP/1.2",
+            "HTTP/1.2 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        ("ICY", "ICY 200 OK\r\ncontent-length: 2\r\n\r\nok".into()),
+        (
+            "NUL in the reason",
+            "HTTP/1.1 200 O\0K\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "NUL first",
+            "\0HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "bare CR in the reason",
+            "HTTP/1.1 200 O\rK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "a space first",
+            " HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "a tab first",
+            "\tHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        ("a status line over 64 KiB", long),
+    ];
+    for (what, reply) in cases {
+        let (backend, proxy) = behind_broken(reply, Then::KeepOpen).await;
+        refused_502(&proxy, &backend, what).await;
+    }
+    no_panic_since(panics);
+}
+
+/// What RFC 9112 lets a recipient accept is forwarded, and the connection
+/// kept: no reason phrase (`HTTP/1.1 200`: hyper and nginx take it), lines
+/// ended by a bare LF (2.2: "a recipient MAY recognize a single LF as a
+/// line terminator"), empty lines before the status line (as HAProxy and
+/// hyper skip them), and a reason of over 8 KiB within the head's 64 KiB
+/// (nginx's 4 or 8 KiB `proxy_buffer_size` would give 502; HAProxy's 16 KiB
+/// buffer takes it). The reason itself never reaches the client (a client
+/// SHOULD ignore it, RFC 9112 4): it gets the code's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lines_a_recipient_may_accept_are_forwarded() {
+    let panics = proxy_panics();
+    let long_reason = line_of("HTTP/1.1 200 ", 8 * 1024 + 1) + "content-length: 2\r\n\r\nok";
+    let cases: Vec<(&str, String)> = vec![
+        (
+            "no reason",
+            "HTTP/1.1 200\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "an empty reason",
+            "HTTP/1.1 200 \r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "bare LFs",
+            "HTTP/1.1 200 OK\ncontent-length: 2\n\nok".into(),
+        ),
+        (
+            "mixed line ends",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\n\r\nok".into(),
+        ),
+        (
+            "empty lines first",
+            "\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        (
+            "bare LF empty lines first",
+            "\n\nHTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok".into(),
+        ),
+        ("a reason of 8 KiB", long_reason),
+    ];
+    for (what, reply) in cases {
+        let (backend, proxy) = behind_broken(reply, Then::KeepOpen).await;
+        for round in 1..=2 {
+            let reply = if round == 1 {
+                through(&proxy, "GET", what).await
+            } else {
+                second_request_reuses(&proxy, &backend, "GET", true, what).await
+            };
+            assert_eq!(
+                (reply.status, reply.body.as_str()),
+                (200, "ok"),
+                "{what}: {reply:?}"
+            );
+        }
+    }
+    no_panic_since(panics);
+}
+
+/// Header sections a proxy must not pass on, each a 502 with its
+/// connection closed:
+/// - obs-fold (RFC 9112 5.2: a proxy MUST either replace it with SP or
+///   answer 502; nginx and HAProxy answer 502), and whitespace before the
+///   first field (RFC 9112 2.2: reject, or consume the line unread);
+/// - whitespace between a field name and its colon (RFC 9112 5.1): a
+///   proxy may not pass it on, and `Content-Length : 2` is how two parsers
+///   come to frame one answer differently; nginx ("upstream sent invalid
+///   header") and HAProxy refuse it;
+/// - a NUL, a bare CR or another control byte in a field (RFC 9110 5.5:
+///   reject, or replace with SP);
+/// - more fields than 100 (hyper's limit) or a head over 64 KiB: 10,000
+///   fields, or one field of 1 MiB (nginx: 4 or 8 KiB, "upstream sent too
+///   big header"; HAProxy: its 16 KiB buffer);
+/// - a `Content-Length` that is not 1*DIGIT (`+5`, `0x10`, `-1`, past
+///   u64), or says two values (RFC 9112 6.3, rule 5: the proxy MUST close
+///   the connection and answer 502);
+/// - a `Transfer-Encoding` that is not `chunked` once (`chunked, chunked`,
+///   in one field or two: RFC 9112 7 forbids applying chunked twice);
+/// - an interim answer with a body (RFC 9110 15.2: a 1xx ends at its
+///   header section, so the body is read as the next status line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_sections_a_proxy_must_not_pass_on_are_502s() {
+    let panics = proxy_panics();
+    let many: String = (0..10_000).map(|i| format!("x-h-{i}: v\r\n")).collect();
+    let huge = line_of("x-huge: ", 1 << 20);
+    let ok = |fields: &str| format!("HTTP/1.1 200 OK\r\n{fields}content-length: 2\r\n\r\nok");
+    let length = |value: &str| format!("HTTP/1.1 200 OK\r\ncontent-length: {value}\r\n\r\nok");
+    let cases: Vec<(&str, String)> = vec![
+        ("obs-fold", ok("x-a: 1\r\n  folded\r\n")),
+        ("obs-fold by a tab", ok("x-a: 1\r\n\tfolded\r\n")),
+        ("obs-fold of a length", length("2\r\n 2")),
+        ("whitespace before the first field", ok(" x-a: 1\r\n")),
+        ("a space before the colon", ok("x-a : 1\r\n")),
+        ("a tab before the colon", ok("x-a\t: 1\r\n")),
+        (
+            "a space before a length's colon",
+            "HTTP/1.1 200 OK\r\ncontent-length : 2\r\n\r\nok".into(),
+        ),
+        ("NUL in a value", ok("x-a: a\0b\r\n")),
+        ("NUL in a name", ok("x-\0a: 1\r\n")),
+        ("bare CR in a value", ok("x-a: a\rb\r\n")),
+        ("bare CR ending a value", ok("x-a: ab\r\r\n")),
+        ("a control byte in a value", ok("x-a: a\x01b\r\n")),
+        ("DEL in a value", ok("x-a: a\x7fb\r\n")),
+        ("10,000 fields", ok(&many)),
+        ("a field of 1 MiB", ok(&huge)),
+        ("Content-Length: +5", length("+2")),
+        ("Content-Length: 0x10", length("0x2")),
+        ("Content-Length: -1", length("-1")),
+        ("Content-Length past u64", length("18446744073709551616")),
+        ("Content-Length: 2 2", length("2 2")),
+        ("Content-Length: 2, 3", length("2, 3")),
+        (
+            "Content-Length twice, two values",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: 3\r\n\r\nok".into(),
+        ),
+        (
+            "chunked, chunked",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+                .into(),
+        ),
+        (
+            "chunked in two fields",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n\
+             2\r\nok\r\n0\r\n\r\n"
+                .into(),
+        ),
+        (
+            "a 100 with a body",
+            "HTTP/1.1 100 Continue\r\ncontent-length: 5\r\n\r\nhelloHTTP/1.1 200 OK\r\n\
+             content-length: 2\r\n\r\nok"
+                .into(),
+        ),
+    ];
+    for (what, reply) in cases {
+        let (backend, proxy) = behind_broken(reply, Then::KeepOpen).await;
+        refused_502(&proxy, &backend, what).await;
+    }
+    no_panic_since(panics);
+}
+
+/// A chunked body's data, and whether its last chunk came.
+fn dechunked(mut body: &str) -> (String, bool) {
+    let mut data = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size, 16) else {
+            break;
+        };
+        if n == 0 {
+            return (data, true);
+        }
+        data.push_str(&rest[..n.min(rest.len())]);
+        match rest.get(n + 2..) {
+            Some(next) => body = next,
+            None => break,
+        }
+    }
+    (data, false)
+}
+
+/// A GET through `proxy` (HTTP/1.1, its own connection): the head and the
+/// body as sent, once the proxy closed the connection.
+async fn raw_get(proxy: &Running, what: &str) -> (String, String) {
+    let raw = raw_exchange(
+        proxy.addr,
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("{what}: {raw:?}"));
+    (head.to_ascii_lowercase(), body.to_string())
+}
+
+/// A GET through `proxy` is answered 200 and chunked, and the body stops
+/// after `data` without its last chunk (the client sees it cut, never
+/// whole); the slot is released.
+async fn cut_short(proxy: &Running, data: &str, what: &str) {
+    let (head, body) = raw_get(proxy, what).await;
+    assert!(head.starts_with("http/1.1 200"), "{what}: {head}");
+    assert!(
+        head.contains("transfer-encoding: chunked"),
+        "{what}: {head}"
+    );
+    assert_eq!(
+        dechunked(&body),
+        (data.to_string(), false),
+        "{what}: {body:?}"
+    );
+    slot_released(proxy, what).await;
+}
+
+/// Chunked bodies RFC 9112 7.1 allows are forwarded whole, and the
+/// connection kept: extensions (ignored, as nginx and HAProxy do), spaces
+/// before them or before the line's end (HAProxy takes both), sizes with
+/// leading zeros (20 digits of them: the value is what is bounded), many
+/// chunks of a byte. Trailers (7.1.2) reach an HTTP/2 client; an HTTP/1.1
+/// client gets the body without them (the proxy drops `Trailer`, and hyper
+/// sends none unasked), as nginx sends it by default. Zero-size chunks after
+/// the last one are bytes after the answer: the body is whole, and the
+/// connection is not kept (what follows an answer is never read as the
+/// next one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_bodies_rfc_9112_allows_are_forwarded_whole() {
+    let panics = proxy_panics();
+    let ok =
+        |chunks: &str| format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{chunks}");
+    let bytes: String = (0..10_000)
+        .map(|i| format!("1\r\n{}\r\n", i % 10))
+        .collect();
+    let ten_thousand: String = (0..10_000)
+        .map(|i| char::from(b'0' + (i % 10) as u8))
+        .collect();
+    let cases: Vec<(&str, String, &str, bool)> = vec![
+        (
+            "an extension",
+            ok("5;ext=1\r\nhello\r\n0\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "extensions after spaces, quoted",
+            ok("5 \t;a=\"x; y\" ; b\r\nhello\r\n0;last\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "spaces before the CRLF",
+            ok("5  \r\nhello\r\n0\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "leading zeros",
+            ok("0005\r\nhello\r\n000\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "20 digits",
+            ok("00000000000000000005\r\nhello\r\n0\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "trailers",
+            ok("5\r\nhello\r\n0\r\nx-sum: 5\r\n\r\n"),
+            "hello",
+            true,
+        ),
+        (
+            "10,000 chunks of a byte",
+            ok(&(bytes + "0\r\n\r\n")),
+            &ten_thousand,
+            true,
+        ),
+        (
+            "zero-size chunks after the last",
+            ok("5\r\nhello\r\n0\r\n\r\n0\r\n\r\n0\r\n\r\n"),
+            "hello",
+            false,
+        ),
+    ];
+    for (what, reply, data, kept) in cases {
+        let (backend, proxy) = behind_broken(reply, Then::KeepOpen).await;
+        let (head, body) = raw_get(&proxy, what).await;
+        assert!(head.starts_with("http/1.1 200"), "{what}: {head}");
+        assert_eq!(dechunked(&body), (data.to_string(), true), "{what}");
+        assert!(body.ends_with("\r\n0\r\n\r\n"), "{what}: trailers sent");
+        slot_released(&proxy, what).await;
+        let reply = second_request_reuses(&proxy, &backend, "GET", kept, what).await;
+        assert_eq!(reply.body, data, "{what}");
+    }
+    // The trailers reach an HTTP/2 client, but for those that frame or
+    // carry the message (RFC 9110 6.5.1), which HTTP/2 forbids anywhere
+    // (RFC 9113 8.2.2): before, the client's answer, whole, was reset
+    // (CANCEL) for one of them.
+    for (trailers, want) in [
+        ("x-sum: 5\r\n", Some("5")),
+        (
+            "transfer-encoding: chunked\r\nx-sum: 5\r\nconnection: close\r\nte: trailers\r\n\
+             content-length: 5\r\nkeep-alive: 1\r\nupgrade: h2c\r\n",
+            Some("5"),
+        ),
+        (
+            "transfer-encoding: chunked\r\nconnection: x-sum\r\nx-sum: 5\r\n",
+            None,
+        ),
+    ] {
+        let (_backend, proxy) = behind_broken(
+            ok(&format!("5\r\nhello\r\n0\r\n{trailers}\r\n")),
+            Then::KeepOpen,
+        )
+        .await;
+        let (mut h2, _connection) = h2_client(proxy.addr).await;
+        let mut ask = hyper::Request::new(Full::new(Bytes::new()));
+        *ask.uri_mut() = format!("http://{}/", proxy.addr).parse().unwrap();
+        let answer = tokio::time::timeout(STEP, h2.send_request(ask))
+            .await
+            .unwrap()
+            .unwrap();
+        let body = tokio::time::timeout(STEP, answer.into_body().collect())
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{trailers:?}: {e:?}"));
+        let got = body.trailers().cloned().unwrap_or_default();
+        let names: Vec<&str> = got.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, Vec::from_iter(want.map(|_| "x-sum")), "{trailers:?}");
+        assert_eq!(
+            got.get("x-sum").map(|v| v.to_str().unwrap()),
+            want,
+            "{trailers:?}"
+        );
+        assert_eq!(body.to_bytes(), "hello", "{trailers:?}");
+        slot_released(&proxy, trailers).await;
+    }
+    no_panic_since(panics);
+}
+
+/// A chunked body that breaks its coding after the head went out cannot be
+/// a 502 any more: the client gets the data before the break, then its
+/// connection closed without the last chunk, so it sees the answer cut
+/// (nginx: "upstream sent invalid chunked response", the client's
+/// connection closed). The connection to the backend is closed, and the
+/// slot released. Sizes that are not 1*HEXDIG (RFC 9112 7.1: signed,
+/// spaced before, `0x`, past 64 bits), a chunk's data not followed by
+/// CRLF, a size line ended by a bare LF, invalid trailers, and a body the
+/// backend cuts in the middle of a chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunked_bodies_that_break_their_coding_are_cut_for_the_client() {
+    let panics = proxy_panics();
+    let ok =
+        |chunks: &str| format!("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n{chunks}");
+    let cases: Vec<(&str, String, Then, &str)> = vec![
+        (
+            "a size of 17 hex digits",
+            ok("5\r\nhello\r\n10000000000000000\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a size past 64 bits",
+            ok("5\r\nhello\r\nfffffffffffffffff0\r\nx\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a negative size",
+            ok("5\r\nhello\r\n-5\r\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a size after a space",
+            ok("5\r\nhello\r\n 5\r\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a size with a sign",
+            ok("5\r\nhello\r\n+5\r\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a size in 0x",
+            ok("5\r\nhello\r\n0x5\r\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "the first size invalid",
+            ok("-5\r\nhello\r\n"),
+            Then::KeepOpen,
+            "",
+        ),
+        (
+            "no CRLF after the data",
+            ok("5\r\nhelloXY5\r\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a bare LF after the data",
+            ok("5\r\nhello\n0\r\n\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "a bare LF after the size",
+            ok("5\r\nhello\r\n5\nworld\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "invalid trailers",
+            ok("5\r\nhello\r\n0\r\nbad trailer\r\n\r\n"),
+            Then::KeepOpen,
+            "hello",
+        ),
+        (
+            "cut in a chunk",
+            ok("5\r\nhello\r\n5\r\nwor"),
+            Then::Close,
+            "hellowor",
+        ),
+        (
+            "cut in a size line",
+            ok("5\r\nhello\r\n5"),
+            Then::Close,
+            "hello",
+        ),
+        (
+            "cut before the last chunk",
+            ok("5\r\nhello\r\n"),
+            Then::Close,
+            "hello",
+        ),
+        (
+            "cut in the trailers",
+            ok("5\r\nhello\r\n0\r\nx-a: 1\r\n"),
+            Then::Close,
+            "hello",
+        ),
+    ];
+    for (what, reply, then, data) in cases {
+        let (backend, proxy) = behind_broken(reply, then).await;
+        cut_short(&proxy, data, what).await;
+        if then == Then::KeepOpen {
+            assert!(
+                eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+                "{what}: the connection to the backend is not closed"
+            );
+        }
+        assert_eq!(backend.requests.load(SeqCst), 1, "{what}");
+    }
+    no_panic_since(panics);
+}
+
+/// Interim answers (1xx but 101) are read past, not forwarded (nginx does
+/// not forward them either; HAProxy does), and at most 16 of them for a
+/// request: a backend sending them without end would hold the request
+/// until its timeout, a head at a time. 16 and the final answer: the
+/// answer, the connection kept. 17, or a flood of 10,000: a 502, the
+/// connection closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interim_answers_are_read_past_up_to_16() {
+    let panics = proxy_panics();
+    let interim = |n: usize| {
+        let mut reply = "HTTP/1.1 100 Continue\r\n\r\n".to_string();
+        reply.push_str(
+            &"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n".repeat(n - 1),
+        );
+        reply + "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    };
+    let (backend, proxy) = behind_broken(interim(16), Then::KeepOpen).await;
+    for kept in [None, Some(true)] {
+        let reply = match kept {
+            None => through(&proxy, "GET", "16 interim").await,
+            Some(kept) => second_request_reuses(&proxy, &backend, "GET", kept, "16 interim").await,
+        };
+        assert_eq!(
+            (reply.status, reply.body.as_str()),
+            (200, "ok"),
+            "{reply:?}"
+        );
+        assert!(reply.header("link").is_none(), "{reply:?}");
+    }
+    for (what, reply) in [
+        ("17 interim", interim(17)),
+        ("10,000 interim", interim(10_000)),
+    ] {
+        let (backend, proxy) = behind_broken(reply, Then::KeepOpen).await;
+        refused_502(&proxy, &backend, what).await;
+    }
+    no_panic_since(panics);
+}
+
+/// Answers without a body (RFC 9112 6.3, rule 1: to HEAD, 204, 304) end at
+/// their head whatever their fields say, and a body sent anyway is never
+/// read as the next answer: the connection is not kept when bytes follow
+/// the head. A 204 must have no `Content-Length` nor `Transfer-Encoding`
+/// (RFC 9110 8.6, RFC 9112 6.1): one that says a length or a coding frames
+/// its 204s wrong, and its body may come after the head, so its connection
+/// is not kept either (`Content-Length: 0`, which servers send, is kept).
+/// A `Content-Length` that is not 1*DIGIT, or says two values, is a 502
+/// here too (RFC 9110 8.6: a sender MUST NOT forward it; nginx and HAProxy
+/// refuse it on every answer); one value said twice is passed on once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_without_a_body_end_at_their_head() {
+    let panics = proxy_panics();
+    // (method, answer, status, Content-Length passed on, kept)
+    type Case = (&'static str, &'static str, u16, Option<&'static str>, bool);
+    let cases: &[Case] = &[
+        (
+            "HEAD",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n",
+            200,
+            Some("5"),
+            true,
+        ),
+        (
+            "HEAD",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+            200,
+            Some("5"),
+            false,
+        ),
+        (
+            "HEAD",
+            "HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\n",
+            200,
+            Some("5"),
+            true,
+        ),
+        (
+            "HEAD",
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            200,
+            None,
+            false,
+        ),
+        ("GET", "HTTP/1.1 204 No Content\r\n\r\n", 204, None, true),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n",
+            204,
+            None,
+            true,
+        ),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n",
+            204,
+            None,
+            false,
+        ),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\nhello",
+            204,
+            None,
+            false,
+        ),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\n\r\n",
+            204,
+            None,
+            false,
+        ),
+        (
+            "GET",
+            "HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n",
+            304,
+            None,
+            true,
+        ),
+        (
+            "GET",
+            "HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\nhello",
+            304,
+            None,
+            false,
+        ),
+    ];
+    for &(method, answer, status, length, kept) in cases {
+        let what = format!("{method} {answer:?}");
+        let (backend, proxy) = behind_broken(answer, Then::KeepOpen).await;
+        for round in 1..=2 {
+            let reply = if round == 1 {
+                through(&proxy, method, &what).await
+            } else {
+                second_request_reuses(&proxy, &backend, method, kept, &what).await
+            };
+            assert_eq!(reply.status, status, "{what}: {reply:?}");
+            assert_eq!(reply.body, "", "{what}: {reply:?}");
+            let lengths: Vec<&str> = reply
+                .headers
+                .iter()
+                .filter(|(k, _)| k == "content-length")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            assert_eq!(lengths, Vec::from_iter(length), "{what}: {reply:?}");
+        }
+    }
+    for (method, answer) in [
+        ("HEAD", "HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n"),
+        ("HEAD", "HTTP/1.1 200 OK\r\ncontent-length: 5, 6\r\n\r\n"),
+        (
+            "GET",
+            "HTTP/1.1 304 Not Modified\r\ncontent-length: -1\r\n\r\n",
+        ),
+        (
+            "GET",
+            "HTTP/1.1 204 No Content\r\ncontent-length: 1, 2\r\n\r\n",
+        ),
+    ] {
+        let what = format!("{method} {answer:?}");
+        let (backend, proxy) = behind_broken(answer, Then::KeepOpen).await;
+        let reply = through(&proxy, method, &what).await;
+        assert_eq!(reply.status, 502, "{what}: {reply:?}");
+        assert!(
+            eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+            "{what}: the connection to the backend is not closed"
+        );
+    }
+    no_panic_since(panics);
+}
+
+/// An answer with neither a length nor chunked is read until the backend
+/// closes (RFC 9112 6.3, rule 8), whole, and its connection is not kept
+/// (it is closed). A `Content-Length` said in a list form (`2,`, an empty
+/// field beside it) is passed on as the one number it says, as `2, 2` is
+/// (RFC 9110 8.6: a sender MUST NOT forward one that is not 1*DIGIT). An
+/// HTTP/1.0 answer with a `Transfer-Encoding` is framed as if faulty (RFC
+/// 9112 6.1: HTTP/1.0 has no transfer codings, the body may have been
+/// decoded on the way): a 502, as hyper's client refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_read_to_the_close_and_lengths_in_other_forms() {
+    let panics = proxy_panics();
+    for answer in [
+        "HTTP/1.1 200 OK\r\n\r\nall of it",
+        "HTTP/1.0 200 OK\r\n\r\nall of it",
+        "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n\r\nall of it",
+    ] {
+        let (backend, proxy) = behind_broken(answer, Then::Close).await;
+        for round in 1..=2 {
+            let reply = through(&proxy, "GET", answer).await;
+            assert_eq!(
+                (reply.status, reply.body.as_str()),
+                (200, "all of it"),
+                "{answer:?}"
+            );
+            assert_eq!(backend.accepted.load(SeqCst), round, "{answer:?}");
+        }
+    }
+    for answer in [
+        "HTTP/1.1 200 OK\r\ncontent-length: 2,\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\ncontent-length: , 2\r\n\r\nok",
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-length: \r\n\r\nok",
+    ] {
+        let (backend, proxy) = behind_broken(answer, Then::KeepOpen).await;
+        let (head, body) = raw_get(&proxy, answer).await;
+        assert!(head.starts_with("http/1.1 200"), "{answer:?}: {head}");
+        let lengths: Vec<&str> = head
+            .lines()
+            .filter_map(|l| l.strip_prefix("content-length:"))
+            .map(str::trim)
+            .collect();
+        assert_eq!(lengths, ["2"], "{answer:?}: {head}");
+        assert_eq!(body, "ok", "{answer:?}");
+        second_request_reuses(&proxy, &backend, "GET", true, answer).await;
+    }
+    for answer in [
+        "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        "HTTP/1.0 200 OK\r\nconnection: keep-alive\r\ntransfer-encoding: chunked\r\n\r\n\
+         2\r\nok\r\n0\r\n\r\n",
+    ] {
+        let (backend, proxy) = behind_broken(answer, Then::KeepOpen).await;
+        refused_502(&proxy, &backend, answer).await;
+    }
+    no_panic_since(panics);
+}
+
+/// A backend that answers one request twice, in one write or two: the
+/// second answer is bytes after the first, never the answer to the next
+/// request. The client gets the first; the connection is not kept (bytes
+/// left after an answer, or found on it when it is next taken, close it);
+/// the next request goes on a new connection and gets its own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_answer_to_one_request_never_answers_the_next() {
+    let panics = proxy_panics();
+    let one = "HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\none";
+    let two = "HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged";
+    let (backend, proxy) = behind_broken(format!("{one}{two}"), Then::KeepOpen).await;
+    let first = through(&proxy, "GET", "two answers").await;
+    assert_eq!(first.body, "one");
+    let second = second_request_reuses(&proxy, &backend, "GET", false, "two answers").await;
+    assert_eq!(second.body, "one");
+
+    // The second answer written after the first, on its own: the proxy may
+    // have given the connection back by then; it is found with bytes on
+    // it when taken, and closed.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (babble, mut babbled) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (go, told) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let [accepted, closed] = [(); 2].map(|()| Arc::new(AtomicU64::new(0)));
+    let (a, c) = (accepted.clone(), closed.clone());
+    let backend = tokio::spawn(async move {
+        // The first connection babbles when told.
+        let mut told = Some(told);
+        while let Ok((mut stream, _)) = listener.accept().await {
+            a.fetch_add(1, SeqCst);
+            let (babble, c, go) = (babble.clone(), c.clone(), told.take());
+            tokio::spawn(async move {
+                while read_one_head(&mut stream).await {
+                    if stream.write_all(one.as_bytes()).await.is_err() {
+                        break;
+                    }
+                    if let Some(mut go) = go {
+                        // Idle in the pool now: the stray answer.
+                        go.recv().await;
+                        stream.write_all(two.as_bytes()).await.unwrap();
+                        let _ = babble.send(());
+                        while read_one_head(&mut stream).await {}
+                        c.fetch_add(1, SeqCst);
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut c = cluster("default", "rr", &[], &[addr]);
+    c.retries = 0;
+    let proxy = start(c).await;
+    assert_eq!(through(&proxy, "GET", "idle babble").await.body, "one");
+    go.send(()).unwrap();
+    tokio::time::timeout(STEP, babbled.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let next = through(&proxy, "GET", "idle babble").await;
+    assert_eq!((next.status, next.body.as_str()), (200, "one"), "{next:?}");
+    assert_eq!(
+        accepted.load(SeqCst),
+        2,
+        "the babbling connection was reused"
+    );
+    assert!(
+        eventually(STEP, || async { closed.load(SeqCst) == 1 }).await,
+        "the babbling connection is not closed"
+    );
+    backend.abort();
+    no_panic_since(panics);
+}
+
+/// A backend that answers before it has read the request's body (a 413
+/// while the client uploads, RFC 9110 15.5.14): the answer reaches the
+/// client as it came, whether the backend then closes its connection (as
+/// nginx does after a 413) or keeps it open reading nothing; the connection
+/// is never kept (half a request went on it), the request is not sent
+/// again, and the slot is released. The client's upload, never finished,
+/// holds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_before_the_upload_ends_reaches_the_client() {
+    let panics = proxy_panics();
+    let answer =
+        "HTTP/1.1 413 Content Too Large\r\nconnection: close\r\ncontent-length: 7\r\n\r\ntoo big";
+    for then in [Then::Close, Then::KeepOpen] {
+        let what = format!("{then:?}");
+        let (backend, proxy) = behind_broken(answer, then).await;
+        let stream = TcpStream::connect(proxy.addr).await.unwrap();
+        let (mut reading, mut writing) = stream.into_split();
+        // 10 MB announced, 256 KiB sent, and then nothing: the client waits
+        // for its answer with its upload unfinished.
+        let uploading = tokio::spawn(async move {
+            let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n";
+            writing.write_all(head.as_bytes()).await?;
+            writing.write_all(&vec![b'u'; 256 * 1024]).await?;
+            std::future::pending::<()>().await;
+            Ok::<_, std::io::Error>(writing)
+        });
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        let text = loop {
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                if body.len() >= 7 || !head.contains("content-length: 7") {
+                    break text;
+                }
+            }
+            let n = tokio::time::timeout(STEP, reading.read(&mut buf))
+                .await
+                .expect("the answer in time")
+                .unwrap_or(0);
+            if n == 0 {
+                break String::from_utf8_lossy(&seen).into_owned();
+            }
+            seen.extend_from_slice(&buf[..n]);
+        };
+        assert!(text.starts_with("HTTP/1.1 413"), "{what}: {text:?}");
+        assert!(text.ends_with("\r\n\r\ntoo big"), "{what}: {text:?}");
+        slot_released(&proxy, &what).await;
+        if then == Then::KeepOpen {
+            assert!(
+                eventually(STEP, || async { backend.closed_by_proxy.load(SeqCst) == 1 }).await,
+                "{what}: the connection to the backend is not closed"
+            );
+        }
+        assert_eq!(backend.requests.load(SeqCst), 1, "{what}: sent again");
+        assert_eq!(backend.accepted.load(SeqCst), 1, "{what}: sent again");
+        uploading.abort();
+    }
+    no_panic_since(panics);
 }

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::header::CONTENT_LENGTH;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
@@ -176,8 +177,18 @@ impl H1Body {
                     }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Step::Trailers(trailers) => {
+                Step::Trailers(mut trailers) => {
                     self.finish();
+                    // A trailer that frames or carries the message is not
+                    // the content's (RFC 9110 6.5.1), and HTTP/2 forbids
+                    // connection-specific fields in any section (RFC 9113
+                    // 8.2.2: an HTTP/2 client's answer, whole, was reset
+                    // for one): they go, as from a head.
+                    crate::forward::strip_hop_by_hop(&mut trailers);
+                    trailers.remove(CONTENT_LENGTH);
+                    if trailers.is_empty() {
+                        return Poll::Ready(None);
+                    }
                     return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
                 }
                 Step::End => {

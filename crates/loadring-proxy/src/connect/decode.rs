@@ -392,6 +392,58 @@ mod tests {
         }
     }
 
+    /// A chunk size is 1*HEXDIG (RFC 9112 7.1) whose value fits 64 bits
+    /// (leading zeros are no limit: the value is, as in nginx and
+    /// HAProxy): no sign, no `0x`, no whitespace before it, only spaces and
+    /// tabs after it (before extensions or the CRLF, as HAProxy takes
+    /// them), the line ended by CRLF. A zero size is the last chunk: what
+    /// follows its trailers is not the body's.
+    #[test]
+    fn chunk_sizes_are_hex_digits_of_at_most_64_bits() {
+        let size = |line: &str| {
+            chunk_size(&mut BytesMut::from(line.as_bytes())).map_err(|e| e.to_string())
+        };
+        for (line, want) in [
+            ("5\r\n", 5),
+            ("A\r\n", 10),
+            ("aF\r\n", 0xaf),
+            ("00000000000000000005\r\n", 5),
+            ("ffffffffffffffff\r\n", u64::MAX),
+            ("5 \t\r\n", 5),
+            ("5;e=1\r\n", 5),
+            ("5 ; e\r\n", 5),
+        ] {
+            assert_eq!(size(line), Ok(Some(want)), "{line:?}");
+        }
+        assert_eq!(size("5"), Ok(None), "a line not yet ended");
+        for (line, want) in [
+            ("10000000000000000\r\n", "chunk size overflow"),
+            ("fffffffffffffffff\r\n", "chunk size overflow"),
+            ("-5\r\n", "invalid chunk size"),
+            ("+5\r\n", "invalid chunk size"),
+            (" 5\r\n", "invalid chunk size"),
+            ("\t5\r\n", "invalid chunk size"),
+            ("0x5\r\n", "invalid chunk size"),
+            ("\r\n", "invalid chunk size"),
+            (";e\r\n", "invalid chunk size"),
+            ("5 x\r\n", "invalid chunk size"),
+            ("5\n", "no CRLF after a chunk size"),
+        ] {
+            assert_eq!(
+                size(line),
+                Err(format!("invalid chunked body: {want}")),
+                "{line:?}"
+            );
+        }
+        assert_eq!(
+            decode(Framing::Chunked, b"3\r\nabc\r\n0\r\n\r\n0\r\n\r\n0\r\n\r\n"),
+            Ok(vec![
+                "abc".to_string(),
+                "left 0\r\n\r\n0\r\n\r\n".to_string()
+            ]),
+        );
+    }
+
     /// A chunk-size line that never ends, or trailers that never end, are
     /// refused at their limit, not gathered.
     #[test]

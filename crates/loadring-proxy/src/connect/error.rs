@@ -12,6 +12,10 @@ pub enum UpstreamError {
     /// The backend closed the connection before the answer was complete.
     #[error("the backend closed the connection {0}")]
     Closed(&'static str),
+    /// The backend sent bytes before any of the request was written: an
+    /// answer to nothing asked on this connection.
+    #[error("the backend sent bytes before the request was written")]
+    Unsolicited,
     /// The response head was longer than the proxy reads.
     #[error("the response head is over {0} bytes")]
     HeadTooLarge(usize),

@@ -98,7 +98,7 @@ pub(crate) async fn exchange(
                         Ok(read) => read,
                         Err(error) => return sent(error, answered, &mut parts),
                     };
-                    if let Some(n) = read.repeated_length {
+                    if let Some(n) = read.normalized_length {
                         head.headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
                     }
                     let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
@@ -116,6 +116,18 @@ pub(crate) async fn exchange(
                     UpstreamError::Closed("in the middle of the response head")
                 }
                 Poll::Ready(Ok(0)) => UpstreamError::Closed("before a response"),
+                // Bytes before any of the request went out answer nothing
+                // asked: a stray answer that came on an idle connection
+                // after the pool looked at it (a second answer to the last
+                // request, a body after a 204, a `408` sent before closing
+                // it). Read as this request's answer, they would give it
+                // another's; the request goes back whole instead, to be sent
+                // on a new connection.
+                Poll::Ready(Ok(_))
+                    if !writer.as_ref().is_some_and(RequestWriter::wrote_anything) =>
+                {
+                    UpstreamError::Unsolicited
+                }
                 Poll::Ready(Ok(_)) => {
                     answered = true;
                     continue;
@@ -123,8 +135,8 @@ pub(crate) async fn exchange(
                 Poll::Ready(Err(e)) => e.into(),
                 Poll::Pending => break,
             };
-            // Closed (or reset) before a byte of the request went out:
-            // the request is still whole.
+            // Closed (or reset), or spoken to, before a byte of the request
+            // went out: the request is still whole.
             if !writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
                 if let (Some(parts), Some(w)) = (parts.take(), writer.take()) {
                     let request = Request::from_parts(parts, w.into_unsent_body());

@@ -806,3 +806,46 @@ async fn a_body_tells_its_size_and_an_empty_one_frees_its_connection_at_once() {
         assert_eq!(idle_count(upstream.pool), 1, "{text}");
     }
 }
+
+/// Bytes on a connection before any of the request went out answer
+/// nothing asked on it (a stray answer that came after the pool looked
+/// at the connection): the request comes back whole, unsent, to go on a
+/// new connection, rather than be given that answer.
+#[tokio::test]
+async fn bytes_before_the_request_are_no_answer_to_it() {
+    let (addr, _told) = scripted(vec![
+        write(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nforged"),
+        Act::Read,
+        write(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nmine"),
+        Act::Hold,
+    ])
+    .await;
+    let upstream = upstream();
+    let connection = upstream.checkout(&addr, true).await.unwrap();
+    match &connection.conn {
+        Sender::H1(conn) => match &conn.stream {
+            Stream::Tcp(tcp) => tokio::time::timeout(WAIT, tcp.readable())
+                .await
+                .unwrap()
+                .unwrap(),
+            Stream::Tls(_) => unreachable!(),
+        },
+        Sender::H2(_) => unreachable!(),
+    }
+    let body = Outgoing::from_chunks(vec![Bytes::from_static(b"hello")], None);
+    let failure = tokio::time::timeout(WAIT, connection.send(request("POST", body)))
+        .await
+        .unwrap()
+        .unwrap_err();
+    let Failure::Unsent {
+        request: Some(request),
+        error: UpstreamError::Unsolicited,
+    } = failure
+    else {
+        panic!("{failure:?}");
+    };
+    assert_eq!(request.headers()["host"], "test");
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "hello");
+    assert_eq!(idle_count(upstream.pool), 0);
+}

@@ -68,10 +68,12 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
 pub(crate) struct BodyAndReuse {
     pub(crate) framing: Framing,
     pub(crate) keep_alive: bool,
-    /// `Some(n)`: `Content-Length` said `n` more than once (`2, 2`, or
-    /// in two fields), which RFC 9110 8.6 lets a recipient take as `n`;
-    /// the answer passed on says it once, as a client may refuse a list.
-    pub(crate) repeated_length: Option<u64>,
+    /// `Some(n)`: `Content-Length` said `n` in another form than one field
+    /// of digits alone (`2, 2`, two fields, `2,`), which RFC 9110 8.6 lets
+    /// a recipient take as `n`; the answer passed on says `n` once, as a
+    /// sender MUST NOT forward a value that is not 1*DIGIT (and a client
+    /// may refuse a list).
+    pub(crate) normalized_length: Option<u64>,
 }
 
 /// How the body of `head` (the answer to a HEAD request when `to_head`)
@@ -80,30 +82,44 @@ pub(crate) struct BodyAndReuse {
 /// `keep-alive` (RFC 9112 6.3 and 9.3). One pass over the fields: every
 /// response is read this way.
 ///
+/// Refused, on every answer (to HEAD, 204 and 304 too: their framing does
+/// not depend on it, but it would be passed on, and RFC 9110 8.6 says a
+/// sender MUST NOT forward it; nginx and HAProxy refuse it alike): a
+/// `Content-Length` that is not 1*DIGIT or says two values. Refused on an
+/// answer with a body: a `Transfer-Encoding` other than `chunked` alone,
+/// and any on an HTTP/1.0 answer (RFC 9112 6.1: its framing is to be taken
+/// as faulty; hyper's client refuses it too).
+///
+/// Not kept after it: an HTTP/1.0 answer with a `Transfer-Encoding` (RFC
+/// 9112 6.1: close the connection after it), and a 204 that says a length
+/// other than 0 or a coding, which no server may send (RFC 9110 8.6, RFC
+/// 9112 6.1): a backend that frames its 204s wrong may send a body after
+/// the head, which would be read as the next answer.
+///
 /// # Errors
-/// Its framing cannot be trusted or kept: a body's `Transfer-Encoding`
-/// other than `chunked` alone, or an invalid or twice different
-/// `Content-Length`.
+/// Its framing cannot be trusted or kept.
 pub(crate) fn body_and_reuse(
     to_head: bool,
     head: &response::Parts,
 ) -> Result<BodyAndReuse, UpstreamError> {
     let mut codings: Option<TransferCodings> = None;
     let mut length: Option<u64> = None;
-    let mut lengths_said = 0usize;
-    let mut has_length = false;
+    let mut length_fields = 0usize;
+    // One field, digits alone: passed on as it came.
+    let mut plain_length = true;
     let mut length_error: Option<&'static str> = None;
     let (mut close, mut keep_alive) = (false, false);
     for (name, value) in &head.headers {
         if name == TRANSFER_ENCODING {
             codings.get_or_insert_default().add(value);
         } else if name == CONTENT_LENGTH {
-            has_length = true;
+            length_fields += 1;
+            let bytes = value.as_bytes();
+            plain_length &= !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
             for token in elements(value) {
                 if length_error.is_some() {
                     break;
                 }
-                lengths_said += 1;
                 let n = std::str::from_utf8(token)
                     .ok()
                     .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
@@ -123,12 +139,20 @@ pub(crate) fn body_and_reuse(
             }
         }
     }
+    if let Some(why) = length_error {
+        return Err(UpstreamError::Framing(why));
+    }
+    if length_fields > 0 && length.is_none() {
+        return Err(UpstreamError::Framing("invalid Content-Length"));
+    }
+    let status = head.status;
+    let http_10 = head.version == Version::HTTP_10;
     let keep_alive = match head.version {
         Version::HTTP_11 => !close,
-        Version::HTTP_10 => keep_alive && !close,
+        Version::HTTP_10 => keep_alive && !close && codings.is_none(),
         _ => false,
-    };
-    let status = head.status;
+    } && !(status == StatusCode::NO_CONTENT
+        && (codings.is_some() || length.is_some_and(|n| n > 0)));
     let framing = if status == StatusCode::SWITCHING_PROTOCOLS {
         Framing::Upgrade
     } else if to_head
@@ -138,24 +162,25 @@ pub(crate) fn body_and_reuse(
     {
         Framing::Empty
     } else if let Some(codings) = codings {
+        if http_10 {
+            return Err(UpstreamError::Framing(
+                "Transfer-Encoding in an HTTP/1.0 response",
+            ));
+        }
         if !codings.chunked_alone() {
             return Err(UpstreamError::Framing(
                 "Transfer-Encoding other than chunked alone",
             ));
         }
         Framing::Chunked
-    } else if let Some(why) = length_error {
-        return Err(UpstreamError::Framing(why));
-    } else if has_length && length.is_none() {
-        return Err(UpstreamError::Framing("invalid Content-Length"));
     } else {
         length.map_or(Framing::Eof, Framing::Length)
     };
-    let repeated_length = length.filter(|_| lengths_said > 1 && length_error.is_none());
+    let normalized_length = length.filter(|_| length_fields > 1 || !plain_length);
     Ok(BodyAndReuse {
         framing,
         keep_alive,
-        repeated_length,
+        normalized_length,
     })
 }
 
@@ -189,60 +214,57 @@ mod tests {
                 .flat_map(elements)
                 .collect::<Vec<_>>()
         };
+        // Every Content-Length is checked first, whatever the answer.
+        let mut length = None;
+        for token in all(CONTENT_LENGTH) {
+            let n = std::str::from_utf8(token)
+                .ok()
+                .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|t| t.parse::<u64>().ok())
+                .ok_or("invalid Content-Length")?;
+            if length.is_some_and(|l| l != n) {
+                return Err("two different Content-Length values".into());
+            }
+            length = Some(n);
+        }
+        if head.headers.contains_key(CONTENT_LENGTH) && length.is_none() {
+            return Err("invalid Content-Length".into());
+        }
+        let fields: Vec<&[u8]> = head
+            .headers
+            .get_all(CONTENT_LENGTH)
+            .iter()
+            .map(|v| v.as_bytes())
+            .collect();
+        let plain = matches!(fields[..], [v] if !v.is_empty() && v.iter().all(u8::is_ascii_digit));
+        let normalized_length = length.filter(|_| !plain);
+        let coded = head.headers.contains_key(TRANSFER_ENCODING);
         let connection = all(CONNECTION);
         let has = |token: &[u8]| connection.iter().any(|t| t.eq_ignore_ascii_case(token));
+        let status = head.status;
         let keep_alive = match head.version {
             Version::HTTP_11 => !has(b"close"),
-            Version::HTTP_10 => has(b"keep-alive") && !has(b"close"),
+            Version::HTTP_10 => has(b"keep-alive") && !has(b"close") && !coded,
             _ => false,
-        };
-        let said: Vec<Option<u64>> = all(CONTENT_LENGTH)
-            .into_iter()
-            .map(|t| {
-                std::str::from_utf8(t)
-                    .ok()
-                    .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|t| t.parse::<u64>().ok())
-            })
-            .collect();
-        let repeated_length = match said[..] {
-            [Some(n), ref rest @ ..] if !rest.is_empty() && rest.iter().all(|l| *l == Some(n)) => {
-                Some(n)
-            }
-            _ => None,
-        };
-        let status = head.status;
+        } && !(status == 204 && (coded || length.is_some_and(|n| n > 0)));
         let framing = if status == 101 {
             Framing::Upgrade
         } else if to_head || status.is_informational() || status == 204 || status == 304 {
             Framing::Empty
-        } else if head.headers.contains_key(TRANSFER_ENCODING) {
+        } else if coded && head.version == Version::HTTP_10 {
+            return Err("Transfer-Encoding in an HTTP/1.0 response".into());
+        } else if coded {
             match all(TRANSFER_ENCODING)[..] {
                 [t] if t.eq_ignore_ascii_case(b"chunked") => Framing::Chunked,
                 _ => return Err("Transfer-Encoding other than chunked alone".into()),
             }
         } else {
-            let mut length = None;
-            for token in all(CONTENT_LENGTH) {
-                let n = std::str::from_utf8(token)
-                    .ok()
-                    .filter(|t| t.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|t| t.parse::<u64>().ok())
-                    .ok_or("invalid Content-Length")?;
-                if length.is_some_and(|l| l != n) {
-                    return Err("two different Content-Length values".into());
-                }
-                length = Some(n);
-            }
-            if head.headers.contains_key(CONTENT_LENGTH) && length.is_none() {
-                return Err("invalid Content-Length".into());
-            }
             length.map_or(Framing::Eof, Framing::Length)
         };
         Ok(BodyAndReuse {
             framing,
             keep_alive,
-            repeated_length,
+            normalized_length,
         })
     }
 
@@ -260,6 +282,7 @@ mod tests {
                 "transfer-encoding: chunked, gzip", "transfer-encoding: ",
                 "transfer-encoding: ,", "transfer-encoding: chunked, chunked", "content-length: 5", "content-length: 6",
                 "content-length: 5, 5", "content-length: 5, 6", "content-length: -1",
+                "content-length: 0", "content-length: 5,", "content-length: 05",
                 "content-length: x", "content-length: ", "content-length: 99999999999999999999999",
                 "connection: close", "connection: Keep-Alive", "connection: x, close",
                 "connection: keep-alive, ", "connection: ", "x-a: chunked",
@@ -391,6 +414,49 @@ mod tests {
                 "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked, gzip\r\n\r\n",
                 Err("invalid response framing: Transfer-Encoding other than chunked alone"),
             ),
+            // Every answer's Content-Length is checked, bodiless ones' too
+            // (RFC 9110 8.6: it would be passed on).
+            (
+                true,
+                "HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n",
+                Err("invalid response framing: invalid Content-Length"),
+            ),
+            (
+                true,
+                "HTTP/1.1 200 OK\r\ncontent-length: 5, 6\r\n\r\n",
+                Err("invalid response framing: two different Content-Length values"),
+            ),
+            (
+                false,
+                "HTTP/1.1 304 Not Modified\r\ncontent-length: -1\r\n\r\n",
+                Err("invalid response framing: invalid Content-Length"),
+            ),
+            (
+                false,
+                "HTTP/1.1 204 No Content\r\ncontent-length: \r\n\r\n",
+                Err("invalid response framing: invalid Content-Length"),
+            ),
+            (
+                true,
+                "HTTP/1.1 200 OK\r\ncontent-length: 5, 5\r\n\r\n",
+                Ok(Empty),
+            ),
+            // HTTP/1.0 has no transfer codings (RFC 9112 6.1).
+            (
+                false,
+                "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                Err("invalid response framing: Transfer-Encoding in an HTTP/1.0 response"),
+            ),
+            (
+                false,
+                "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 2\r\n\r\n",
+                Err("invalid response framing: Transfer-Encoding in an HTTP/1.0 response"),
+            ),
+            (
+                true,
+                "HTTP/1.0 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                Ok(Empty),
+            ),
         ];
         for (to_head, text, want) in cases {
             assert_eq!(
@@ -409,9 +475,120 @@ mod tests {
             ("HTTP/1.1 200 OK\r\nconnection: x, Close\r\n\r\n", false),
             ("HTTP/1.0 200 OK\r\n\r\n", false),
             ("HTTP/1.0 200 OK\r\nconnection: keep-alive\r\n\r\n", true),
+            // HTTP/1.0 with a coding: closed after (RFC 9112 6.1).
+            (
+                "HTTP/1.0 304 Not Modified\r\nconnection: keep-alive\r\ntransfer-encoding: chunked\r\n\r\n",
+                false,
+            ),
+            // A 204 that says a length or a coding frames its 204s wrong
+            // (RFC 9110 8.6, RFC 9112 6.1): its body may follow.
+            ("HTTP/1.1 204 No Content\r\n\r\n", true),
+            ("HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n", true),
+            ("HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n", false),
+            ("HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\n\r\n", false),
+            // A 304 may say the length and coding of what it stands for.
+            ("HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n", true),
+            ("HTTP/1.1 304 Not Modified\r\ntransfer-encoding: chunked\r\n\r\n", true),
         ] {
             assert_eq!(keeps_alive(&head(text).unwrap().unwrap()), want, "{text:?}");
         }
+    }
+
+    /// A Content-Length passed on is one field of digits (RFC 9110 8.6): a
+    /// value said in another form is said again as the one number.
+    #[test]
+    fn a_length_in_another_form_is_normalized() {
+        for (fields, want) in [
+            ("content-length: 5\r\n", None),
+            ("content-length: 05\r\n", None),
+            ("content-length: 5, 5\r\n", Some(5)),
+            ("content-length: 5,\r\n", Some(5)),
+            ("content-length: ,5\r\n", Some(5)),
+            ("content-length: 5\r\ncontent-length: 5\r\n", Some(5)),
+            ("content-length: 5\r\ncontent-length: \r\n", Some(5)),
+            ("", None),
+        ] {
+            let text = format!("HTTP/1.1 200 OK\r\n{fields}\r\n");
+            let parts = head(&text).unwrap().unwrap();
+            for to_head in [false, true] {
+                let read = body_and_reuse(to_head, &parts).unwrap();
+                assert_eq!(read.normalized_length, want, "{fields:?}");
+            }
+        }
+    }
+
+    /// Status lines: `HTTP/1.x`, three digits of 100..=999 (RFC 9112 4),
+    /// a reason that may be absent (hyper and nginx take `HTTP/1.1 200`),
+    /// lines ended by a bare LF (RFC 9112 2.2: a recipient MAY take one),
+    /// empty lines before it skipped. Anything else is refused: whitespace
+    /// first, another version or protocol, codes of two or four digits or
+    /// under 100, a NUL or a bare CR.
+    #[test]
+    fn status_lines_follow_rfc_9112_4() {
+        let status = |line: &str| {
+            head(&format!("{line}content-length: 0\r\n\r\n"))
+                .map(|parts| parts.map(|p| (p.version, p.status.as_u16())))
+        };
+        for (line, want) in [
+            ("HTTP/1.1 200 OK\r\n", (Version::HTTP_11, 200)),
+            ("HTTP/1.0 404 Not Found\r\n", (Version::HTTP_10, 404)),
+            ("HTTP/1.1 200\r\n", (Version::HTTP_11, 200)),
+            ("HTTP/1.1 200 \r\n", (Version::HTTP_11, 200)),
+            ("HTTP/1.1 200 OK\n", (Version::HTTP_11, 200)),
+            ("\r\n\nHTTP/1.1 200 OK\r\n", (Version::HTTP_11, 200)),
+            ("HTTP/1.1 599 Odd\r\n", (Version::HTTP_11, 599)),
+        ] {
+            assert_eq!(status(line), Ok(Some(want)), "{line:?}");
+        }
+        for line in [
+            "HTTP/1.1 99 X\r\n",
+            "HTTP/1.1 099 X\r\n",
+            "HTTP/1.1 1000 X\r\n",
+            "HTTP/1.1 abc\r\n",
+            "HTTP/1.1 20 OK\r\n",
+            "HTTP/2.0 200 OK\r\n",
+            "HTTP/1.2 200 OK\r\n",
+            "HTTP/1 200 OK\r\n",
+            "ICY 200 OK\r\n",
+            "http/1.1 200 OK\r\n",
+            " HTTP/1.1 200 OK\r\n",
+            "\tHTTP/1.1 200 OK\r\n",
+            "\0HTTP/1.1 200 OK\r\n",
+            "HTTP/1.1 200 O\0K\r\n",
+            "HTTP/1.1 200 O\rK\r\n",
+            "HTTP/1.1  200 OK\r\n",
+        ] {
+            assert!(status(line).is_err(), "{line:?}: {:?}", status(line));
+        }
+    }
+
+    /// Field lines a proxy may not pass on are refused: obs-fold (RFC
+    /// 9112 5.2), whitespace before the first field (2.2) or before a
+    /// colon (5.1), a NUL, a bare CR or another control byte (RFC 9110 5.5).
+    #[test]
+    fn field_lines_a_proxy_may_not_pass_on_are_refused() {
+        for fields in [
+            "x-a: 1\r\n folded\r\n",
+            "x-a: 1\r\n\tfolded\r\n",
+            " x-a: 1\r\n",
+            "x-a : 1\r\n",
+            "x-a\t: 1\r\n",
+            "content-length : 0\r\n",
+            "x-a: a\0b\r\n",
+            "x-\0a: 1\r\n",
+            "x-a: a\rb\r\n",
+            "x-a: a\x01b\r\n",
+            "x-a: a\x7fb\r\n",
+            "x a: 1\r\n",
+            ": 1\r\n",
+        ] {
+            let text = format!("HTTP/1.1 200 OK\r\n{fields}\r\n");
+            assert!(head(&text).is_err(), "{fields:?}: {:?}", head(&text));
+        }
+        // Bytes of 0x80 and over are obs-text, and a tab is whitespace.
+        let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK\r\nx-a: caf\xe9\tb\r\n\r\n"[..]);
+        let parts = parse_head(&mut buf).unwrap().unwrap();
+        assert_eq!(parts.headers["x-a"].as_bytes(), b"caf\xe9\tb");
     }
 
     #[test]
