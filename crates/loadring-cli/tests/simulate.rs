@@ -401,6 +401,11 @@ fn bad_flags_give_one_line_and_exit_2() {
     rejects(&["--service", "exp:0"], "--service exp:0");
     rejects(&["--service", "uniform:3"], "unknown distribution");
     rejects(&["--backends", "0"], "no endpoints to simulate");
+    // Past the most, the range alone: nothing about missing endpoints.
+    rejects(
+        &["--backends", "10001"],
+        "error: --backends 10001: accepted 1..=10000\n",
+    );
     rejects(&["--requests", "0"], "--requests 0: accepted 1..=");
     rejects(&["--keys", "0"], "--keys 0: accepted 1..=");
     rejects(
@@ -539,6 +544,10 @@ fn runs_that_do_not_fit_the_virtual_clock_are_refused() {
     rejects(
         &["--service", "exp:1e-7"],
         "--service exp:1e-7: `1e-7` is not a duration of at least 1 ns",
+    );
+    rejects(
+        &["--service", "exp:180000000001"],
+        "--service exp:180000000001: `180000000001` is too long (accepted",
     );
 }
 

@@ -426,6 +426,8 @@ fn listen_and_admin_addresses_are_host_and_port() {
         (" ", "is empty"),
         ("127.0.0.1", "has no port"),
         ("127.0.0.1:", "has no port"),
+        ("[::1]", "has no port"),
+        ("[::1]:", "has no port"),
         (":8080", "has no host"),
         (
             "127.0.0.1:65536",

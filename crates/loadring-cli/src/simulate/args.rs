@@ -415,10 +415,16 @@ impl Args {
         }
         if endpoints.is_empty() {
             let backends = whole("--backends", &self.backends, 1, MAX_BACKENDS).map_err(|e| {
-                CliError(format!(
-                    "{}: no endpoints to simulate (or give -e ENDPOINT)",
-                    e.0
-                ))
+                // Only 0 leaves nothing to simulate; past the most, the
+                // range says it all.
+                if self.backends.trim().parse::<u64>() == Ok(0) {
+                    CliError(format!(
+                        "{}: no endpoints to simulate (or give -e ENDPOINT)",
+                        e.0
+                    ))
+                } else {
+                    e
+                }
             })?;
             for i in 1..=backends {
                 let addr = format!("10.0.{}.{}:80", i / 256, i % 256);

@@ -121,6 +121,7 @@ impl FromStr for Service {
         let (kind, ms) = text.split_once(':').ok_or_else(|| bad("missing `:MS`"))?;
         let ms = match ms.parse::<f64>() {
             Ok(v) if v.is_finite() && v * 1e6 >= 1.0 && v <= MAX_SERVICE_MS => v,
+            Ok(v) if v > MAX_SERVICE_MS => return Err(bad(&format!("`{}` is too long", echo(ms)))),
             _ => {
                 return Err(bad(&format!(
                     "`{}` is not a duration of at least 1 ns",

@@ -238,7 +238,8 @@ fn not_host_port(addr: &str) -> Option<&'static str> {
     let Some((host, port)) = addr.rsplit_once(':') else {
         return Some("has no port");
     };
-    if port.is_empty() {
+    // `[::1]` alone: the last colon is the address's own.
+    if port.is_empty() || (addr.starts_with('[') && addr.ends_with(']')) {
         return Some("has no port");
     }
     if !crate::target::is_port(port) {
