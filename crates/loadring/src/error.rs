@@ -93,6 +93,16 @@ impl ParseError {
         self
     }
 
+    /// This error, said of `policy`: its message begins `policy: `, as the
+    /// other errors about a policy's parameters do.
+    pub(crate) fn in_policy(mut self, policy: &str) -> Self {
+        let prefix = format!("{policy}: ");
+        if !self.repr.message.starts_with(&prefix) {
+            self.repr.message.insert_str(0, &prefix);
+        }
+        self.with_policy(policy)
+    }
+
     pub(crate) fn with_key(mut self, key: &str) -> Self {
         self.repr.key = Some(key.to_string());
         self

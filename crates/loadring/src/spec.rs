@@ -963,7 +963,7 @@ mod tests {
         );
         assert_eq!(
             err(&format!("c_md5:load_factor=1.{}", "5".repeat(60))),
-            "load_factor=1.55555555555555555555555555555555555555... (62 characters): \
+            "c_md5: load_factor=1.55555555555555555555555555555555555555... (62 characters): \
              expected a decimal number greater than 1 and at most 1000 with at most 6 decimals, \
              e.g. load_factor=1.25"
         );

@@ -427,3 +427,39 @@ fn with_refuses_each_bad_key_or_value() {
         assert_eq!(err.kind(), ParseErrorKind::Syntax, "{key:?}={value:?}");
     }
 }
+
+/// A policy's bound and c_ketama's replicas are named with the policy, as
+/// every other parameter's error is.
+#[test]
+fn bound_and_replica_errors_begin_with_the_policy() {
+    for (text, message) in [
+        (
+            "c_md5:load_factor=1",
+            "c_md5: load_factor=1: expected a decimal number greater than 1 and at most 1000 \
+             with at most 6 decimals, e.g. load_factor=1.25",
+        ),
+        (
+            "C_MD5:balance=100",
+            "C_MD5: balance=100: expected an integer percent from 101 to 100000, e.g. balance=125",
+        ),
+        (
+            "c_ketama:replicas=101",
+            "c_ketama: replicas=101: c_ketama takes four points per MD5 digest, so replicas \
+             must be a multiple of 4",
+        ),
+    ] {
+        let err = text.parse::<PolicySpec>().unwrap_err();
+        assert_eq!(err.to_string(), message, "{text}");
+        assert_eq!(err.kind(), ParseErrorKind::Value, "{text}");
+        assert_eq!(
+            err.policy(),
+            Some(
+                text.split(':')
+                    .next()
+                    .unwrap()
+                    .to_ascii_lowercase()
+                    .as_str()
+            )
+        );
+    }
+}

@@ -61,9 +61,13 @@ impl BrpcRing {
         let replicas = params.take_u64("replicas", 1, MAX_RING_POINTS, 100)? as u32;
         if hash == BrpcHash::Ketama && !replicas.is_multiple_of(4) {
             return Err(ParseError::new(
- ParseErrorKind::Value, format!(
-                "replicas={replicas}: c_ketama takes four points per MD5 digest, so replicas must be a multiple of 4"
-            ))
+                ParseErrorKind::Value,
+                format!(
+                    "{}: replicas={replicas}: c_ketama takes four points per MD5 digest, \
+                     so replicas must be a multiple of 4",
+                    params.policy()
+                ),
+            )
             .with_policy("c_ketama")
             .with_key("replicas")
             .with_value(&replicas.to_string())

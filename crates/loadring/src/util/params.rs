@@ -228,11 +228,13 @@ impl<'a> Params<'a> {
         let factor = self
             .take("load_factor")
             .map(|v| LoadFactor::parse_decimal("load_factor", v))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.in_policy(self.policy))?;
         let percent = self
             .take("balance")
             .map(|v| LoadFactor::parse_percent("balance", v))
-            .transpose()?;
+            .transpose()
+            .map_err(|e| e.in_policy(self.policy))?;
         match (factor, percent) {
             (Some(_), Some(_)) => Err(ParseError::new(
                 ParseErrorKind::Conflict,
