@@ -985,18 +985,18 @@ impl Forwarder {
                         attempt += 1;
                         continue;
                     }
+                    let what = if failure.answered_malformed() {
+                        "malformed response from the backend"
+                    } else {
+                        "no response from the backend"
+                    };
                     tracing::warn!(
                         cluster = name,
                         endpoint = upstream.addr(),
-                        "no response: {}",
+                        "{what}: {}",
                         describe(failure.error())
                     );
-                    return self.refuse(
-                        grpc,
-                        last.as_ref(),
-                        StatusCode::BAD_GATEWAY,
-                        "no response from the backend",
-                    );
+                    return self.refuse(grpc, last.as_ref(), StatusCode::BAD_GATEWAY, what);
                 }
                 Err(Late::Client) => {
                     // The client's pause, not the endpoint's: no verdict.

@@ -128,7 +128,7 @@ async fn behind_raw_backend(reply: &'static str) -> (RawBackend, Running) {
 /// A GET through `proxy` is a 502, the proxy closes its connection to
 /// `backend` (whose state after such an answer is unknown), and the slot
 /// is released.
-async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) {
+async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) -> common::Reply {
     let reply = request(proxy.addr, "GET", "/", &[], "").await.unwrap();
     assert_eq!(reply.status, 502, "{reply:?}");
     assert!(
@@ -136,6 +136,7 @@ async fn answered_502_and_closed(proxy: &Running, backend: &RawBackend) {
         "the proxy closes that connection"
     );
     slot_released(proxy, "502").await;
+    reply
 }
 
 /// Item 3: a backend that sends its headers, 10 of 100 bytes, then
@@ -619,7 +620,11 @@ async fn a_response_with_both_lengths_is_a_502_and_its_connection_closed() {
         .into_boxed_str(),
     );
     let (backend, proxy) = behind_raw_backend(reply).await;
-    answered_502_and_closed(&proxy, &backend).await;
+    let told = answered_502_and_closed(&proxy, &backend).await;
+    assert_eq!(
+        told.body, "malformed response from the backend\n",
+        "the client is told an answer came, unfit to pass on"
+    );
     let text = proxy.metrics().await;
     let failed = format!(
         "loadring_requests_total{{endpoint=\"{}\",code=\"502\"}}",

@@ -43,6 +43,19 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// Whether this says an answer came that is not HTTP/1.1 as it must be
+    /// (a head too large or malformed, a framing that cannot be trusted).
+    pub(crate) fn is_malformed_answer(&self) -> bool {
+        matches!(
+            self,
+            UpstreamError::HeadTooLarge(_)
+                | UpstreamError::TooManyHeaders(_)
+                | UpstreamError::InvalidHead(_)
+                | UpstreamError::Framing(_)
+                | UpstreamError::Chunked(_)
+        )
+    }
+
     /// Whether this says the connection closed (or was reset) before a
     /// response began.
     pub(crate) fn closed_before_a_response(&self) -> bool {

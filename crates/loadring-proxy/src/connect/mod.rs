@@ -99,6 +99,12 @@ impl Failure {
         }
     }
 
+    /// Whether the backend answered, but not in a form that can be passed
+    /// on: the client is told so rather than that nothing came.
+    pub(crate) fn answered_malformed(&self) -> bool {
+        matches!(self, Failure::Sent { error, .. } if error.is_malformed_answer())
+    }
+
     /// The written request's head, when the connection gave it back.
     pub(crate) fn take_head(&mut self) -> Option<http::request::Parts> {
         match self {
