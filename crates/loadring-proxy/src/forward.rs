@@ -799,8 +799,8 @@ impl Forwarder {
                         tracing::debug!(
                             cluster = name,
                             endpoint = upstream.addr(),
-                            "stale keep-alive connection gone before the request was written, \
-                             sending again on a new one"
+                            "pooled connection unusable before the request was written \
+                             ({error}), sending again on a new one"
                         );
                         self.counters.reused_connection_retry();
                         fresh_connection = true;
