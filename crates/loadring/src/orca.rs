@@ -453,6 +453,9 @@ impl Json<'_> {
                                 .text
                                 .get(self.at + 2..self.at + 6)
                                 .and_then(|h| std::str::from_utf8(h).ok())
+                                // Four hex digits: `from_str_radix` alone
+                                // also takes a sign (`\u+041`).
+                                .filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
                                 .and_then(|h| u32::from_str_radix(h, 16).ok())
                                 .and_then(char::from_u32);
                             // Surrogate pairs are not needed for metric names: refused.

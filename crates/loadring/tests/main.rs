@@ -17,6 +17,7 @@ mod errors;
 mod families;
 mod fleet;
 mod fuzz_parsers;
+mod hostile_api;
 mod ketama;
 mod latency;
 mod layers;

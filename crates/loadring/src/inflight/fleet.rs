@@ -265,10 +265,22 @@ pub struct LoadReport {
 }
 
 impl LoadReport {
-    /// `in_service` requests in service on the backend, as it counts them.
+    /// `in_service` requests in service on the backend, as it counts them,
+    /// up to [`MAX_IN_SERVICE`](crate::orca::MAX_IN_SERVICE) (2^32 - 1, the
+    /// most an ORCA header may give): a larger count is taken as that.
+    ///
+    /// The bound keeps every sum of reports exact: a balancer adds up the
+    /// reports of all its endpoints, and 131,073 endpoints reporting 2^46
+    /// each would pass 64 bits.
+    ///
+    /// ```
+    /// use loadring::{orca, LoadReport};
+    ///
+    /// assert_eq!(LoadReport::new(u64::MAX).in_service(), orca::MAX_IN_SERVICE);
+    /// ```
     pub fn new(in_service: u64) -> Self {
         LoadReport {
-            in_service,
+            in_service: in_service.min(crate::orca::MAX_IN_SERVICE),
             at: None,
         }
     }

@@ -22,7 +22,7 @@ use crate::hash::{md5_le32, md5_words, point_name, Murmur3Prefix};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::placement::ring::Ring;
-use crate::placement::MAX_RING_POINTS;
+use crate::placement::{check_hashed_names, MAX_RING_POINTS};
 use crate::policy::Change;
 use crate::util::params::Params;
 
@@ -95,7 +95,20 @@ impl BrpcRing {
                 pool.weight_sum()
             )));
         }
-        Ok(())
+        // Murmur3 mixes each address once (`Murmur3Prefix`); MD5 hashes
+        // the whole name of every point.
+        let names_per_node = match self.hash {
+            BrpcHash::Murmur3 => return Ok(()),
+            BrpcHash::Md5 => 1,
+            BrpcHash::Ketama => 4,
+        };
+        check_hashed_names(
+            self.name(),
+            pool.endpoints().iter().map(|e| {
+                let nodes = u64::from(self.replicas) * u64::from(e.weight());
+                (nodes / names_per_node, e.addr(), e)
+            }),
+        )
     }
 
     /// Appends the points of `pool`'s endpoint `owner` to `entries`.

@@ -42,7 +42,7 @@ use crate::hash::{md5_le32, md5_words, push_decimal};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::placement::ring::{later_first, Ring};
-use crate::placement::MAX_RING_POINTS;
+use crate::placement::{check_hashed_names, MAX_RING_POINTS};
 use crate::util::params::Params;
 
 /// The policy name.
@@ -93,6 +93,13 @@ impl Scheme for Dubbo {
                 pool.weighted_len() as u64
             )));
         }
+        check_hashed_names(
+            NAME,
+            pool.endpoints().iter().map(|e| {
+                let digests = if e.weight() == 0 { 0 } else { self.digests() };
+                (digests, e.hash_name(), e)
+            }),
+        )?;
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);
         let mut buf = Vec::with_capacity(64);
         for (owner, e) in pool.endpoints().iter().enumerate() {

@@ -61,7 +61,7 @@ use crate::hash::{md5_le32, md5_words, one_at_a_time, point_name};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::placement::ring::Ring;
-use crate::placement::MAX_RING_POINTS;
+use crate::placement::{check_hashed_names, MAX_RING_POINTS};
 use crate::util::params::Params;
 
 /// libmemcached's `MEMCACHED_DEFAULT_PORT`, the port its names leave out.
@@ -200,6 +200,14 @@ impl Ketama {
                 pool.len()
             )));
         }
+        check_hashed_names(
+            self.name(),
+            names
+                .iter()
+                .zip(&prefixes)
+                .zip(pool.endpoints())
+                .map(|((&count, prefix), e)| (count, prefix.as_str(), e)),
+        )?;
         let point_hash = self.key_hash();
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);
         let mut buf = Vec::with_capacity(64);

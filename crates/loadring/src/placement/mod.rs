@@ -16,6 +16,52 @@ pub(crate) mod twemproxy;
 /// More points than this is a typo, not a need (Envoy's largest ring).
 pub(crate) const MAX_RING_POINTS: u64 = 8_388_608;
 
+/// The most bytes one build may hash to name its points, counting each
+/// point name as the endpoint's name plus [`POINT_SUFFIX`] bytes: names of
+/// 235 bytes at the largest ring. The schemes that hash a whole name per
+/// point (`"<name>-<i>"` under MD5, xxHash, BLAKE2b) cost the name's length
+/// times the points: without this, one endpoint named with a megabyte
+/// would make the largest ring hash 8 TB.
+pub(crate) const MAX_HASHED_BYTES: u64 = 1 << 31;
+
+/// What a point name adds to the endpoint's name, at most: a separator and
+/// the decimal point number.
+const POINT_SUFFIX: u64 = 21;
+
+/// Checks that hashing the point names of a build stays within
+/// [`MAX_HASHED_BYTES`]: `names` gives, for each endpoint, how many point
+/// names it hashes, the name they start with and the endpoint (for the
+/// message, which names the longest name).
+pub(crate) fn check_hashed_names<'e>(
+    policy: &str,
+    names: impl IntoIterator<Item = (u64, &'e str, &'e crate::endpoint::Endpoint)>,
+) -> Result<(), crate::error::BuildError> {
+    let mut bytes = 0u64;
+    let mut longest: Option<(&str, &crate::endpoint::Endpoint)> = None;
+    for (count, name, endpoint) in names {
+        if count == 0 {
+            continue;
+        }
+        let len = name.len() as u64;
+        bytes = bytes.saturating_add(count.saturating_mul(len.saturating_add(POINT_SUFFIX)));
+        if longest.is_none_or(|(l, _)| name.len() > l.len()) {
+            longest = Some((name, endpoint));
+        }
+    }
+    match longest {
+        Some((name, endpoint)) if bytes > MAX_HASHED_BYTES => {
+            Err(crate::error::BuildError::too_large(format!(
+                "{policy}: hashing the point names takes {bytes} bytes ({POINT_SUFFIX} plus the \
+                 name's length a point), more than the limit of {MAX_HASHED_BYTES}; the longest \
+                 name, {} bytes, is endpoint `{}`'s: accepted shorter names or fewer points",
+                name.len(),
+                crate::echo::Echo(&endpoint.id().to_string()),
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Balancer, Endpoint, POLICY_NAMES};

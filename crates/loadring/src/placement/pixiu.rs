@@ -53,7 +53,7 @@ use crate::hash::{blake2b_le32, push_decimal};
 use crate::inflight::pool::Pool;
 use crate::placement::hashing::{Placement, Scheme};
 use crate::placement::ring::{later_first, Ring};
-use crate::placement::MAX_RING_POINTS;
+use crate::placement::{check_hashed_names, MAX_RING_POINTS};
 use crate::util::params::Params;
 
 /// The policy name.
@@ -109,6 +109,13 @@ impl Scheme for PixiuRing {
                 pool.weighted_len() as u64
             )));
         }
+        check_hashed_names(
+            NAME,
+            pool.endpoints().iter().map(|e| {
+                let names = if e.weight() == 0 { 0 } else { self.replica_num };
+                (u64::from(names), e.hash_name(), e)
+            }),
+        )?;
         let mut entries: Vec<(u32, u32)> = Vec::with_capacity(points as usize);
         let mut seen: HashSet<&str> = HashSet::with_capacity(pool.len());
         let mut buf = Vec::with_capacity(64);

@@ -507,6 +507,10 @@ impl LifecycleState {
 
     /// Slow start: whether this pick at `now` keeps the endpoint.
     fn keeps(&self, now: u64, slow_start: &SlowStart) -> bool {
+        // A time at the end of the clock (`Request::at(Duration::MAX)`
+        // saturates to u64::MAX ns) must not store a sentinel: it is taken
+        // as the last time before them.
+        let now = now.min(ESTABLISHED - 1);
         let mut added = self.added_at.load(Relaxed);
         if added == ESTABLISHED {
             return true;
@@ -562,7 +566,13 @@ impl Observer for LifecycleState {
         if self.ejected_at(now) {
             return;
         }
-        let failures = self.failures.fetch_add(1, Relaxed) + 1;
+        // Saturating: while the ejection budget is spent the count keeps
+        // growing, and 2^32 failures would wrap it (and overflow `+ 1`).
+        let failures = self
+            .failures
+            .fetch_update(Relaxed, Relaxed, |f| Some(f.saturating_add(1)))
+            .unwrap_or(u32::MAX)
+            .saturating_add(1);
         if failures >= ejection.after && self.try_eject(now, ejection) {
             self.failures.store(0, Relaxed);
         }
@@ -761,6 +771,48 @@ mod tests {
             // Its window started at time 0.
             added_at: AtomicU64::new(0),
             credit: AtomicU64::new(0),
+        }
+    }
+
+    /// While the ejection budget is spent, failures keep counting: the
+    /// count saturates instead of overflowing.
+    #[test]
+    fn the_failure_count_saturates() {
+        let state = LifecycleState {
+            params: LifecycleParams {
+                slow_start: None,
+                ejection: Some(Ejection {
+                    after: 3,
+                    base: Duration::from_secs(1),
+                    max: Duration::from_secs(1),
+                    max_percent: 10,
+                }),
+                panic_below: None,
+            },
+            // No build holds it: every ejection is refused.
+            failures: AtomicU32::new(u32::MAX - 1),
+            ..warming()
+        };
+        for _ in 0..3 {
+            state.observe(&Outcome::failure(Duration::ZERO).at(Duration::ZERO));
+            assert_eq!(state.failures.load(Relaxed), u32::MAX);
+        }
+        state.observe(&Outcome::success(Duration::ZERO));
+        assert_eq!(state.failures.load(Relaxed), 0);
+    }
+
+    /// A pick at the end of the clock starts the window there, and stores
+    /// neither "not picked yet" nor "out of slow start".
+    #[test]
+    fn a_pick_at_the_end_of_the_clock_stores_no_sentinel() {
+        let ramp = curve(1.0, 10);
+        for now in [u64::MAX, u64::MAX - 1] {
+            let state = LifecycleState {
+                added_at: AtomicU64::new(UNSEEN),
+                ..warming()
+            };
+            state.keeps(now, &ramp);
+            assert_eq!(state.added_at.load(Relaxed), ESTABLISHED - 1, "{now}");
         }
     }
 

@@ -82,6 +82,20 @@ const PUNISH_INFLIGHT: (i64, i64) = (3, 2);
 const PUNISH_ERROR: (i64, i64) = (6, 5);
 /// This policy's generator stream (see [`Rng::new`]).
 const STREAM: u64 = 7;
+/// The most endpoints one `la` instance weighs: each weighs up to [`SCALE`]
+/// (a mean latency of 1 µs), and the tree's sums are 64-bit.
+pub(crate) const MAX_ENDPOINTS: usize = (i64::MAX / SCALE) as usize;
+
+/// Refuses pools whose weights could sum past 64 bits (see [`MAX_ENDPOINTS`]).
+fn check_len(len: usize) -> Result<(), BuildError> {
+    if len <= MAX_ENDPOINTS {
+        return Ok(());
+    }
+    Err(BuildError::too_large(format!(
+        "la: {len} endpoints: accepted at most {MAX_ENDPOINTS} (each weighs up to 10^12 in the \
+         64-bit sums of its weight tree)"
+    )))
+}
 
 /// Parameters of `la`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,6 +141,7 @@ impl Policy for LocalityAware {
 
     fn build(&self, pool: Pool) -> Result<Arc<dyn Picker>, BuildError> {
         check_pool(&pool)?;
+        check_len(pool.len())?;
         let tree = Arc::new(WeightTree::new(pool.len()));
         let states: Vec<Option<&LaState>> = (0..pool.len())
             .map(|i| pool.observer::<LaState>(i))
@@ -496,6 +511,23 @@ mod tests {
             window: Duration::from_secs(1),
             seed: Seed(Some(1)),
         })
+    }
+
+    /// The most endpoints whose weights, each at most `SCALE`, sum within
+    /// 64 bits: one more is refused (a pool that large takes gigabytes, so
+    /// the check is tested alone).
+    #[test]
+    fn pools_whose_weights_could_pass_64_bits_are_refused() {
+        assert_eq!(MAX_ENDPOINTS, 9_223_372);
+        assert!(i64::try_from(MAX_ENDPOINTS as i128 * i128::from(SCALE)).is_ok());
+        assert!(check_len(MAX_ENDPOINTS).is_ok());
+        let err = check_len(MAX_ENDPOINTS + 1).unwrap_err();
+        assert_eq!(err.kind(), crate::BuildErrorKind::TooLarge);
+        assert_eq!(
+            err.to_string(),
+            "la: 9223373 endpoints: accepted at most 9223372 (each weighs up to 10^12 in the \
+             64-bit sums of its weight tree)"
+        );
     }
 
     #[test]

@@ -93,6 +93,10 @@ impl PeakEwma {
 
     /// Records a response of latency `rtt` at `now` (both nanoseconds).
     pub(crate) fn record(&self, rtt: u64, now: u64) {
+        // A completion at the end of the clock (`Duration::MAX` saturates to
+        // u64::MAX ns) must not store [`NEVER`]: it is taken as the last
+        // time before it.
+        let now = now.min(NEVER - 1);
         let _serial = self.update.lock().unwrap_or_else(|e| e.into_inner());
         let rtt = rtt as f64;
         let at = self.at.load(Relaxed);
@@ -156,6 +160,16 @@ mod tests {
         close(e.estimate(1 + 1000 * MS), 36_787_944.1);
         // Two: 100 / e^2 = 13.533528 ms.
         close(e.estimate(1 + 2000 * MS), 13_533_528.3);
+    }
+
+    /// Responses at the end of the clock are measured ones: a lower one
+    /// right after a peak, at the same instant, leaves the peak.
+    #[test]
+    fn a_response_at_the_end_of_the_clock_is_a_measured_one() {
+        let e = ewma(1000);
+        e.record(100 * MS, u64::MAX);
+        e.record(MS, u64::MAX);
+        close(e.estimate(u64::MAX), 100.0 * MS as f64);
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! (the sum of the units) splits into at most `n` *segments* of identical
 //! levels. Pick number `k` is the element at position `k mod period`:
 //!
-//! * when the period is small (at most [`TABLE_LIMIT`]), it is read from a
-//!   table of one period computed at build: one division and one load;
+//! * when the period is small (at most [`TABLE_LIMIT`], or
+//!   [`SUBSET_TABLE_LIMIT`] for one zone of a locality policy), it is read
+//!   from a table of one period computed at build: one division and one load;
 //! * otherwise (weights up to `u32::MAX` make periods of up to `n * 2^32`)
 //!   the position is decoded into its segment (binary search), level and
 //!   rank, and the rank-th endpoint of the level is found with a wavelet
@@ -54,6 +55,15 @@ use crate::util::wavelet::Wavelet;
 
 /// Periods up to this many picks are precomputed (2 bytes a pick).
 pub(crate) const TABLE_LIMIT: u64 = 1 << 16;
+/// Periods up to this many picks are precomputed for a sub-pool: the
+/// instance a locality policy (`zone_first`, `local_first`) builds over one
+/// zone. A balancer holds one such instance per zone, and tables of
+/// [`TABLE_LIMIT`] positions each made its memory and build time grow with
+/// the zones, not the endpoints: 2,000 endpoints in zones of two, weights
+/// 65535 and 1, took 130 MB. Longer periods of a zone are decoded
+/// directly, as the whole pool's are beyond [`TABLE_LIMIT`]: the same
+/// sequence.
+pub(crate) const SUBSET_TABLE_LIMIT: u64 = 256;
 
 /// Interleaved weighted round robin (`wrr`).
 #[derive(Debug)]
@@ -91,7 +101,12 @@ enum Order {
 
 impl WeightedRoundRobin {
     pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
-        Self::with_table_limit(pool, TABLE_LIMIT)
+        let limit = if pool.is_whole() {
+            TABLE_LIMIT
+        } else {
+            SUBSET_TABLE_LIMIT
+        };
+        Self::with_table_limit(pool, limit)
     }
 
     /// As `new`, precomputing the period only up to `limit` positions (tests

@@ -34,6 +34,7 @@
 use crate::error::{BuildError, ParseError, ParseErrorKind};
 use crate::hash::{murmur_hash_2, point_name, xxhash64, STD_HASH_SEED};
 use crate::inflight::pool::Pool;
+use crate::placement::check_hashed_names;
 use crate::placement::hashing::{RingKeyHash, RingPlacement, Scheme};
 use crate::placement::ring::Ring;
 use crate::util::params::Params;
@@ -105,6 +106,20 @@ impl RingHash {
                 ((min_w * self.min_ring_size as f64).ceil() / min_w).min(self.max_ring_size as f64);
             // scale <= max_ring_size, so the ring holds at most that many
             // points plus one for rounding in the running sum.
+            // Each endpoint hashes its name for each of its points: at
+            // most its share of the scale, rounded up, and one more for the
+            // running sum's rounding.
+            check_hashed_names(
+                "ring_hash",
+                pool.endpoints().iter().map(|e| {
+                    let points = if e.weight() == 0 {
+                        0
+                    } else {
+                        (scale * normalized(e.weight())).ceil() as u64 + 1
+                    };
+                    (points, e.hash_name(), e)
+                }),
+            )?;
             entries.reserve(scale.ceil() as usize + 1);
             let mut buf = Vec::with_capacity(64);
             let mut current = 0.0f64;
