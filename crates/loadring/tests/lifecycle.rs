@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use loadring::{Balancer, Endpoint, Outcome, PolicySpec, Request};
+use loadring::{Balancer, Endpoint, Outcome, PickErrorKind, PolicySpec, Request};
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -471,4 +471,181 @@ fn states_agree_with_the_per_member_getters() {
     assert_eq!(states[1].lifecycle.ejected_for, Some(secs(9)));
     assert_eq!(states.iter().map(|s| s.in_flight).sum::<u64>(), 6);
     drop(held);
+}
+
+/// The endpoints `b` has ejected at `at`.
+fn ejected(b: &Balancer, at: Duration) -> Vec<String> {
+    b.states(at)
+        .into_iter()
+        .filter(|s| s.lifecycle.ejected_for.is_some())
+        .map(|s| s.endpoint.addr().to_string())
+        .collect()
+}
+
+/// An ejected endpoint removed while guards of it are held, then added
+/// back, starts un-ejected, exactly as one that no guard held (Envoy forgets
+/// a removed host's detector state): it never comes back outside the new
+/// membership's budget. Here the budget of two endpoints is one ejection;
+/// e0 coming back ejected next to an ejected e1 left nothing to pick.
+#[test]
+fn a_rejoining_endpoint_starts_un_ejected_guards_held_or_not() {
+    let three = || (0..3).map(|i| Endpoint::new(format!("e{i}")).unwrap());
+    let but = |out: &'static str| three().filter(move |e| e.addr() != out);
+    for hold in [true, false] {
+        let b = balancer("rr:eject_after=1 eject_for=10s", 3);
+        let guard = b
+            .candidates(&Request::new().at(secs(0)))
+            .unwrap()
+            .find(|c| c.addr() == "e0")
+            .unwrap()
+            .reserve();
+        fail(&b, "e0", secs(0), 1);
+        assert_eq!(ejected(&b, secs(1)), ["e0"]);
+        b.update(but("e0")).unwrap();
+        let guard = if hold {
+            Some(guard)
+        } else {
+            drop(guard);
+            None
+        };
+        // The budget of {e1, e2} has room: e0 is not a member.
+        fail(&b, "e1", secs(1), 1);
+        assert_eq!(ejected(&b, secs(2)), ["e1"], "hold={hold}");
+        b.update(but("e2")).unwrap();
+        assert_eq!(ejected(&b, secs(2)), ["e1"], "hold={hold}");
+        assert_eq!(
+            b.lifecycle("e0", secs(2)).unwrap(),
+            loadring::LifecycleView::default(),
+            "hold={hold}"
+        );
+        assert_eq!(picks(&b, 4, secs(2)), ["e0"; 4], "hold={hold}");
+        // Its past ejections are forgotten too: once e1 is back (11 s), a
+        // new ejection of e0 lasts eject_for, not twice that.
+        fail(&b, "e0", secs(12), 1);
+        assert_eq!(
+            b.lifecycle("e0", secs(12)).unwrap().ejected_for,
+            Some(secs(10)),
+            "hold={hold}"
+        );
+        drop(guard);
+    }
+}
+
+/// Membership churn with guards held, so that endpoints leave and come back
+/// while requests on them run and fail: at every step, at most
+/// `max_ejection_percent` of the current members (at least one) are
+/// ejected, and a pick succeeds, on an endpoint not ejected, whenever a
+/// healthy endpoint is not ejected.
+#[test]
+fn the_ejection_budget_holds_over_the_membership_through_churn() {
+    for (text, n, out, percent) in [
+        ("rr:eject_after=1 eject_for=1s", 3, 1, 10),
+        ("rr:eject_after=1", 3, 1, 10),
+        ("c_murmurhash:eject_after=1 eject_for=2s", 3, 1, 10),
+        (
+            "p2c:eject_after=1 eject_for=1s max_ejection_percent=50",
+            6,
+            2,
+            50,
+        ),
+        (
+            "rr:eject_after=2 eject_for=500ms max_ejection_percent=30",
+            10,
+            3,
+            30,
+        ),
+        ("zone_first over rr:eject_after=1 eject_for=1s", 5, 2, 10),
+    ] {
+        let all: Vec<Endpoint> = (0..n)
+            .map(|i| {
+                Endpoint::new(format!("e{i}"))
+                    .unwrap()
+                    .with_zone(format!("z{}", i % 2))
+                    .unwrap()
+            })
+            .collect();
+        let b = Balancer::new(text.parse().unwrap(), all.clone()).unwrap();
+        let budget = |members: usize| (members * percent / 100).max(1);
+        let check = |at: Duration, step: usize| {
+            let states = b.states(at);
+            let out = ejected(&b, at);
+            assert!(
+                out.len() <= budget(states.len()),
+                "{text}: step {step}: {out:?} ejected of {} members",
+                states.len()
+            );
+        };
+        let mut held = std::collections::VecDeque::new();
+        for step in 0..3_000usize {
+            let at = Duration::from_millis(100 * step as u64);
+            // A turning window of `out` endpoints is left out: one leaves
+            // and one comes back at each step.
+            let members = all
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| (i + step) % n >= out)
+                .map(|(_, e)| e.clone());
+            b.update(members).unwrap();
+            check(at, step);
+            let req = Request::code(step as u64).at(at);
+            let open = b
+                .states(at)
+                .iter()
+                .any(|s| s.healthy && s.lifecycle.ejected_for.is_none());
+            let pick = match b.pick(&req) {
+                Ok(pick) => pick,
+                Err(e) if !open => {
+                    assert_eq!(e.kind(), PickErrorKind::NoEligibleEndpoint, "{text}");
+                    continue;
+                }
+                Err(e) => panic!("{text}: step {step}: {e}"),
+            };
+            let out = ejected(&b, at);
+            assert!(
+                !out.iter().any(|a| a == pick.addr()),
+                "{text}: step {step}: picked {} of {out:?}",
+                pick.addr()
+            );
+            match step % 6 {
+                0 | 3 => held.push_back(pick),
+                2 | 4 => pick.finish(Outcome::failure(Duration::from_millis(5)).at(at)),
+                _ => pick.finish(Outcome::success(Duration::from_millis(5)).at(at)),
+            }
+            check(at, step);
+            // The oldest held guards fail now, on members or not.
+            while held.len() > 5 {
+                let pick: loadring::Pick = held.pop_front().unwrap();
+                pick.finish(Outcome::failure(Duration::from_millis(5)).at(at));
+                check(at, step);
+            }
+        }
+        drop(held);
+        assert_eq!(b.total_in_flight(), 0, "{text}");
+    }
+}
+
+/// The budget is kept when the membership shrinks too: of the endpoints
+/// ejected that stay, those with the most time left stay ejected, as many
+/// as the smaller membership allows; the others are back at once.
+#[test]
+fn a_shrinking_membership_returns_the_ejections_past_its_budget() {
+    // 20% of 10 endpoints: two.
+    let b = balancer("rr:eject_after=1 eject_for=10s max_ejection_percent=20", 10);
+    fail(&b, "e0", secs(0), 1);
+    fail(&b, "e1", secs(1), 1);
+    fail(&b, "e2", secs(2), 1);
+    assert_eq!(ejected(&b, secs(3)), ["e0", "e1"]);
+    // 20% of 5: one. e1 has the more time left (8 s against 7 s).
+    let five = (0..5).map(|i| Endpoint::new(format!("e{i}")).unwrap());
+    b.update(five).unwrap();
+    assert_eq!(ejected(&b, secs(3)), ["e1"]);
+    let seen = picks(&b, 40, secs(3));
+    assert_eq!((count(&seen, "e0"), count(&seen, "e1")), (10, 0));
+    // Back in service, e0 keeps its record: its next ejection is twice as long.
+    assert_eq!(ejected(&b, secs(11)), Vec::<String>::new());
+    fail(&b, "e0", secs(11), 1);
+    assert_eq!(
+        b.lifecycle("e0", secs(11)).unwrap().ejected_for,
+        Some(secs(20))
+    );
 }

@@ -35,6 +35,9 @@ pub struct Pool {
     /// What the balancer's members share about load reports (see
     /// `inflight/fleet.rs`).
     fleet: Arc<FleetState>,
+    /// A part of the membership ([`Pool::subset`]: a zone's endpoints),
+    /// not the membership itself.
+    part: bool,
 }
 
 impl Pool {
@@ -61,6 +64,7 @@ impl Pool {
             total,
             panic: None,
             fleet,
+            part: false,
         }
     }
 
@@ -106,7 +110,21 @@ impl Pool {
             self.fleet.clone(),
         );
         pool.panic = self.panic.clone();
+        pool.part = true;
         pool
+    }
+
+    /// Whether this pool is a part of the membership (a zone's endpoints,
+    /// see [`Pool::subset`]) rather than the membership itself.
+    pub(crate) fn is_part(&self) -> bool {
+        self.part
+    }
+
+    /// Whether endpoint `i` comes back: removed earlier while requests
+    /// reserved on it still ran, it is a member again once the snapshot
+    /// built over this pool is published (until then it is retired).
+    pub(crate) fn is_rejoining(&self, i: usize) -> bool {
+        self.members[i].is_retired()
     }
 
     /// Number of endpoints.

@@ -10,7 +10,7 @@
 //! | `eject_after=N` | off | eject after N consecutive failures |
 //! | `eject_for=DUR` | 30s | base ejection time |
 //! | `max_eject_for=DUR` | 300s | longest ejection |
-//! | `max_ejection_percent=PCT` | 10 | at most PCT% of the endpoints ejected (at least one) |
+//! | `max_ejection_percent=PCT` | 10 | at most PCT% of the current members ejected (at least one) |
 //! | `panic_below=PCT` | off | below PCT% in service, ignore health and ejection |
 //!
 //! Durations are written `500ms`, `10s`, `1m` (see `util/duration.rs`).
@@ -25,12 +25,37 @@
 //! endpoint is not [`Pool::eligible`], so every policy skips it as it skips
 //! an unhealthy one: hashing policies walk on to the successor on the ring,
 //! and keys come back when the ejection ends. Outcomes of requests that
-//! complete while their endpoint is ejected are not counted. An ejection is
-//! refused when `max_ejection_percent` of the endpoints are already ejected,
-//! except that one endpoint may always be ejected (as Envoy does). The
-//! endpoints counted are those of the endpoint's latest build: the
-//! balancer's membership (a zone's, under a locality wrapper, which builds
-//! the policy per zone and over all endpoints: the last of those builds).
+//! complete while their endpoint is ejected are not counted.
+//!
+//! **The ejection budget** is `max_ejection_percent` of the balancer's
+//! current members, but always one: an ejection is refused when that many
+//! are already ejected (as Envoy does). Under a locality wrapper, which
+//! builds the policy per zone and over all endpoints, the zones share the
+//! budget of the whole membership. Envoy checks the bound only when it
+//! ejects; here it holds over the current membership at every moment, also
+//! across membership changes, so that no pick sees more endpoints ejected
+//! than the budget allows:
+//!
+//! - An endpoint removed from the membership and added back starts
+//!   un-ejected, its failure count and its record of past ejections
+//!   forgotten, as Envoy forgets the detector state of a host removed from
+//!   the cluster. This holds whether or not requests reserved on it before
+//!   its removal still run (the balancer then keeps the endpoint's state,
+//!   for its count of requests in flight): it would otherwise come back
+//!   with its ejection, outside the budget of the membership it joins, and
+//!   all the endpoints of a membership could be out at once. Outcomes of
+//!   those requests that complete after its return count as its own.
+//! - A membership that leaves more of its endpoints ejected than its budget
+//!   allows (a smaller one than the last) returns those with the least time
+//!   left to service at once, keeping the others ejected; a returned
+//!   endpoint keeps its record (its next ejection is longer).
+//!
+//! One lock per policy orders the ejections and the membership changes:
+//! an ejection is counted over the new membership or seen by its build.
+//! One window is left: between the build of a new membership and its
+//! publication (the end of the same `update`), the endpoints that stay are
+//! counted over the new membership, so under concurrent failures a pick on
+//! the old one may see more of its endpoints ejected than its budget allows.
 //!
 //! **Panic** (`panic_below=PCT`): before each pick the lifecycle counts the
 //! endpoints in service (weight above zero, healthy, not ejected); when
@@ -283,18 +308,22 @@ pub(crate) fn wrap(policy: Arc<dyn Policy>, params: &mut Params<'_>) -> Result<A
     Ok(Arc::new(Lifecycle {
         inner: policy,
         params: lifecycle,
+        ejecting: Arc::default(),
     }))
 }
 
-/// The endpoints of one build, for the ejection budget: every endpoint's
-/// state points to the peers of the latest build it is in (weakly: the
-/// picker holds them).
+/// The endpoints of one membership, for the ejection budget: every
+/// endpoint's state points to the peers of the latest membership it is in
+/// (weakly: the picker holds them).
 #[derive(Debug)]
 struct Peers {
     pool: Pool,
-    /// Serializes ejections, so that two at once cannot both take the last
-    /// place in the budget.
-    ejecting: Mutex<()>,
+}
+
+/// How many of `members` endpoints may be ejected at once: `max_percent`
+/// of them, but always one.
+fn budget(members: usize, ejection: &Ejection) -> usize {
+    (members * usize::from(ejection.max_percent) / 100).max(1)
 }
 
 /// A policy with the endpoint lifecycle around it.
@@ -302,25 +331,54 @@ struct Peers {
 pub(crate) struct Lifecycle {
     inner: Arc<dyn Policy>,
     params: LifecycleParams,
+    /// Serializes the ejections of its endpoints and the membership
+    /// changes (shared with every endpoint's state): two ejections at once
+    /// cannot both take the last place in the budget, and an ejection is
+    /// counted either over the membership being built, or before it, where
+    /// the build sees it.
+    ejecting: Arc<Mutex<()>>,
 }
 
 impl Lifecycle {
-    /// Wraps the picker built over `pool` (which reads `panic`), and makes
-    /// `pool` its endpoints' peers.
+    /// Wraps the picker built over `pool` (which reads `panic`). When
+    /// `pool` is the membership (not a zone's part of it), makes it its
+    /// endpoints' peers and brings their ejections within its budget: those
+    /// that come back are un-ejected, and if more are ejected than the
+    /// budget allows, those with the least time left are returned.
     fn wrap_picker(
         &self,
         inner: Arc<dyn Picker>,
         pool: Pool,
         panic: Arc<AtomicBool>,
     ) -> Arc<dyn Picker> {
-        let peers = Arc::new(Peers {
-            pool: pool.clone(),
-            ejecting: Mutex::new(()),
-        });
-        if self.params.ejection.is_some() {
-            for i in 0..pool.len() {
-                if let Some(state) = pool.observer::<LifecycleState>(i) {
+        let peers = Arc::new(Peers { pool: pool.clone() });
+        if let Some(ejection) = &self.params.ejection {
+            if !pool.is_part() {
+                let _serial = self.ejecting.lock().unwrap_or_else(|e| e.into_inner());
+                let mut ejected = Vec::new();
+                for i in 0..pool.len() {
+                    let Some(state) = pool.observer::<LifecycleState>(i) else {
+                        continue;
+                    };
                     *state.peers.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&peers);
+                    if pool.is_rejoining(i) {
+                        state.forget_ejections();
+                    }
+                    // No clock here: every ejection not cleared counts,
+                    // ended or not. Ended ones have the least time left:
+                    // they are the first returned, which changes nothing.
+                    let until = state.ejected_until.load(Relaxed);
+                    if until != 0 {
+                        ejected.push((until, state));
+                    }
+                }
+                let allowed = budget(pool.len(), ejection);
+                if ejected.len() > allowed {
+                    // Most time left first; ties in pool order.
+                    ejected.sort_by_key(|&(until, _)| std::cmp::Reverse(until));
+                    for (_, state) in &ejected[allowed..] {
+                        state.ejected_until.store(0, Relaxed);
+                    }
                 }
             }
         }
@@ -390,6 +448,7 @@ impl Policy for Lifecycle {
         Some(Arc::new(LifecycleState {
             inner: self.inner.observer(endpoint),
             params: self.params,
+            ejecting: self.ejecting.clone(),
             peers: Mutex::new(Weak::new()),
             failures: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
@@ -425,7 +484,9 @@ pub struct LifecycleView {
 pub(crate) struct LifecycleState {
     inner: Option<Arc<dyn Observer>>,
     params: LifecycleParams,
-    /// The endpoints of the latest build this one is in.
+    /// The policy's lock on ejections and membership changes.
+    ejecting: Arc<Mutex<()>>,
+    /// The endpoints of the latest membership this one is in.
     peers: Mutex<Weak<Peers>>,
     failures: AtomicU32,
     /// Ejected until this time (ns); 0 when in service.
@@ -464,18 +525,29 @@ impl LifecycleState {
         }
     }
 
+    /// Forgets its ejection, failure count and record: the endpoint comes
+    /// back into the membership (see the module documentation).
+    fn forget_ejections(&self) {
+        self.ejected_until.store(0, Relaxed);
+        self.failures.store(0, Relaxed);
+        *self.history.lock().unwrap_or_else(|e| e.into_inner()) = History::default();
+    }
+
     /// Ejects the endpoint at `now` if the budget allows; whether it did.
     fn try_eject(&self, now: u64, ejection: &Ejection) -> bool {
+        // Taken before the peers are read: a membership change either
+        // comes first (the peers are the new membership) or after (it
+        // sees this ejection).
+        let serial = self.ejecting.lock().unwrap_or_else(|e| e.into_inner());
         let peers = self
             .peers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .upgrade();
-        // No build holds this endpoint any more: it takes no picks anyway.
+        // No membership holds this endpoint any more: it takes no picks anyway.
         let Some(peers) = peers else {
             return false;
         };
-        let serial = peers.ejecting.lock().unwrap_or_else(|e| e.into_inner());
         let pool = &peers.pool;
         let ejected = (0..pool.len())
             .filter(|&i| {
@@ -483,8 +555,7 @@ impl LifecycleState {
                     .is_some_and(|s| s.ejected_at(now))
             })
             .count();
-        let allowed = (pool.len() * usize::from(ejection.max_percent) / 100).max(1);
-        if ejected >= allowed {
+        if ejected >= budget(pool.len(), ejection) {
             return false;
         }
         let mut history = self.history.lock().unwrap_or_else(|e| e.into_inner());
@@ -764,6 +835,7 @@ mod tests {
                 ejection: None,
                 panic_below: None,
             },
+            ejecting: Arc::default(),
             peers: Mutex::new(Weak::new()),
             failures: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
