@@ -16,8 +16,8 @@
 //!   (ties go to the first endpoint, and each pick puts the winner last).
 //!   Those pools run `rr`'s rule, one `fetch_add` a pick whatever their size,
 //!   without building or storing a period;
-//! * up to [`TABLE_LIMIT`] picks ([`SUBSET_TABLE_LIMIT`] for one zone of a
-//!   locality policy; and `period * n` at most
+//! * up to [`TABLE_LIMIT`] picks ([`SUBSET_TABLE_LIMIT`] per endpoint for one
+//!   zone of a locality policy; and `period * n` at most
 //!   [`TABLE_WORK_LIMIT`], the cost of computing it) one period is computed at
 //!   build and a pick is one `fetch_add` on a counter plus a table read,
 //!   without a lock;
@@ -57,7 +57,8 @@ use crate::request::Request;
 
 /// Periods up to this many picks are precomputed (2 bytes a pick).
 pub(crate) const TABLE_LIMIT: u64 = 1 << 16;
-/// Periods up to this many picks are precomputed for a sub-pool: the
+/// Periods up to this many picks per endpoint are precomputed for a
+/// sub-pool (at most [`TABLE_LIMIT`] in all): the
 /// instance a locality policy (`zone_first`, `local_first`) builds over one
 /// zone. A balancer holds one such instance per zone, and tables of
 /// [`TABLE_LIMIT`] positions each made its memory and build time grow with
@@ -102,10 +103,14 @@ struct Table {
 
 impl SmoothWeightedRoundRobin {
     pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
+        // A zone's table costs in proportion to the zone's endpoints, so
+        // that all the zones together cost in proportion to the pool.
         let limit = if pool.is_whole() {
             TABLE_LIMIT
         } else {
             SUBSET_TABLE_LIMIT
+                .saturating_mul(pool.len() as u64)
+                .min(TABLE_LIMIT)
         };
         Self::with_table_limit(pool, limit)
     }
@@ -283,6 +288,19 @@ impl Picker for SmoothWeightedRoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zones_table_is_256_picks_per_endpoint_of_the_zone() {
+        // A zone of 100, 101, 102 (period 303, within 3 x 256) is tabled; a
+        // zone of 600 and 1 (601, past 2 x 256) runs live.
+        let whole = test_pool(&[100, 101, 102, 1]);
+        let three = SmoothWeightedRoundRobin::new(whole.subset(&[0, 1, 2])).unwrap();
+        assert!(matches!(three.state, State::Table(_)), "{:?}", three.state);
+        let two = SmoothWeightedRoundRobin::new(test_pool(&[600, 1, 1]).subset(&[0, 1])).unwrap();
+        assert!(!matches!(two.state, State::Table(_)), "{:?}", two.state);
+        let whole = SmoothWeightedRoundRobin::new(test_pool(&[600, 1])).unwrap();
+        assert!(matches!(whole.state, State::Table(_)), "{:?}", whole.state);
+    }
     use crate::policy::{test_picks, test_pool};
     use proptest::prelude::*;
 

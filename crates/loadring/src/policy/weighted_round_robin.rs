@@ -14,7 +14,7 @@
 //! levels. Pick number `k` is the element at position `k mod period`:
 //!
 //! * when the period is small (at most [`TABLE_LIMIT`], or
-//!   [`SUBSET_TABLE_LIMIT`] for one zone of a locality policy), it is read
+//!   [`SUBSET_TABLE_LIMIT`] per endpoint for one zone of a locality policy), it is read
 //!   from a table of one period computed at build: one division and one load;
 //! * otherwise (weights up to `u32::MAX` make periods of up to `n * 2^32`)
 //!   the position is decoded into its segment (binary search), level and
@@ -55,7 +55,8 @@ use crate::util::wavelet::Wavelet;
 
 /// Periods up to this many picks are precomputed (2 bytes a pick).
 pub(crate) const TABLE_LIMIT: u64 = 1 << 16;
-/// Periods up to this many picks are precomputed for a sub-pool: the
+/// Periods up to this many picks per endpoint are precomputed for a
+/// sub-pool (at most [`TABLE_LIMIT`] in all): the
 /// instance a locality policy (`zone_first`, `local_first`) builds over one
 /// zone. A balancer holds one such instance per zone, and tables of
 /// [`TABLE_LIMIT`] positions each made its memory and build time grow with
@@ -101,10 +102,14 @@ enum Order {
 
 impl WeightedRoundRobin {
     pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
+        // A zone's table costs in proportion to the zone's endpoints, so
+        // that all the zones together cost in proportion to the pool.
         let limit = if pool.is_whole() {
             TABLE_LIMIT
         } else {
             SUBSET_TABLE_LIMIT
+                .saturating_mul(pool.len() as u64)
+                .min(TABLE_LIMIT)
         };
         Self::with_table_limit(pool, limit)
     }
@@ -279,6 +284,25 @@ impl Picker for WeightedRoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zones_table_is_256_picks_per_endpoint_of_the_zone() {
+        // Weights 100, 101, 102 and a fourth endpoint out of the zone: the
+        // zone's period is 303 picks, over 256 but within 3 x 256.
+        let whole = crate::policy::test_pool(&[100, 101, 102, 1]);
+        let three = WeightedRoundRobin::new(whole.subset(&[0, 1, 2])).unwrap();
+        assert_eq!(three.period(), 303);
+        assert!(three.is_table());
+        // Two endpoints of 600 and 1: 601 picks, past 2 x 256.
+        let two = WeightedRoundRobin::new(crate::policy::test_pool(&[600, 1, 1]).subset(&[0, 1]));
+        let two = two.unwrap();
+        assert_eq!(two.period(), 601);
+        assert!(!two.is_table());
+        // The whole pool keeps its own limit.
+        assert!(WeightedRoundRobin::new(crate::policy::test_pool(&[300, 1]))
+            .unwrap()
+            .is_table());
+    }
     use crate::policy::{test_picks, test_pool};
     use proptest::prelude::*;
 
