@@ -324,6 +324,19 @@ pub(crate) fn weight_units(pool: &Pool) -> Vec<u64> {
     weights.map(|w| w / step).collect()
 }
 
+/// How many positions of a period a weighted round robin precomputes:
+/// `whole` for the balancer's whole pool; for a zone's sub-pool (a locality
+/// policy builds one per zone) `per_endpoint` for each of its endpoints, at
+/// most `whole`, so that all the zones together cost in proportion to the
+/// pool, not to the number of zones.
+pub(crate) fn period_table_limit(pool: &Pool, whole: u64, per_endpoint: u64) -> u64 {
+    if pool.is_whole() {
+        whole
+    } else {
+        per_endpoint.saturating_mul(pool.len() as u64).min(whole)
+    }
+}
+
 /// A whole pool of endpoints `e0, e1, ...` with the given weights.
 #[cfg(test)]
 pub(crate) fn test_pool(weights: &[u32]) -> Pool {

@@ -103,15 +103,7 @@ struct Table {
 
 impl SmoothWeightedRoundRobin {
     pub(crate) fn new(pool: Pool) -> Result<Self, BuildError> {
-        // A zone's table costs in proportion to the zone's endpoints, so
-        // that all the zones together cost in proportion to the pool.
-        let limit = if pool.is_whole() {
-            TABLE_LIMIT
-        } else {
-            SUBSET_TABLE_LIMIT
-                .saturating_mul(pool.len() as u64)
-                .min(TABLE_LIMIT)
-        };
+        let limit = crate::policy::period_table_limit(&pool, TABLE_LIMIT, SUBSET_TABLE_LIMIT);
         Self::with_table_limit(pool, limit)
     }
 
