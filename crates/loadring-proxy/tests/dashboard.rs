@@ -189,22 +189,7 @@ fn tail(path: &Path) -> String {
 
 /// The DOM after the page's script ran for [`BUDGET_MS`] of virtual time.
 async fn dump_dom(dir: &Path, url: String) -> String {
-    let dir = dir.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let out = dir.join(format!("dom-{}.html", url.len()));
-        browse(
-            &dir,
-            &url,
-            &[
-                format!("--virtual-time-budget={BUDGET_MS}"),
-                "--dump-dom".into(),
-            ],
-            &out,
-        );
-        std::fs::read_to_string(out).unwrap()
-    })
-    .await
-    .unwrap()
+    dump_dom_and_console(dir, url).await.0
 }
 
 /// [`dump_dom`], and what the page wrote to the console (Chromium's
