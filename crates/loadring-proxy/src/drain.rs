@@ -116,6 +116,16 @@ pub(crate) struct Entered {
 }
 
 impl Entered {
+    /// A second place in the same drain, for what the connection becomes
+    /// after the future watched now ends (HTTP/1.1's reader handing an
+    /// HTTP/2 preface on).
+    pub(crate) fn again(&self) -> Entered {
+        let drain = Drain {
+            shared: self.shared.clone(),
+        };
+        drain.enter()
+    }
+
     /// `conn`, told to finish when the drain stops.
     pub(crate) fn watch<C: Graceful>(self, conn: C) -> Watched<C> {
         Watched {
@@ -218,6 +228,21 @@ mod tests {
         fn graceful_shutdown(self: Pin<&mut Self>) {
             self.told.store(true, Ordering::SeqCst);
         }
+    }
+
+    #[tokio::test]
+    async fn a_second_place_of_a_connection_is_waited_for_too() {
+        let drain = Drain::new();
+        let entered = drain.enter();
+        let again = entered.again();
+        drop(entered);
+        let stopping = tokio::spawn(drain.stop());
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!stopping.is_finished(), "stopped with a place left");
+        drop(again);
+        tokio::time::timeout(WAIT, stopping).await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use crate::downstream::ClientBody;
 use bytes::Bytes;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use loadring::{LoadReport, Outcome, Pick};
 
 use crate::abandoned::Abandoning;
@@ -550,7 +550,7 @@ impl Forwarder {
     /// The checks and the key are the exchange's: this only boxes it, and
     /// the future returned is a few words (hyper moves it, and each move
     /// copies what it holds).
-    pub fn forward(&self, request: Request<Incoming>, peer: SocketAddr) -> Forwarding {
+    pub fn forward(&self, request: Request<ClientBody>, peer: SocketAddr) -> Forwarding {
         // Built in its box (see `in_place`): the exchange is kilobytes.
         let exchange = boxed_in_place!(self.clone().exchange(request, peer));
         Forwarding::new(self.clone(), exchange)
@@ -558,7 +558,7 @@ impl Forwarder {
 
     async fn exchange(
         self,
-        mut request: Request<Incoming>,
+        mut request: Request<ClientBody>,
         peer: SocketAddr,
     ) -> Response<ProxyBody> {
         let cluster = &self.cluster;

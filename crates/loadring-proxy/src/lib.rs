@@ -62,6 +62,7 @@ mod cluster;
 mod config;
 mod connect;
 mod dashboard;
+mod downstream;
 mod drain;
 mod duration;
 mod endpoint_counters;

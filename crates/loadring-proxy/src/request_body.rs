@@ -15,11 +15,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::downstream::{BodyError, ClientBody};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 
 use crate::upload::Upload;
 
@@ -43,12 +43,12 @@ pub(crate) enum RequestBody {
 /// with the request.
 #[derive(Debug)]
 pub(crate) struct Rest {
-    body: Incoming,
+    body: ClientBody,
     upload: Upload,
 }
 
 impl Rest {
-    fn new(body: Incoming) -> Box<Self> {
+    fn new(body: ClientBody) -> Box<Self> {
         Box::new(Rest {
             body,
             upload: Upload::new(),
@@ -60,7 +60,7 @@ impl Rest {
 #[derive(Debug)]
 pub(crate) enum ReadError {
     /// The client went away or sent a malformed body.
-    Client(hyper::Error),
+    Client(BodyError),
     /// The client sent nothing for this long.
     Stalled(Duration),
 }
@@ -89,7 +89,7 @@ impl RequestBody {
     /// Reading from the client failed (it went away, or sent a malformed
     /// body), or it sent nothing for `idle`.
     pub(crate) async fn read(
-        mut body: Incoming,
+        mut body: ClientBody,
         limit: u64,
         idle: Duration,
     ) -> Result<Self, ReadError> {
@@ -204,12 +204,12 @@ impl Outgoing {
 
 impl Body for Outgoing {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let this = &mut *self;
         if let Some(chunk) = this.read.chunks.pop_front() {
             if let Some(rest) = &this.rest {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use std::borrow::Cow;
 
 use futures_util::FutureExt as _;
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -28,7 +28,8 @@ use crate::activity::{Activity, OpenStream};
 use crate::clients::{AcceptErrors, AcceptLog, ClientLimits};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
-use crate::drain::Drain;
+use crate::downstream::{ClientBody, H1Connection, Handler, Io, Prefixed};
+use crate::drain::{Drain, Entered};
 use crate::error::{ProxyError, ProxyErrorKind};
 use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
 use crate::health::spawn_active_checks;
@@ -134,14 +135,16 @@ impl Gateway {
     /// Handles one request from `peer`: checked and routed now, answered
     /// by the future returned (a few words: see [`Handling`]).
     pub fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Handling {
-        self.handle_marked(request, peer, LeftEarly::default())
+        self.handle_marked(request.map(ClientBody::Hyper), peer, LeftEarly::default())
     }
+
+
 
     /// [`handle`](Self::handle), the answer carrying `left_early`: built
     /// with it, not given it after (each move of the answer copies it).
     pub(crate) fn handle_marked(
         &self,
-        mut request: Request<Incoming>,
+        mut request: Request<ClientBody>,
         peer: SocketAddr,
         left_early: LeftEarly,
     ) -> Handling {
@@ -197,6 +200,15 @@ impl Gateway {
                 left_early,
             ),
         }
+    }
+}
+
+/// The gateway answers its own HTTP/1.1 server's requests.
+impl Handler for Gateway {
+    type Answer = Handling;
+
+    fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Handling {
+        self.handle_marked(request, peer, LeftEarly::default())
     }
 }
 
@@ -570,31 +582,22 @@ impl ServeClients {
             inboxes,
             ..
         } = &self;
-        // HTTP/1.1 or HTTP/2, told apart by the connection preface (h2c
-        // with prior knowledge; over TLS, what ALPN chose).
-        let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-        // The limit on reading a request's headers (slow clients holding
-        // connections) only applies with a timer. hyper also applies it to
-        // a kept-alive connection waiting for its next request: it arms it
-        // for every request, so the workers (current-thread runtimes) have
-        // a timer made for that, which their requests' timeouts use too
-        // (slot_timer.rs); tokio's serves a listener run inside a
-        // multi-thread runtime.
+        // The workers (current-thread runtimes) time header reads and
+        // requests on a timer made for that (slot_timer.rs); tokio's serves
+        // a listener run inside a multi-thread runtime.
         if SlotTimer::fits_this_runtime() {
-            http.http1().timer(SlotTimer);
             crate::slot_timer::use_on_this_thread();
-        } else {
-            http.http1().timer(TokioTimer::new());
         }
-        http.http1().header_read_timeout(clients.header_timeout);
+        // HTTP/2 clients (told apart by their preface: with prior knowledge,
+        // or over TLS as ALPN chose) are hyper's.
         // SETTINGS_ENABLE_CONNECT_PROTOCOL: HTTP/2 clients may open
         // WebSockets with extended CONNECT (RFC 8441), see websocket.rs.
         // Each stream may hold a connection to a backend: the streams one
         // client connection has open at once are capped (nginx's default
         // is 128, HAProxy's 100), named here rather than left to hyper's
         // default, which has changed before.
-        http.http2()
-            .timer(TokioTimer::new())
+        let mut http = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http.timer(TokioTimer::new())
             .max_concurrent_streams(MAX_CLIENT_STREAMS)
             .enable_connect_protocol();
         let serve = ServeOne {
@@ -694,7 +697,7 @@ struct ServeOne {
     header_timeout: Duration,
     /// How long a write to the client may be held back (send_limit.rs).
     send_timeout: Duration,
-    http: Arc<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
+    http: Arc<hyper::server::conn::http2::Builder<TokioExecutor>>,
     drain: Drain,
 }
 
@@ -716,66 +719,29 @@ impl ServeOne {
     /// Serves `stream` on a task of this worker until the client is done;
     /// `slot` and `serving` count it until then.
     fn start(&self, stream: TcpStream, peer: SocketAddr, slot: Place, serving: Serving) {
-        let gateway = self.gateway.clone();
-        let activity = Activity::default();
-        let service = service_fn({
-            let activity = activity.clone();
-            move |mut request: Request<Incoming>| {
-                let version = request.version();
-                activity.note(version);
-                // Not boxed: the future is a few words (the forwarding
-                // state, kilobytes, has its own box), and hyper moves it
-                // into HTTP/1's in-flight slot or an HTTP/2 stream's task
-                // without a copy of much. An HTTP/2 stream's counts if its
-                // client resets it unanswered (reset_flood.rs).
-                // Its answer is watched too, for a client that takes
-                // nothing of it (stream_send_limit.rs), and the stream is
-                // open, the connection not idle, until the answer is over.
-                let (left_early, open) = if version == Version::HTTP_2 {
-                    if request.method() == Method::CONNECT {
-                        // A WebSocket's stream outlives its answer: its
-                        // tunnel holds it open (websocket.rs).
-                        let tunnel = TunnelStream::new(activity.open_stream());
-                        request.extensions_mut().insert(tunnel);
-                    }
-                    (
-                        LeftEarly::new(activity.clone()),
-                        Some(activity.open_stream()),
-                    )
-                } else {
-                    (LeftEarly::default(), None)
-                };
-                gateway
-                    .handle_marked(request, peer, left_early)
-                    .map(served_watched(open))
-            }
-        });
-        // A request within the header timeout, or the connection is closed
-        // (idle_limit.rs); for TLS, from the end of the handshake.
-        let within = self.header_timeout;
-        let floods = self.gateway.metrics().reset_floods();
+        // Entered now: a drain that begins during a TLS handshake or the
+        // wait for the first request waits for this connection too.
+        let entered = self.drain.enter();
+        let client = Client {
+            gateway: self.gateway.clone(),
+            http: self.http.clone(),
+            header_timeout: self.header_timeout,
+            send_timeout: self.send_timeout,
+            peer,
+        };
         // A client that reads nothing for the send timeout is cut off
         // (send_limit.rs); under TLS, its socket is.
         let stream = SendLimit::new(stream, self.send_timeout);
         match &self.tls {
             None => {
-                let connection = self.http.serve_connection_with_upgrades(
-                    TokioIo::new(JoinedWrites::new(stream)),
-                    service,
-                );
-                let connection = self.drain.enter().watch(
-                    IdleLimit::new(connection.into_owned(), within, activity)
-                        .cutting_stalled_answers(self.send_timeout),
-                );
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
-                    log_end(peer, within, connection.await, &floods);
+                    client.serve(stream, entered).await;
                 });
             }
             Some(tls) => {
                 let acceptor = TlsAcceptor::from(tls.current());
-                let (http, entered) = (self.http.clone(), self.drain.enter());
-                let send_timeout = self.send_timeout;
+                let within = self.header_timeout;
                 tokio::spawn(async move {
                     let _counted = (slot, serving);
                     // A client that sends garbage (or plain HTTP) or stalls
@@ -791,22 +757,88 @@ impl ServeOne {
                             return;
                         }
                     };
-                    let connection = http
-                        .serve_connection_with_upgrades(
-                            TokioIo::new(JoinedWrites::new(stream)),
-                            service,
-                        )
-                        .into_owned();
-                    let ended = entered
-                        .watch(
-                            IdleLimit::new(connection, within, activity)
-                                .cutting_stalled_answers(send_timeout),
-                        )
-                        .await;
-                    log_end(peer, within, ended, &floods);
+                    client.serve(stream, entered).await;
                 });
             }
         }
+    }
+}
+
+/// What serving one client connection needs.
+struct Client {
+    gateway: Arc<Gateway>,
+    http: Arc<hyper::server::conn::http2::Builder<TokioExecutor>>,
+    header_timeout: Duration,
+    send_timeout: Duration,
+    peer: SocketAddr,
+}
+
+impl Client {
+    /// Serves `io` (plain or TLS) until the client is done: HTTP/1.1 on
+    /// the gateway's own server, HTTP/2 (its preface first) on hyper's.
+    async fn serve<S: Io>(self, io: S, entered: Entered) {
+        let peer = self.peer;
+        // The HTTP/2 connection's place, should the client speak it.
+        let h2_place = entered.again();
+        let h1 = entered.watch(H1Connection::new(
+            io,
+            self.gateway.clone(),
+            peer,
+            self.header_timeout,
+        ));
+        match h1.await {
+            Ok(None) => {}
+            Ok(Some((io, read))) => self.serve_h2(Prefixed::new(read, io), h2_place).await,
+            Err(e) => tracing::debug!("client {peer}: {e}"),
+        }
+    }
+
+    /// Serves an HTTP/2 connection (with prior knowledge, or as TLS's ALPN
+    /// chose) on hyper's server.
+    async fn serve_h2<S: Io>(self, io: Prefixed<S>, entered: Entered) {
+        let Client {
+            gateway,
+            http,
+            header_timeout: within,
+            send_timeout,
+            peer,
+        } = self;
+        let activity = Activity::default();
+        let floods = gateway.metrics().reset_floods();
+        let service = service_fn({
+            let activity = activity.clone();
+            move |mut request: Request<Incoming>| {
+                activity.note(request.version());
+                // Not boxed: the future is a few words (the forwarding
+                // state, kilobytes, has its own box), and hyper moves it
+                // into a stream's task without a copy of much. A stream's
+                // counts if its client resets it unanswered
+                // (reset_flood.rs). Its answer is watched too, for a
+                // client that takes nothing of it (stream_send_limit.rs),
+                // and the stream is open, the connection not idle, until
+                // the answer is over.
+                if request.method() == Method::CONNECT {
+                    // A WebSocket's stream outlives its answer: its
+                    // tunnel holds it open (websocket.rs).
+                    let tunnel = TunnelStream::new(activity.open_stream());
+                    request.extensions_mut().insert(tunnel);
+                }
+                let left_early = LeftEarly::new(activity.clone());
+                let open = Some(activity.open_stream());
+                gateway
+                    .handle_marked(request.map(ClientBody::Hyper), peer, left_early)
+                    .map(served_watched(open))
+            }
+        });
+        let connection = http.serve_connection(TokioIo::new(JoinedWrites::new(io)), service);
+        // A request within the header timeout, or the connection is closed
+        // (idle_limit.rs).
+        let ended = entered
+            .watch(
+                IdleLimit::new(connection, within, activity).cutting_stalled_answers(send_timeout),
+            )
+            .await;
+        log_end(peer, within, ended, &floods);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The timer of a worker thread's requests: the header read timeout of
-//! its client connections (hyper arms it for every request, and for each
-//! kept-alive connection waiting for its next one) and each request's own
+//! its client connections (the HTTP/1.1 server, downstream/, arms it for
+//! every request, and for each kept-alive connection waiting for its next
+//! one) and each request's own
 //! timeout. Both are set for every request, so they must cost next to
 //! nothing.
 //!

@@ -10,13 +10,13 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::downstream::{ClientBody, Io, PendingSwitch, Switched};
 use base64::Engine as _;
 use http::header::{
     HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
     SEC_WEBSOCKET_VERSION, UPGRADE,
 };
 use http::{Method, Request, Response, StatusCode, Version};
-use hyper::body::Incoming;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use loadring::{Outcome, Pick};
@@ -34,7 +34,7 @@ use crate::tunnel_idle::{Noted, Traffic};
 /// A client's request to switch protocols, its side of the tunnel to come.
 #[derive(Debug)]
 pub(crate) struct Tunnel {
-    client: OnUpgrade,
+    client: ClientSide,
     /// An HTTP/2 client's stream, open until the tunnel closes.
     stream: Option<TunnelStream>,
     asked: Asked,
@@ -94,7 +94,7 @@ impl Tunnel {
     /// An HTTP/1.1 upgrade to an HTTP/2 backend (501): its protocol's
     /// handshake would have to be translated, and only a WebSocket's is known.
     pub(crate) fn asked(
-        request: &mut Request<Incoming>,
+        request: &mut Request<ClientBody>,
         to: BackendProtocol,
     ) -> Result<Option<Tunnel>, &'static str> {
         if request.method() == Method::CONNECT {
@@ -109,7 +109,7 @@ impl Tunnel {
             *request.method_mut() = Method::GET;
             return Ok(Some(Tunnel {
                 stream: request.extensions_mut().remove(),
-                client: hyper::upgrade::on(request),
+                client: ClientSide::of(request),
                 asked: Asked::Connect,
                 to,
                 accept: None,
@@ -140,7 +140,7 @@ impl Tunnel {
             }
         };
         Ok(Some(Tunnel {
-            client: hyper::upgrade::on(request),
+            client: ClientSide::of(request),
             stream: None,
             asked: Asked::Upgrade(protocol),
             to,
@@ -259,26 +259,27 @@ impl Tunnel {
             clients.send_timeout,
             clients.tunnel_timeout,
         );
-        let limited = move |client| SendLimit::new(TokioIo::new(client), send_timeout);
         tokio::spawn(async move {
             let _open = stream;
+            let client = client.switched(send_timeout);
             // The backend's connection is the tunnel's now: never pooled.
             let copied = match h1_backend {
                 Some(backend) => match client.await {
-                    Ok(client) => {
-                        Ok(copy_until_either_closes(limited(client), backend, quiet).await)
-                    }
+                    Ok(client) => Ok(copy_until_either_closes(client, backend, quiet).await),
                     Err(e) => Err(e),
                 },
-                None => match tokio::try_join!(client, h2_backend) {
-                    Ok((client, backend)) => {
-                        Ok(
-                            copy_until_either_closes(limited(client), TokioIo::new(backend), quiet)
-                                .await,
-                        )
+                None => {
+                    let backend = async { h2_backend.await.map_err(|e| e.to_string()) };
+                    match tokio::try_join!(client, backend) {
+                        Ok((client, backend)) => {
+                            Ok(
+                                copy_until_either_closes(client, TokioIo::new(backend), quiet)
+                                    .await,
+                            )
+                        }
+                        Err(e) => Err(e),
                     }
-                    Err(e) => Err(e),
-                },
+                }
             };
             match copied {
                 Ok(closed) => {
@@ -295,6 +296,51 @@ impl Tunnel {
             }
         });
         Response::from_parts(head, empty_body())
+    }
+}
+
+/// The client's side of a tunnel: an HTTP/2 stream or an HTTP/1.1
+/// connection switched by hyper's server, or an HTTP/1.1 connection of the
+/// gateway's own server (downstream/).
+enum ClientSide {
+    Hyper(OnUpgrade),
+    Own(Option<tokio::sync::oneshot::Receiver<Switched>>),
+}
+
+impl std::fmt::Debug for ClientSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientSide::Hyper(_) => f.write_str("ClientSide::Hyper"),
+            ClientSide::Own(_) => f.write_str("ClientSide::Own"),
+        }
+    }
+}
+
+impl ClientSide {
+    fn of(request: &mut Request<ClientBody>) -> Self {
+        match request.extensions_mut().remove::<PendingSwitch>() {
+            Some(pending) => ClientSide::Own(pending.take()),
+            None => ClientSide::Hyper(hyper::upgrade::on(request)),
+        }
+    }
+
+    /// The client's side once switched; hyper's with the send timeout
+    /// (the gateway's own connection has it already).
+    async fn switched(self, send_timeout: Duration) -> Result<Box<dyn Io>, String> {
+        match self {
+            ClientSide::Hyper(on) => match on.await {
+                Ok(upgraded) => Ok(Box::new(SendLimit::new(
+                    TokioIo::new(upgraded),
+                    send_timeout,
+                ))),
+                Err(e) => Err(e.to_string()),
+            },
+            ClientSide::Own(Some(switched)) => match switched.await {
+                Ok(switched) => Ok(Box::new(switched)),
+                Err(_) => Err("the client's connection closed before it switched".into()),
+            },
+            ClientSide::Own(None) => Err("the client's connection was taken before".into()),
+        }
     }
 }
 

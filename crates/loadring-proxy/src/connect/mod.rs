@@ -21,12 +21,12 @@ mod body;
 #[cfg(test)]
 mod codec_props;
 mod connection;
-mod decode;
+pub(crate) mod decode;
 mod error;
 mod exchange;
 #[cfg(test)]
 mod exchange_tests;
-mod fields;
+pub(crate) mod fields;
 mod h2;
 mod names;
 pub(crate) mod pool;
