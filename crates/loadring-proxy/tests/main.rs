@@ -10,6 +10,7 @@ mod running;
 mod abandoned;
 mod config_errors;
 mod dashboard;
+mod downstream;
 mod errors;
 mod faults;
 mod gateway;
