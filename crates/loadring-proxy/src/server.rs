@@ -138,8 +138,6 @@ impl Gateway {
         self.handle_marked(request.map(ClientBody::Hyper), peer, LeftEarly::default())
     }
 
-
-
     /// [`handle`](Self::handle), the answer carrying `left_early`: built
     /// with it, not given it after (each move of the answer copies it).
     pub(crate) fn handle_marked(
