@@ -49,6 +49,8 @@ const WRITE_APART: usize = 16 * 1024;
 /// The most bytes of an unread request body read past to keep its
 /// connection (nginx reads past any length, for its lingering time).
 const DISCARD_AT_MOST: usize = 64 * 1024;
+/// The most buffer a kept-alive connection keeps between requests.
+const KEEP_AT_MOST: usize = 16 * 1024;
 /// Answer bytes gathered before a write.
 const GATHER: usize = 32 * 1024;
 
@@ -167,7 +169,7 @@ impl<S: Io, H: Handler> Served<S, H> {
             };
             first = false;
             match self.exchange(head).await? {
-                Next::Request => {}
+                Next::Request => self.trim(),
                 Next::Close => {
                     let _ = self.io.shutdown().await;
                     return Ok(None);
@@ -181,6 +183,18 @@ impl<S: Io, H: Handler> Served<S, H> {
                     return Ok(None);
                 }
             }
+        }
+    }
+
+    /// Between requests, gives back what a large answer or head made the
+    /// buffers grow to: a kept-alive connection waits with a few
+    /// kilobytes, however much it carried before.
+    fn trim(&mut self) {
+        if self.out.capacity() > KEEP_AT_MOST {
+            self.out = Vec::with_capacity(1024);
+        }
+        if self.buf.is_empty() && self.buf.capacity() > KEEP_AT_MOST {
+            self.buf = BytesMut::with_capacity(8 * 1024);
         }
     }
 
