@@ -140,6 +140,9 @@ struct Feeding {
     /// `100 Continue` is to be written before the body is read (bytes
     /// of it left to write).
     continue_due: &'static [u8],
+    /// `100 Continue` was due when the final answer's head went out, and
+    /// was not written: the client may never send the body.
+    continue_withheld: bool,
     /// The body's end was handed on.
     done: bool,
     /// The body's framing broke, or the client closed in its middle: the
@@ -366,6 +369,12 @@ impl<S: Io, H: Handler> Served<S, H> {
         // A body left unread that cannot be read past closes the
         // connection: the answer says so (RFC 9110 10.1.1).
         let unreadable = feeding.as_ref().is_some_and(Feeding::cannot_be_read_past);
+        if let Some(feeding) = feeding.as_mut() {
+            // A 1xx comes before the final answer or not at all (RFC 9110
+            // 15.2): a client still waiting for `100 Continue` has its
+            // answer now, and sends its body or leaves.
+            feeding.withhold_continue();
+        }
         let asked = Asked {
             head: asked_head,
             version,
@@ -416,7 +425,7 @@ impl<S: Io, H: Handler> Served<S, H> {
     /// the connection must close instead: a longer body, a slower client,
     /// or one still waiting for `100 Continue` (it may never send it).
     async fn discard_rest(&mut self, feeding: &mut Feeding) -> bool {
-        if !feeding.continue_due.is_empty() {
+        if feeding.continue_withheld {
             return false;
         }
         let (io, buf, decoder) = (&mut self.io, &mut self.buf, &mut feeding.decoder);
@@ -624,6 +633,7 @@ fn feed(
         } else {
             b""
         },
+        continue_withheld: false,
         done: false,
         broken: false,
     };
@@ -631,6 +641,15 @@ fn feed(
 }
 
 impl Feeding {
+    /// Drops a `100 Continue` not written yet: the final answer's head
+    /// goes out now.
+    fn withhold_continue(&mut self) {
+        if !self.continue_due.is_empty() {
+            self.continue_due = b"";
+            self.continue_withheld = true;
+        }
+    }
+
     /// Whether the rest of the body, which nobody reads, will not be read
     /// past after the answer (see `discard_rest`): it broke, or it is
     /// longer than that allows, or its client still waits for `100
