@@ -239,10 +239,6 @@ impl Handler for Fake {
             body = None;
         }
         Box::pin(async move {
-            if let Some(dropped) = never {
-                let _flag = DropFlag(dropped);
-                std::future::pending::<()>().await;
-            }
             let answer_body = if echo {
                 body.take()
                     .expect("the body to echo")
@@ -260,6 +256,10 @@ impl Handler for Fake {
                     Err(e) => Err(e.to_string()),
                 };
                 lock(&state.bodies).push(read);
+            }
+            if let Some(dropped) = never {
+                let _flag = DropFlag(dropped);
+                std::future::pending::<()>().await;
             }
             if let Some(gate) = gate {
                 let _ = gate.await;
@@ -664,6 +664,17 @@ async fn empty_lines_before_a_request_line_are_skipped() {
     assert_eq!(state.targets(), ["GET /a", "GET /b"]);
 }
 
+/// Empty lines before a request line are skipped as they come: they do
+/// not count against the head's limit (64 KiB).
+#[tokio::test]
+async fn empty_lines_before_a_request_do_not_count_against_the_heads_limit() {
+    let (mut client, state, _task) = serve(vec![]);
+    client.send("\r\n".repeat(33 * 1024)).await;
+    client.send(get("/after")).await;
+    assert_eq!(client.answer().await.text(), "GET /after");
+    assert_eq!(state.targets(), ["GET /after"]);
+}
+
 /// A head is read wherever its writes split it: at every byte, and
 /// with bare LF line ends (RFC 9112 2.2: a recipient MAY take a bare LF
 /// as a line's end).
@@ -743,6 +754,22 @@ async fn connection_close_is_answered_close_and_the_connection_closed() {
     client.closed().await;
     ended_closed(task).await;
     assert_eq!(state.targets(), ["GET /1"]);
+}
+
+/// `close` after a body read whole: nothing is left to read, so the
+/// connection ends with its answer, without waiting for its client.
+#[tokio::test]
+async fn connection_close_after_a_body_read_whole_ends_the_connection_at_once() {
+    let (mut client, state, task) = serve(vec![Reply::text(200, "stored").reading()]);
+    client
+        .send("POST /up HTTP/1.1\r\nhost: a\r\nconnection: close\r\ncontent-length: 5\r\n\r\nhello")
+        .await;
+    let answer = client.answer_to("POST").await;
+    assert_eq!(answer.text(), "stored");
+    assert_eq!(answer.field("connection"), Some("close"));
+    client.closed().await;
+    ended_closed(task).await;
+    assert_eq!(state.bodies(), [Ok((Bytes::from_static(b"hello"), None))]);
 }
 
 /// RFC 9112 9.3: an HTTP/1.0 request without `keep-alive` is the last.
@@ -1078,6 +1105,9 @@ async fn expect_100_continue_unread_is_answered_close_without_100() {
     assert_eq!(answer.text(), "no");
     client.closed().await;
     assert!(state.bodies().is_empty());
+    // A lingering close: it reads on until its client closes.
+    settle().await;
+    assert!(!task.is_finished(), "ended before its client closed");
     client.shut().await;
     ended_closed(task).await;
 }
@@ -1142,6 +1172,9 @@ async fn an_unread_body_over_64_kib_closes_the_connection() {
     assert_eq!(answer.text(), "too long");
     client.closed().await;
     assert_eq!(state.targets(), ["POST /up"]);
+    // A lingering close: it reads on until its client closes.
+    settle().await;
+    assert!(!task.is_finished(), "ended before its client closed");
     client.shut().await;
     ended_closed(task).await;
 }
@@ -1258,6 +1291,57 @@ async fn an_answer_may_stream_the_request_body_as_it_comes() {
     assert_eq!(client.answer().await.text(), "GET /next");
 }
 
+/// A body longer than what is read past (64 KiB) still being read by
+/// the answer is no reason to close: the connection is kept.
+#[tokio::test]
+async fn a_long_body_streamed_back_keeps_the_connection() {
+    let (mut client, _state, _task) = serve(vec![Reply::echo()]);
+    client
+        .send("POST /echo HTTP/1.1\r\nhost: a\r\ncontent-length: 70000\r\n\r\n")
+        .await;
+    let head = client.head().await;
+    assert!(head.contains("\r\ncontent-length: 70000\r\n"), "{head}");
+    assert!(!head.contains("connection"), "{head}");
+    assert!(client.buf.is_empty());
+    let body: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+    let mut echoed = vec![0u8; body.len()];
+    {
+        let (mut reader, mut writer) = tokio::io::split(&mut client.io);
+        let (sent, read) = tokio::time::timeout(
+            GUARD,
+            futures_util::future::join(writer.write_all(&body), reader.read_exact(&mut echoed)),
+        )
+        .await
+        .expect("the body goes and comes back in time");
+        sent.unwrap();
+        read.unwrap();
+    }
+    assert!(echoed == body, "the echoed bytes differ");
+    client.send(get("/next")).await;
+    assert_eq!(client.answer().await.text(), "GET /next");
+}
+
+/// An answer that streams the request's body back, to a client that
+/// waits for `100 Continue`: a `100` may come before the final answer's
+/// head, never after it (RFC 9110 15.2: 1xx answers precede the final
+/// one; RFC 9112 6.3: after a head with a Content-Length its body is
+/// that many bytes), so the body's bytes follow the head unmixed.
+#[tokio::test]
+async fn no_100_continue_after_the_final_answers_head() {
+    let (mut client, _state, _task) = serve(vec![Reply::echo()]);
+    client.send(EXPECTING).await;
+    let mut head = client.head().await;
+    if head.starts_with("HTTP/1.1 100 ") {
+        head = client.head().await;
+    }
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(head.contains("\r\ncontent-length: 5\r\n"), "{head}");
+    client.send("hello").await;
+    assert_eq!(lossy(&client.take(5).await), "hello");
+    client.send(get("/next")).await;
+    assert_eq!(client.answer().await.text(), "GET /next");
+}
+
 // ---------------------------------------------------------------------------
 // 8. A client that leaves.
 // ---------------------------------------------------------------------------
@@ -1284,6 +1368,27 @@ async fn a_client_that_closes_while_its_answer_is_pending_drops_the_answer() {
         }
         assert!(dropped.load(Ordering::SeqCst), "whole: {whole}");
     }
+}
+
+/// The same once its whole body was read: the client's close is still
+/// watched for while the answer is pending.
+#[tokio::test]
+async fn a_client_that_closes_after_its_body_while_its_answer_is_pending_drops_the_answer() {
+    let dropped = Arc::new(AtomicBool::new(false));
+    let mut reply = Reply::never(dropped.clone());
+    reply.read_body = true;
+    let (mut client, state, task) = serve(vec![reply]);
+    client
+        .send("POST /up HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\nhello")
+        .await;
+    settle().await;
+    assert_eq!(state.bodies(), [Ok((Bytes::from_static(b"hello"), None))]);
+    assert!(!dropped.load(Ordering::SeqCst));
+    assert!(!task.is_finished());
+    client.shut().await;
+    ended_closed(task).await;
+    client.closed().await;
+    assert!(dropped.load(Ordering::SeqCst));
 }
 
 /// A client gone while its streamed answer is written: the connection
@@ -1386,6 +1491,13 @@ async fn a_graceful_stop_ends_an_idle_connection_at_once() {
     drop(conn);
     client.closed().await;
     assert!(state.targets().is_empty());
+}
+
+/// A connection's Debug names it, nothing of its state.
+#[tokio::test]
+async fn a_connection_debugs_as_its_name() {
+    let (_client, _state, conn) = open(vec![], NO_TIMEOUT);
+    assert_eq!(format!("{conn:?}"), "H1Connection { .. }");
 }
 
 /// Stopped before its first poll: it ends at its first.
