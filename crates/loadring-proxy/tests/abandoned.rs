@@ -62,10 +62,12 @@ async fn backend_holding(first: &'static [u8]) -> HoldingBackend {
                 if !common::read_head(&mut stream).await {
                     return;
                 }
+                // Counted before the answer goes: a client that read it may
+                // look at the count at once.
+                received.fetch_add(1, SeqCst);
                 if stream.write_all(first).await.is_err() {
                     return;
                 }
-                received.fetch_add(1, SeqCst);
                 held.fetch_add(1, SeqCst);
                 let closed = async {
                     let mut buf = [0u8; 4096];
