@@ -6,6 +6,8 @@
 //! `Transfer-Encoding`); otherwise an exact length from the body, else
 //! chunked for HTTP/1.1 and the connection's end for HTTP/1.0.
 
+use std::io::Write as _;
+
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{response, StatusCode, Version};
 
@@ -94,9 +96,7 @@ pub(crate) fn head(
         (Framing::UntilClose, None)
     };
     if let Some(n) = length.filter(|_| length_allowed) {
-        out.extend_from_slice(b"content-length: ");
-        out.extend_from_slice(itoa(n, &mut [0; 20]));
-        out.extend_from_slice(b"\r\n");
+        let _ = write!(out, "content-length: {n}\r\n");
     }
     if !has_date {
         super::date::append_field(out);
@@ -129,35 +129,10 @@ fn digits(value: &[u8]) -> Option<u64> {
     })
 }
 
-/// `n` in decimal, in `buf`.
-fn itoa(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[at..];
-        }
-    }
-}
-
 /// Appends a chunk's size line for `len` bytes.
 pub(crate) fn chunk_size(out: &mut Vec<u8>, len: usize) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut buf = [0u8; 16];
-    let mut at = buf.len();
-    let mut n = len;
-    loop {
-        at -= 1;
-        buf[at] = HEX[n & 15];
-        n >>= 4;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[at..]);
-    out.extend_from_slice(b"\r\n");
+    // Writing to a vector cannot fail.
+    let _ = write!(out, "{len:x}\r\n");
 }
 
 /// Appends the last chunk, then `trailers` and the empty line. Fields
