@@ -158,7 +158,7 @@ impl Decoder {
                     } else {
                         let spans = spans(buf, fields);
                         let bytes = buf.split_to(len).freeze();
-                        Some(headers_of(&bytes, &spans)?)
+                        Some(headers_of(&bytes, &spans, 0)?)
                     };
                     if empty {
                         buf.advance(len);

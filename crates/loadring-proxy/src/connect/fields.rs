@@ -64,13 +64,19 @@ pub(crate) fn spans(buf: &[u8], fields: &[httparse::Header<'_>]) -> Spans {
 }
 
 /// The fields at `spans` of `bytes`, their values sharing `bytes` (not
-/// copied).
+/// copied), in a map with room for `room` more fields: a request's map is
+/// given the fields the gateway adds (`X-Forwarded-For`, `Host`) without
+/// growing, which would allocate and copy it again on every request.
 ///
 /// # Errors
 /// A name that is not a header name, or a value that is not a header
 /// value.
-pub(crate) fn headers_of(bytes: &Bytes, spans: &Spans) -> Result<HeaderMap, UpstreamError> {
-    let mut map = HeaderMap::with_capacity(spans.len);
+pub(crate) fn headers_of(
+    bytes: &Bytes,
+    spans: &Spans,
+    room: usize,
+) -> Result<HeaderMap, UpstreamError> {
+    let mut map = HeaderMap::with_capacity(spans.len + room);
     for &[name_start, name_end, value_start, value_end] in spans.iter() {
         let name_bytes = bytes
             .get(name_start as usize..name_end as usize)
@@ -134,7 +140,7 @@ mod tests {
             let mut response = httparse::Response::new(&mut fields);
             assert!(response.parse(&bytes).unwrap().is_complete());
             let spans = spans(&bytes, response.headers);
-            let map = headers_of(&bytes, &spans).unwrap();
+            let map = headers_of(&bytes, &spans, 0).unwrap();
             let got: Vec<(String, String)> = map
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))

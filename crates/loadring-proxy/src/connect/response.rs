@@ -58,7 +58,7 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
     let (mut parts, ()) = Response::new(()).into_parts();
     parts.status = status;
     parts.version = version;
-    parts.headers = headers_of(&bytes, &fields)?;
+    parts.headers = headers_of(&bytes, &fields, 0)?;
     Ok(Some(parts))
 }
 

@@ -23,6 +23,10 @@ use crate::field_list::{elements, TransferCodings};
 pub(crate) const MAX_HEAD: usize = crate::connect::fields::MAX_HEAD;
 /// The most header fields a request may have (hyper's default).
 pub(crate) const MAX_HEADERS: usize = crate::connect::fields::MAX_HEADERS;
+/// The fields the gateway may add to a request before it goes on
+/// (`X-Forwarded-For`, and `Host` or `TE`): room for them is made when
+/// the map is built.
+const ADDED_FIELDS: usize = 2;
 
 /// How a request's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +138,7 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
         }
     })?;
     check_form(&method, &uri)?;
-    let headers = headers_of(&bytes, &fields)
+    let headers = headers_of(&bytes, &fields, ADDED_FIELDS)
         .map_err(|_| refuse(StatusCode::BAD_REQUEST, "malformed header field"))?;
     let (mut parts, ()) = Request::new(()).into_parts();
     parts.method = method;
@@ -433,6 +437,27 @@ mod tests {
         assert_eq!(head.parts.uri, "/a");
         assert_eq!(head.parts.version, Version::HTTP_11);
         assert_eq!(&left[..], b"next");
+    }
+
+    /// The fields the gateway adds before forwarding (`X-Forwarded-For`,
+    /// `Host`) fit in the map as parsed: adding them does not grow it (a
+    /// second allocation and a copy of the map on every request).
+    #[test]
+    fn the_fields_the_gateway_adds_fit_without_growing_the_map() {
+        for fields in [
+            "",
+            "host: a\r\n",
+            "host: a\r\nx-key: k\r\n",
+            "a: 1\r\nb: 2\r\nc: 3\r\n",
+        ] {
+            let mut head = read(&format!("GET / HTTP/1.1\r\n{fields}\r\n"));
+            let capacity = head.parts.headers.capacity();
+            head.parts
+                .headers
+                .append("x-forwarded-for", "192.0.2.1".parse().unwrap());
+            head.parts.headers.append("te", "trailers".parse().unwrap());
+            assert_eq!(head.parts.headers.capacity(), capacity, "{fields:?}");
+        }
     }
 
     /// RFC 9112 3: the method, target and version of the request line;
