@@ -96,6 +96,8 @@ impl<B: BackendBody> GuardedBody<B> {
     /// Wraps `inner`, holding `pick` until the backend is done with it;
     /// `started` is when the attempt began, `succeeded` whether its status
     /// was a success, `idle` the longest pause allowed in the body.
+    // Inlined: each call would move the whole body in and out.
+    #[inline(always)]
     pub fn new(
         inner: B,
         pick: Pick<Backend>,
@@ -123,6 +125,8 @@ impl<B: BackendBody> GuardedBody<B> {
 
     /// Gives `report` (the backend's, from the response headers) to the
     /// balancer with the outcome.
+    // Inlined: each call would move the whole body in and out.
+    #[inline(always)]
     pub fn with_report(mut self, report: Option<LoadReport>) -> Self {
         self.report = report;
         self
@@ -131,6 +135,8 @@ impl<B: BackendBody> GuardedBody<B> {
     /// A gRPC call: its status, when the trailers bring it, is counted in
     /// `tally` and decides the outcome (UNAVAILABLE and DEADLINE_EXCEEDED
     /// are failures).
+    // Inlined: each call would move the whole body in and out.
+    #[inline(always)]
     pub fn with_grpc(mut self, tally: Option<crate::grpc::Tally>) -> Self {
         self.grpc = tally;
         self

@@ -764,12 +764,23 @@ impl Forwarder {
                     if let Some(upload) = &upload {
                         upload.step();
                     }
+                    // The first try is timed from `started` (the clock read
+                    // once for both); a resend on a fresh connection, and a
+                    // streamed body's next wait, from now.
+                    let mut from = if fresh_connection {
+                        Instant::now()
+                    } else {
+                        started
+                    };
                     let mut budget = timeout;
                     let timed = loop {
-                        match crate::slot_timer::timeout(budget, trying.as_mut()).await {
+                        match crate::slot_timer::timeout_from(from, budget, trying.as_mut()).await {
                             Ok(t) => break Ok(t),
                             Err(_) => match upload.as_ref().map(|u| u.left(timeout)) {
-                                Some(Ok(left)) => budget = left,
+                                Some(Ok(left)) => {
+                                    from = Instant::now();
+                                    budget = left;
+                                }
                                 Some(Err(late)) => break Err(late),
                                 None => break Err(Late::Backend),
                             },

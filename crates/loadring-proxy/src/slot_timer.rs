@@ -79,6 +79,21 @@ pub(crate) fn timeout<F: Future>(duration: Duration, fut: F) -> Timeout<F> {
     Timeout { fut, deadline }
 }
 
+/// [`timeout`] counted from `start`, a time the caller has just read (one
+/// reading of the clock serves both): `fut`, unless `duration` passes
+/// after `start` first. On tokio's timer, what is left of `duration` is
+/// counted on tokio's clock (which tests pause).
+#[inline(always)]
+pub(crate) fn timeout_from<F: Future>(start: Instant, duration: Duration, fut: F) -> Timeout<F> {
+    let deadline = if with_slots(|slots| slots.usable) {
+        Deadline::Slot(SlotSleep::until(start + duration))
+    } else {
+        let left = duration.saturating_sub(start.elapsed());
+        Deadline::Tokio(Box::pin(tokio::time::sleep(left)))
+    };
+    Timeout { fut, deadline }
+}
+
 #[derive(Debug)]
 enum Deadline {
     Slot(SlotSleep),
@@ -464,6 +479,52 @@ mod tests {
         let ready = timeout(Duration::from_secs(60), async { 7 }).await;
         assert_eq!(ready, Ok(7));
         assert_eq!(waiting(), 0, "its slot given back");
+    }
+
+    /// A timeout counted from a given start ends its duration after that
+    /// start, not after the time it was made.
+    #[tokio::test]
+    async fn a_timeout_from_a_start_on_a_workers_slots_ends_its_duration_after_it() {
+        use_on_this_thread();
+        let start = Instant::now();
+        let duration = Duration::from_secs(3600);
+        // Made later than `start`, and counted from it all the same.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let on_slots = timeout_from(start, duration, std::future::pending::<()>());
+        let Deadline::Slot(sleep) = &on_slots.deadline else {
+            panic!("a worker's timeout is on its slots");
+        };
+        assert_eq!(sleep.deadline, start + duration);
+        // A timeout without a start is counted from when it is made.
+        let before = Instant::now();
+        let from_now = timeout(duration, std::future::pending::<()>());
+        let Deadline::Slot(sleep) = &from_now.deadline else {
+            panic!("a worker's timeout is on its slots");
+        };
+        assert!(sleep.deadline >= before + duration);
+    }
+
+    /// On tokio's timer (here paused), a timeout from a start is what is
+    /// left of its duration: the time since the start, on the system's
+    /// clock, is taken off it.
+    #[tokio::test(start_paused = true)]
+    async fn a_timeout_from_a_start_on_tokios_timer_is_what_is_left() {
+        let start = Instant::now();
+        let duration = Duration::from_secs(3600);
+        // Real time passes; tokio's paused clock does not.
+        std::thread::sleep(Duration::from_millis(5));
+        let now = tokio::time::Instant::now();
+        let elsewhere = timeout_from(start, duration, std::future::pending::<()>());
+        let Deadline::Tokio(sleep) = &elsewhere.deadline else {
+            panic!("off a worker's thread, tokio's timer");
+        };
+        assert!(sleep.deadline() <= now + duration - Duration::from_millis(5));
+        assert!(sleep.deadline() > now);
+        let from_now = timeout(duration, std::future::pending::<()>());
+        let Deadline::Tokio(sleep) = &from_now.deadline else {
+            panic!("off a worker's thread, tokio's timer");
+        };
+        assert_eq!(sleep.deadline(), now + duration);
     }
 
     #[tokio::test]
