@@ -31,7 +31,9 @@ use pin_project_lite::pin_project;
 /// How long the sweeping task sleeps at most between two looks.
 const LOOK_AT_LEAST_EVERY: Duration = Duration::from_secs(1);
 
-/// A [`hyper::rt::Timer`] whose sleeps are slots in their thread's list.
+/// The timer of this module: sleeps that are slots in their thread's
+/// list. The proxy sleeps through [`timeout`]; the tests make sleeps of
+/// their own with it as a [`hyper::rt::Timer`].
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct SlotTimer;
 
@@ -45,6 +47,7 @@ impl SlotTimer {
     }
 }
 
+#[cfg(test)]
 impl hyper::rt::Timer for SlotTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn hyper::rt::Sleep>> {
         self.sleep_until(Instant::now() + duration)
@@ -144,6 +147,7 @@ impl SlotSleep {
     }
 }
 
+#[cfg(test)]
 impl hyper::rt::Sleep for SlotSleep {}
 
 impl Future for SlotSleep {
