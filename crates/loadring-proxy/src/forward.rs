@@ -164,6 +164,15 @@ pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
     }
 }
 
+/// Whether a backend's status says its attempt failed, for the balancer
+/// (ejection, the latency-aware policies): a 5xx, or a status past 599,
+/// which RFC 9110 15 calls invalid and tells a client to take as a 5xx.
+/// The response itself goes on as the backend sent it, as nginx's and
+/// HAProxy's do.
+fn is_failure_status(status: StatusCode) -> bool {
+    status.as_u16() >= 500
+}
+
 /// Methods a retry may repeat (RFC 9110 9.2.2).
 fn is_idempotent(method: &Method) -> bool {
     matches!(
@@ -902,7 +911,7 @@ impl Forwarder {
                             });
                     // The outcome (the balancer's lifecycle: ejection, `la`,
                     // peak EWMA) is given when the body ends.
-                    let succeeded = !status.is_server_error() && !grpc_failed;
+                    let succeeded = !is_failure_status(status) && !grpc_failed;
                     if !succeeded {
                         upstream.count_failure();
                     }
@@ -1120,6 +1129,28 @@ mod tests {
                 });
                 assert!(ran.await.is_ok(), "the task ran the exchange to its end");
             }
+        }
+    }
+
+    /// 5xx and the invalid statuses past 599 (RFC 9110 15) are failures;
+    /// informational, success, redirection and client errors are not.
+    #[test]
+    fn server_errors_and_invalid_statuses_are_failures() {
+        for (code, failure) in [
+            (100, false),
+            (200, false),
+            (304, false),
+            (404, false),
+            (429, false),
+            (499, false),
+            (500, true),
+            (503, true),
+            (599, true),
+            (600, true),
+            (999, true),
+        ] {
+            let status = StatusCode::from_u16(code).unwrap();
+            assert_eq!(is_failure_status(status), failure, "{code}");
         }
     }
 

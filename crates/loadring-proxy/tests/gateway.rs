@@ -599,6 +599,47 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
     }
 }
 
+/// RFC 9110 15: a status past 599 is invalid, and a client that gets one
+/// should take it as a 5xx. The client of the proxy gets it as the backend
+/// sent it (as from nginx and HAProxy); the balancer counts the attempt a
+/// failure: with `eject_after=1` a 600 or a 999 ejects its endpoint, as a
+/// 500 does, and a 499 does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_past_599_passes_on_and_counts_as_a_failure() {
+    for (status, ejected) in [(499, false), (500, true), (600, true), (999, true)] {
+        let b = backends(2).await;
+        let mut c = cluster(
+            "c_murmurhash:eject_after=1 eject_for=60s",
+            &["header:x-user"],
+            &[&b[0], &b[1]],
+        );
+        c.health.eject_after = 0;
+        c.retries = 0;
+        let proxy = start(c).await;
+        let keys = a_key_of_each(&proxy, 2).await;
+        let (key, owner) = &keys[0];
+        let (_, other) = &keys[1];
+        // A HEAD: a response with no body to send, its outcome taken at once.
+        let target = format!("/?status={status}");
+        let reply = request(proxy.addr, "HEAD", &target, &[("x-user", key)], "")
+            .await
+            .unwrap();
+        assert_eq!(reply.status, status);
+        // The outcome lands before the in-flight slot is released.
+        let in_flight = format!("loadring_in_flight{{endpoint=\"{owner}\"}}");
+        assert!(
+            eventually(WAIT, || async {
+                metric(&proxy.metrics().await, &in_flight) == Some(0.0)
+            })
+            .await,
+            "{status}: the request on {owner} never ended"
+        );
+        let next = get(proxy.addr, "/", &[("x-user", key)]).await.backend();
+        let went_to = if ejected { other } else { owner };
+        assert_eq!(&next, went_to, "{status}: ejected {ejected}");
+    }
+}
+
 /// Active checks (every 100 ms, out after 2 failures, back after 1 pass)
 /// and passive ejection (2 failed requests, out for 600 ms) only move
 /// health marks: keys leave the endpoint and come back to it.
