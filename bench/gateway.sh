@@ -66,7 +66,9 @@
 # samples of each uniform and hot row, the report showing their medians), GATEBENCH_CONNECTIONS
 # (256), GATEBENCH_THREADS (2), GATEBENCH_BACKENDS (8), GATEBENCH_MEAN_MS (5),
 # GATEBENCH_PORT (19100: the port base), GATEBENCH_OUT (a new /tmp folder),
-# GATEBENCH_PLOT (docs/gateway-bench.png), GATEBENCH_ONLY (a regex on run
+# GATEBENCH_PLOT (docs/gateway-bench.png for a whole run; OUT/gateway-bench.png
+# with GATEBENCH_ONLY or GATEBENCH_LOADRING, which leave the committed figure
+# alone), GATEBENCH_ONLY (a regex on run
 # names, e.g. 'uniform-loadring' or 'churn'), GATEBENCH_CHURN_ENDPOINTS (1024), GATEBENCH_LOADRING (another loadring
 # binary to measure, e.g. the profile-guided build of scripts/build-pgo.sh), GATEBENCH_PERF=1 (record `perf record -g`
 # of the proxy during each run into OUT/NAME.perf.data; needs linux-perf).
@@ -84,7 +86,6 @@ THREADS=${GATEBENCH_THREADS:-2}
 BACKENDS=${GATEBENCH_BACKENDS:-8}
 MEAN_MS=${GATEBENCH_MEAN_MS:-5}
 BASE=${GATEBENCH_PORT:-19100}
-PLOT=${GATEBENCH_PLOT:-$ROOT/docs/gateway-bench.png}
 ONLY=${GATEBENCH_ONLY:-.}
 PERF=${GATEBENCH_PERF:-0}
 DASHBOARD=${GATEBENCH_DASHBOARD:-off}
@@ -124,6 +125,11 @@ LOADRING=${GATEBENCH_LOADRING:-$TARGET/release/loadring}
 GATEBENCH=$TARGET/release/loadring-gatebench
 
 OUT=${GATEBENCH_OUT:-$(mktemp -d /tmp/gatebench.XXXXXX)}
+if [ -n "${GATEBENCH_ONLY:-}${GATEBENCH_LOADRING:-}" ]; then
+    PLOT=${GATEBENCH_PLOT:-$OUT/gateway-bench.png}
+else
+    PLOT=${GATEBENCH_PLOT:-$ROOT/docs/gateway-bench.png}
+fi
 mkdir -p "$OUT"
 echo "== output in $OUT"
 {
