@@ -750,7 +750,34 @@ mod tests {
                 "c_md5: unknown key `foo` (accepted: replicas, load_factor, balance)",
             ),
             ("c_md5:replicas=1 replicas=2", "`replicas` is given twice"),
-            ("c_md5:replicas=", "`replicas` has an empty value"),
+            // An empty value is refused by the key that reads it, with
+            // what the key accepts; a key the policy lacks, as unknown.
+            ("c_md5:replicas=", "replicas= is empty: accepted 1..=8388608"),
+            (
+                "ketama:replicas=",
+                "ketama: unknown key `replicas` (accepted: compat,",
+            ),
+            (
+                "maglev:table_size=",
+                "table_size= is empty: accepted a prime from 2 to",
+            ),
+            ("c_murmurhash:load_factor=", "load_factor=: expected a decimal"),
+            ("c_murmurhash:balance=", "balance=: expected an integer percent"),
+            (
+                "maglev:hash_balance_factor=",
+                "hash_balance_factor=: expected an integer percent",
+            ),
+            (
+                "c_murmurhash:eject_after=",
+                "eject_after= is empty: accepted 1..=1000",
+            ),
+            (
+                "c_murmurhash:slow_start_aggression=",
+                "slow_start_aggression=: accepted a decimal number",
+            ),
+            ("twemproxy:hash_tag=", "hash_tag=: accepted two ASCII characters"),
+            ("twemproxy:hash=", "hash=: accepted one_at_a_time, md5,"),
+            ("rr:x=", "rr: unknown key `x` (accepted: none)"),
             ("c_md5:replicas", "`replicas` is not key=value"),
             ("c_md5:=3", "has no key"),
             (

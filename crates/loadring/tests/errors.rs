@@ -244,6 +244,7 @@ fn every_maglev_table_size_error_says_a_prime_from_2_to_5000011() {
         ("5000077", "is out of range"),
         ("-7", "is negative"),
         ("x", "is not a whole number"),
+        ("", "is empty"),
     ] {
         let err = format!("maglev:table_size={value}")
             .parse::<PolicySpec>()

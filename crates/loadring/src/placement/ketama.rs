@@ -664,7 +664,11 @@ mod tests {
                 "ketama:weighted=false load_factor=1.2 balance=120",
                 "give load_factor or balance, not both",
             ),
-            ("ketama:compat=", "`compat` has an empty value"),
+            (
+                "ketama:compat=",
+                "compat=: accepted libketama, libmemcached, libmemcached_spy",
+            ),
+            ("ketama:weighted=", "weighted=: accepted true or false"),
             ("ketama:weighted=false weighted=true", "`weighted` is given twice"),
         ];
         for (spec, want) in cases {

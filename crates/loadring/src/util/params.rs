@@ -71,14 +71,9 @@ impl<'a> Params<'a> {
                 .with_policy(policy)
                 .with_value(word));
             }
-            if value.is_empty() {
-                return Err(ParseError::new(
-                    ParseErrorKind::Syntax,
-                    format!("{}: `{}` has an empty value", Echo(policy), Echo(key)),
-                )
-                .with_policy(policy)
-                .with_key(key));
-            }
+            // An empty value is the family's to refuse, when it reads the
+            // key: its error then says what the key accepts (and a key the
+            // family does not know is refused as unknown).
             if !keys.insert(key) {
                 return Err(ParseError::new(
                     ParseErrorKind::Syntax,

@@ -10,7 +10,10 @@ pub(crate) fn read_whole(
     min: u64,
     max: u64,
 ) -> std::result::Result<u64, &'static str> {
-    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+    if value.is_empty() {
+        return Err("is empty");
+    }
+    if !value.bytes().all(|b| b.is_ascii_digit()) {
         let negative = value
             .strip_prefix('-')
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
