@@ -43,6 +43,20 @@ async fn a_key_of_each(proxy: &Running, n: usize) -> Vec<(String, String)> {
     keys
 }
 
+/// Waits until `endpoint` has no request in flight: an attempt's outcome
+/// reaches the balancer before its in-flight slot is released, so after
+/// this the outcomes of the requests sent to it are in.
+async fn requests_ended_on(proxy: &Running, endpoint: &str) {
+    let in_flight = format!("loadring_in_flight{{endpoint=\"{endpoint}\"}}");
+    assert!(
+        eventually(WAIT, || async {
+            metric(&proxy.metrics().await, &in_flight) == Some(0.0)
+        })
+        .await,
+        "a request on {endpoint} never ended"
+    );
+}
+
 async fn backends(n: usize) -> Vec<DemoBackend> {
     let mut all = Vec::new();
     for _ in 0..n {
@@ -579,16 +593,7 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
                 "{policy}: every endpoint ejected"
             );
         } else {
-            // The failure's outcome lands before its in-flight slot is
-            // released: wait for that release.
-            let in_flight = format!("loadring_in_flight{{endpoint=\"{second_owner}\"}}");
-            assert!(
-                eventually(WAIT, || async {
-                    metric(&proxy.metrics().await, &in_flight) == Some(0.0)
-                })
-                .await,
-                "{policy}: the 500 on {second_owner} never ended"
-            );
+            requests_ended_on(&proxy, second_owner).await;
             let reply = get(proxy.addr, "/", &[("x-user", second)]).await;
             assert_eq!(
                 (reply.status, reply.backend()),
@@ -625,15 +630,7 @@ async fn a_status_past_599_passes_on_and_counts_as_a_failure() {
             .await
             .unwrap();
         assert_eq!(reply.status, status);
-        // The outcome lands before the in-flight slot is released.
-        let in_flight = format!("loadring_in_flight{{endpoint=\"{owner}\"}}");
-        assert!(
-            eventually(WAIT, || async {
-                metric(&proxy.metrics().await, &in_flight) == Some(0.0)
-            })
-            .await,
-            "{status}: the request on {owner} never ended"
-        );
+        requests_ended_on(&proxy, owner).await;
         let next = get(proxy.addr, "/", &[("x-user", key)]).await.backend();
         let went_to = if ejected { other } else { owner };
         assert_eq!(&next, went_to, "{status}: ejected {ejected}");
