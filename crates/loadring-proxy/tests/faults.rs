@@ -1980,15 +1980,19 @@ async fn chunked_bodies_rfc_9112_allows_are_forwarded_whole() {
         let reply = second_request_reuses(&proxy, &backend, "GET", kept, what).await;
         assert_eq!(reply.body, data, "{what}");
     }
-    // The trailers reach an HTTP/2 client, but for those that frame or
-    // carry the message (RFC 9110 6.5.1), which HTTP/2 forbids anywhere
-    // (RFC 9113 8.2.2): before, the client's answer, whole, was reset
-    // (CANCEL) for one of them.
+    // The trailers reach an HTTP/2 client, but for those that frame, carry
+    // or route the message (RFC 9110 6.5.1; the connection's HTTP/2 forbids
+    // anywhere, RFC 9113 8.2.2: before, the client's answer, whole, was
+    // reset (CANCEL) for one of them), as they would an HTTP/1.1 client.
     for (trailers, want) in [
         ("x-sum: 5\r\n", Some("5")),
         (
             "transfer-encoding: chunked\r\nx-sum: 5\r\nconnection: close\r\nte: trailers\r\n\
              content-length: 5\r\nkeep-alive: 1\r\nupgrade: h2c\r\n",
+            Some("5"),
+        ),
+        (
+            "host: elsewhere.example\r\nx-sum: 5\r\ntrailer: x-sum\r\n",
             Some("5"),
         ),
         (

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::CONTENT_LENGTH;
+use http::header::{CONTENT_LENGTH, HOST};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
@@ -179,13 +179,15 @@ impl H1Body {
                 }
                 Step::Trailers(mut trailers) => {
                     self.finish();
-                    // A trailer that frames or carries the message is not
-                    // the content's (RFC 9110 6.5.1), and HTTP/2 forbids
-                    // connection-specific fields in any section (RFC 9113
-                    // 8.2.2: an HTTP/2 client's answer, whole, was reset
-                    // for one): they go, as from a head.
+                    // A trailer that frames, carries or routes the message
+                    // is not the content's (RFC 9110 6.5.1), and HTTP/2
+                    // forbids connection-specific fields in any section
+                    // (RFC 9113 8.2.2: an HTTP/2 client's answer, whole, was
+                    // reset for one): they go, as from a head, for clients
+                    // of either protocol alike.
                     crate::forward::strip_hop_by_hop(&mut trailers);
                     trailers.remove(CONTENT_LENGTH);
+                    trailers.remove(HOST);
                     if trailers.is_empty() {
                         return Poll::Ready(None);
                     }
