@@ -588,6 +588,15 @@ async fn ended_closed(task: Task) {
     }
 }
 
+/// A lingering close: the connection, done answering, reads on (and
+/// does not end) until its client closes, then ends closed.
+async fn lingers_until_its_client_closes(client: &mut Client, task: Task) {
+    settle().await;
+    assert!(!task.is_finished(), "ended before its client closed");
+    client.shut().await;
+    ended_closed(task).await;
+}
+
 /// `work` run while `conn` is polled along; `conn` must not end.
 async fn alongside<T>(
     conn: Pin<&mut H1Connection<DuplexStream>>,
@@ -1105,11 +1114,7 @@ async fn expect_100_continue_unread_is_answered_close_without_100() {
     assert_eq!(answer.text(), "no");
     client.closed().await;
     assert!(state.bodies().is_empty());
-    // A lingering close: it reads on until its client closes.
-    settle().await;
-    assert!(!task.is_finished(), "ended before its client closed");
-    client.shut().await;
-    ended_closed(task).await;
+    lingers_until_its_client_closes(&mut client, task).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -1172,11 +1177,7 @@ async fn an_unread_body_over_64_kib_closes_the_connection() {
     assert_eq!(answer.text(), "too long");
     client.closed().await;
     assert_eq!(state.targets(), ["POST /up"]);
-    // A lingering close: it reads on until its client closes.
-    settle().await;
-    assert!(!task.is_finished(), "ended before its client closed");
-    client.shut().await;
-    ended_closed(task).await;
+    lingers_until_its_client_closes(&mut client, task).await;
 }
 
 /// A chunked body found longer than 64 KiB while read past closes the
@@ -1196,11 +1197,7 @@ async fn an_unread_chunked_body_found_over_64_kib_closes_the_connection() {
     // The connection stops reading past 64 KiB: the rest may not be taken.
     let _ = tokio::time::timeout(GUARD, client.io.write_all(&body)).await;
     client.closed().await;
-    // A lingering close: it reads on until its client closes.
-    settle().await;
-    assert!(!task.is_finished(), "ended before its client closed");
-    client.shut().await;
-    ended_closed(task).await;
+    lingers_until_its_client_closes(&mut client, task).await;
     assert_eq!(state.targets(), ["POST /up"]);
 }
 
@@ -1688,10 +1685,7 @@ async fn a_refused_head_is_answered_400_close_and_lingers_until_the_client_close
     settle().await;
     assert!(!task.is_finished(), "ended before its client closed");
     client.send("more bytes the client had on the way").await;
-    settle().await;
-    assert!(!task.is_finished(), "ended before its client closed");
-    client.shut().await;
-    ended_closed(task).await;
+    lingers_until_its_client_closes(&mut client, task).await;
 }
 
 /// The lingering read takes 64 KiB at most: a client that goes on
