@@ -13,6 +13,7 @@
 
 use crate::common::{self, eventually, metric_sum, STEP, WAIT};
 use crate::running::{self, Running};
+use crate::wire::{lossy, Answer, Wire};
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -29,56 +30,8 @@ use tokio::task::JoinHandle;
 // The client: raw bytes out, answers parsed from the bytes that come back.
 // ---------------------------------------------------------------------------
 
-/// One answer as it came on the wire.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    /// The head, status line included, without the empty line ending it.
-    head: String,
-    /// Field names in lower case, values trimmed, in order.
-    fields: Vec<(String, String)>,
-    /// The body's bytes as they came (chunk framing included).
-    wire: Vec<u8>,
-    /// The body, decoded.
-    body: Vec<u8>,
-}
-
-impl Answer {
-    /// The values of every field named `name`.
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.fields
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    /// The value of the one field named `name`, if any (panics on two).
-    fn field(&self, name: &str) -> Option<&str> {
-        let all = self.all(name);
-        assert!(
-            all.len() <= 1,
-            "{name} said {} times: {}",
-            all.len(),
-            self.head
-        );
-        all.first().copied()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// A client connection to the proxy, with what was read and not yet parsed.
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
+type Conn = Wire<TcpStream>;
 
 impl Conn {
     async fn open(addr: SocketAddr) -> Conn {
@@ -88,172 +41,7 @@ impl Conn {
             .expect("the proxy accepts");
         // Each write its own segment (the byte-at-a-time test).
         stream.set_nodelay(true).unwrap();
-        Conn {
-            stream,
-            buf: Vec::new(),
-        }
-    }
-
-    async fn send(&mut self, bytes: impl AsRef<[u8]>) {
-        tokio::time::timeout(STEP, self.stream.write_all(bytes.as_ref()))
-            .await
-            .expect("the proxy takes the bytes in time")
-            .expect("writing to the proxy");
-        self.stream.flush().await.unwrap();
-    }
-
-    /// Reads more of what the proxy sends: `false` when it closed.
-    async fn more(&mut self) -> bool {
-        let mut chunk = [0u8; 16 * 1024];
-        let n = tokio::time::timeout(STEP, self.stream.read(&mut chunk))
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "nothing from the proxy in {STEP:?}; read so far: {:?}",
-                    lossy(&self.buf)
-                )
-            })
-            .unwrap_or_else(|e| {
-                panic!(
-                    "reading from the proxy: {e}; read so far: {:?}",
-                    lossy(&self.buf)
-                )
-            });
-        self.buf.extend_from_slice(&chunk[..n]);
-        n > 0
-    }
-
-    /// The next `n` bytes.
-    async fn take(&mut self, n: usize) -> Vec<u8> {
-        while self.buf.len() < n {
-            assert!(
-                self.more().await,
-                "the proxy closed before {n} bytes came: {:?}",
-                lossy(&self.buf)
-            );
-        }
-        self.buf.drain(..n).collect()
-    }
-
-    /// The next line, its CRLF included (which it must have).
-    async fn line(&mut self) -> Vec<u8> {
-        loop {
-            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                return self.buf.drain(..at + 2).collect();
-            }
-            assert!(
-                self.more().await,
-                "the proxy closed in the middle of a line: {:?}",
-                lossy(&self.buf)
-            );
-        }
-    }
-
-    /// The next head, its empty line included.
-    async fn head(&mut self) -> String {
-        loop {
-            if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head: Vec<u8> = self.buf.drain(..at + 4).collect();
-                return String::from_utf8(head).expect("a head of ASCII");
-            }
-            assert!(
-                self.more().await,
-                "the proxy closed before a whole head came: {:?}",
-                lossy(&self.buf)
-            );
-        }
-    }
-
-    /// The next answer (interim ones included), to a request of `method`.
-    async fn answer_to(&mut self, method: &str) -> Answer {
-        let raw = self.head().await;
-        let head = raw.strip_suffix("\r\n\r\n").unwrap().to_string();
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap();
-        assert!(
-            status_line.starts_with("HTTP/1.1 "),
-            "the status line is HTTP/1.1's: {head:?}"
-        );
-        let status: u16 = status_line
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status: {head:?}"));
-        let fields: Vec<(String, String)> = lines
-            .map(|l| {
-                let (name, value) = l
-                    .split_once(':')
-                    .unwrap_or_else(|| panic!("a field line without a colon: {l:?} in {head:?}"));
-                assert!(
-                    !name.ends_with(' ') && !name.is_empty(),
-                    "a field name: {l:?} in {head:?}"
-                );
-                (name.to_ascii_lowercase(), value.trim().to_string())
-            })
-            .collect();
-        let mut answer = Answer {
-            status,
-            head,
-            fields,
-            wire: Vec::new(),
-            body: Vec::new(),
-        };
-        if status >= 200 {
-            let dates = answer.all("date");
-            assert_eq!(dates.len(), 1, "one Date field: {}", answer.head);
-            assert!(
-                httpdate::parse_http_date(dates[0]).is_ok(),
-                "an HTTP date: {}",
-                answer.head
-            );
-        }
-        let no_body = method == "HEAD" || status < 200 || status == 204 || status == 304;
-        let chunked = answer
-            .field("transfer-encoding")
-            .is_some_and(|te| te.eq_ignore_ascii_case("chunked"));
-        if no_body {
-        } else if chunked {
-            assert!(
-                answer.field("content-length").is_none(),
-                "both lengths: {}",
-                answer.head
-            );
-            self.read_chunked(&mut answer).await;
-        } else if let Some(length) = answer.field("content-length") {
-            let n: usize = length.parse().expect("a length of digits");
-            answer.wire = self.take(n).await;
-            answer.body = answer.wire.clone();
-        } else {
-            // Until the close (RFC 9112 6.3, rule 8).
-            while self.more().await {}
-            answer.wire = std::mem::take(&mut self.buf);
-            answer.body = answer.wire.clone();
-        }
-        answer
-    }
-
-    async fn read_chunked(&mut self, answer: &mut Answer) {
-        loop {
-            let line = self.line().await;
-            answer.wire.extend_from_slice(&line);
-            let text = lossy(&line[..line.len() - 2]);
-            let size = text.split(';').next().unwrap().trim();
-            let size = usize::from_str_radix(size, 16)
-                .unwrap_or_else(|_| panic!("a chunk size: {text:?}"));
-            if size == 0 {
-                // Trailers, then the empty line.
-                loop {
-                    let line = self.line().await;
-                    answer.wire.extend_from_slice(&line);
-                    if line == b"\r\n" {
-                        return;
-                    }
-                }
-            }
-            let data = self.take(size + 2).await;
-            assert!(data.ends_with(b"\r\n"), "CRLF after a chunk: {data:?}");
-            answer.wire.extend_from_slice(&data);
-            answer.body.extend_from_slice(&data[..size]);
-        }
+        Wire::new(stream, STEP)
     }
 
     /// The next answer, interim ones included, to a GET.
@@ -266,16 +54,6 @@ impl Conn {
         let answer = self.answer().await;
         assert!(answer.status >= 200, "an interim answer: {}", answer.head);
         answer
-    }
-
-    /// The proxy closes the connection, with nothing more said.
-    async fn closed(&mut self) {
-        let more = self.more().await;
-        assert!(
-            !more && self.buf.is_empty(),
-            "bytes after the answer instead of the close: {:?}",
-            lossy(&self.buf)
-        );
     }
 }
 

@@ -6,6 +6,7 @@
 
 mod common;
 mod running;
+mod wire;
 
 mod abandoned;
 mod config_errors;

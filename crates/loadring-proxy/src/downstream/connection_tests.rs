@@ -33,6 +33,10 @@ use crate::downstream::{ClientBody, Handler, PendingSwitch, Switched};
 use crate::drain::Graceful;
 use crate::proxy_body::{empty_body, text_body, ProxyBody};
 
+#[path = "../../tests/wire.rs"]
+mod wire;
+use wire::{lossy, Answer, Wire};
+
 /// How long any one wait may take before the test fails.
 const GUARD: Duration = Duration::from_secs(10);
 /// The header timeout of the tests that are not about it: never reached.
@@ -46,10 +50,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lossy(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 // ---------------------------------------------------------------------------
@@ -281,215 +281,14 @@ impl Handler for Fake {
 // The client: raw bytes out, answers parsed from the bytes that come back.
 // ---------------------------------------------------------------------------
 
-/// One answer as it came on the wire.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    /// The head, status line included, without the empty line ending it.
-    head: String,
-    /// Field names in lower case, values trimmed, in order.
-    fields: Vec<(String, String)>,
-    /// The body's bytes as they came (chunk framing included).
-    wire: Vec<u8>,
-    /// The body, decoded.
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.fields
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    /// The value of the one field named `name`, if any (panics on two).
-    fn field(&self, name: &str) -> Option<&str> {
-        let all = self.all(name);
-        assert!(
-            all.len() <= 1,
-            "{name} said {} times: {}",
-            all.len(),
-            self.head
-        );
-        all.first().copied()
-    }
-
-    fn status_line(&self) -> &str {
-        self.head.split("\r\n").next().unwrap()
-    }
-
-    fn text(&self) -> String {
-        lossy(&self.body)
-    }
-
-    /// The field names in order, `date` left out (its value changes).
-    fn names(&self) -> Vec<&str> {
-        self.fields
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|&n| n != "date")
-            .collect()
-    }
-}
-
-/// The client's end of a connection, with what was read and not yet
-/// parsed.
-struct Client {
-    io: DuplexStream,
-    buf: Vec<u8>,
-}
+/// The client's end of a connection (the raw client of the server's
+/// integration tests too).
+type Client = Wire<DuplexStream>;
 
 impl Client {
-    async fn send(&mut self, bytes: impl AsRef<[u8]>) {
-        tokio::time::timeout(GUARD, self.io.write_all(bytes.as_ref()))
-            .await
-            .expect("the connection takes the bytes in time")
-            .expect("writing to the connection");
-    }
-
     /// Closes the client's sending side (the connection reads its end).
     async fn shut(&mut self) {
         self.io.shutdown().await.expect("the client shuts its side");
-    }
-
-    /// Reads more of what the connection sends: `false` when it closed.
-    async fn more(&mut self) -> bool {
-        let mut chunk = [0u8; 16 * 1024];
-        let n = tokio::time::timeout(GUARD, self.io.read(&mut chunk))
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "nothing from the connection in {GUARD:?}; read so far: {:?}",
-                    lossy(&self.buf)
-                )
-            })
-            .expect("reading from the connection");
-        self.buf.extend_from_slice(&chunk[..n]);
-        n > 0
-    }
-
-    /// The next `n` bytes.
-    async fn take(&mut self, n: usize) -> Vec<u8> {
-        while self.buf.len() < n {
-            assert!(
-                self.more().await,
-                "closed before {n} bytes came: {:?}",
-                lossy(&self.buf)
-            );
-        }
-        self.buf.drain(..n).collect()
-    }
-
-    /// The next line, its CRLF included.
-    async fn line(&mut self) -> Vec<u8> {
-        loop {
-            if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                return self.buf.drain(..at + 2).collect();
-            }
-            assert!(
-                self.more().await,
-                "closed in the middle of a line: {:?}",
-                lossy(&self.buf)
-            );
-        }
-    }
-
-    /// The next head, its empty line included.
-    async fn head(&mut self) -> String {
-        loop {
-            if let Some(at) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head: Vec<u8> = self.buf.drain(..at + 4).collect();
-                return String::from_utf8(head).expect("a head of ASCII");
-            }
-            assert!(
-                self.more().await,
-                "closed before a whole head came: {:?}",
-                lossy(&self.buf)
-            );
-        }
-    }
-
-    /// The next answer (an interim one included) to a request of `method`.
-    async fn answer_to(&mut self, method: &str) -> Answer {
-        let raw = self.head().await;
-        let head = raw.strip_suffix("\r\n\r\n").unwrap().to_string();
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next().unwrap();
-        assert!(
-            status_line.starts_with("HTTP/1.1 "),
-            "the status line is HTTP/1.1's: {head:?}"
-        );
-        let status: u16 = status_line
-            .get(9..12)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("no status: {head:?}"));
-        let fields: Vec<(String, String)> = lines
-            .map(|l| {
-                let (name, value) = l
-                    .split_once(':')
-                    .unwrap_or_else(|| panic!("a field line without a colon: {l:?} in {head:?}"));
-                (name.to_ascii_lowercase(), value.trim().to_string())
-            })
-            .collect();
-        let mut answer = Answer {
-            status,
-            head,
-            fields,
-            wire: Vec::new(),
-            body: Vec::new(),
-        };
-        if status >= 200 {
-            // RFC 9110 6.6.1: a Date on every final answer, once.
-            let dates = answer.all("date");
-            assert_eq!(dates.len(), 1, "one Date field: {}", answer.head);
-            assert!(
-                httpdate::parse_http_date(dates[0]).is_ok(),
-                "an HTTP date: {}",
-                answer.head
-            );
-        }
-        // RFC 9112 6.3: the body's length.
-        let no_body = method == "HEAD" || status < 200 || status == 204 || status == 304;
-        let chunked = answer.field("transfer-encoding") == Some("chunked");
-        if no_body {
-        } else if chunked {
-            assert_eq!(answer.field("content-length"), None, "{}", answer.head);
-            self.read_chunked(&mut answer).await;
-        } else if let Some(length) = answer.field("content-length") {
-            let n: usize = length.parse().expect("a length of digits");
-            answer.wire = self.take(n).await;
-            answer.body = answer.wire.clone();
-        } else {
-            while self.more().await {}
-            answer.wire = std::mem::take(&mut self.buf);
-            answer.body = answer.wire.clone();
-        }
-        answer
-    }
-
-    async fn read_chunked(&mut self, answer: &mut Answer) {
-        loop {
-            let line = self.line().await;
-            answer.wire.extend_from_slice(&line);
-            let text = lossy(&line[..line.len() - 2]);
-            let size = usize::from_str_radix(text.split(';').next().unwrap().trim(), 16)
-                .unwrap_or_else(|_| panic!("a chunk size: {text:?}"));
-            if size == 0 {
-                loop {
-                    let line = self.line().await;
-                    answer.wire.extend_from_slice(&line);
-                    if line == b"\r\n" {
-                        return;
-                    }
-                }
-            }
-            let data = self.take(size + 2).await;
-            assert!(data.ends_with(b"\r\n"), "CRLF after a chunk: {data:?}");
-            answer.wire.extend_from_slice(&data);
-            answer.body.extend_from_slice(&data[..size]);
-        }
     }
 
     /// The next answer, which must be final, to a request of `method`.
@@ -502,16 +301,6 @@ impl Client {
     /// The next final answer to a GET.
     async fn answer(&mut self) -> Answer {
         self.final_answer_to("GET").await
-    }
-
-    /// The connection closes its side, with nothing more said.
-    async fn closed(&mut self) {
-        let more = self.more().await;
-        assert!(
-            !more && self.buf.is_empty(),
-            "bytes instead of the close: {:?}",
-            lossy(&self.buf)
-        );
     }
 
     /// Nothing came (yet) and the connection has not closed: a read
@@ -544,14 +333,7 @@ fn open(
     let state = Arc::new(State::default());
     lock(&state.script).extend(script);
     let conn = H1Connection::new(server, Arc::new(Fake(state.clone())), PEER, header_timeout);
-    (
-        Client {
-            io: client,
-            buf: Vec::new(),
-        },
-        state,
-        conn,
-    )
+    (Wire::new(client, GUARD), state, conn)
 }
 
 /// A connection answering from `script` on a task of its own.
