@@ -82,6 +82,7 @@ mod label_value;
 mod last_moved;
 mod load_report;
 mod metrics;
+mod numerals;
 mod places;
 mod proxy_body;
 mod reload;

@@ -230,8 +230,8 @@ impl RequestWriter {
     fn prefix(&mut self, len: usize, out: &mut BytesMut) -> Result<(), UpstreamError> {
         match &mut self.framing {
             Framing::Chunked => {
-                use std::fmt::Write as _;
-                let _ = write!(ByteWriter(out), "{len:x}\r\n");
+                crate::numerals::put_hex(out, len as u64);
+                out.put_slice(b"\r\n");
             }
             Framing::Length { declared, sent } => {
                 let total = *sent + len as u64;
@@ -332,8 +332,9 @@ fn framing(
     }
     match body.size_hint().exact() {
         Some(n) => {
-            use std::fmt::Write as _;
-            let _ = write!(ByteWriter(head), "content-length: {n}\r\n");
+            head.put_slice(b"content-length: ");
+            crate::numerals::put_decimal(head, n);
+            head.put_slice(b"\r\n");
             Framing::Length {
                 declared: n,
                 sent: 0,
@@ -346,12 +347,3 @@ fn framing(
     }
 }
 
-/// Formats into a byte buffer.
-struct ByteWriter<'a>(&'a mut BytesMut);
-
-impl std::fmt::Write for ByteWriter<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.put_slice(s.as_bytes());
-        Ok(())
-    }
-}

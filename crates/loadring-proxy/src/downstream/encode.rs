@@ -6,7 +6,6 @@
 //! `Transfer-Encoding`); otherwise an exact length from the body, else
 //! chunked for HTTP/1.1 and the connection's end for HTTP/1.0.
 
-use std::io::Write as _;
 
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{response, StatusCode, Version};
@@ -96,7 +95,9 @@ pub(crate) fn head(
         (Framing::UntilClose, None)
     };
     if let Some(n) = length.filter(|_| length_allowed) {
-        let _ = write!(out, "content-length: {n}\r\n");
+        out.extend_from_slice(b"content-length: ");
+        crate::numerals::put_decimal(out, n);
+        out.extend_from_slice(b"\r\n");
     }
     if !has_date {
         super::date::append_field(out);
@@ -131,8 +132,8 @@ fn digits(value: &[u8]) -> Option<u64> {
 
 /// Appends a chunk's size line for `len` bytes.
 pub(crate) fn chunk_size(out: &mut Vec<u8>, len: usize) {
-    // Writing to a vector cannot fail.
-    let _ = write!(out, "{len:x}\r\n");
+    crate::numerals::put_hex(out, len as u64);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends the last chunk, then `trailers` and the empty line. Fields
