@@ -9,7 +9,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 
 use super::error::UpstreamError;
-use super::fields::{headers_of, spans, MAX_HEAD, MAX_HEADERS};
+use super::fields::{headers_of, Spans, MAX_HEAD, MAX_HEADERS};
 
 /// The longest chunk-size line read (size and extensions), as a guard
 /// against a backend that never ends one.
@@ -156,7 +156,8 @@ impl Decoder {
                     let trailers = if empty {
                         None
                     } else {
-                        let spans = spans(buf, fields);
+                        let mut spans = Spans::new();
+                        spans.record(buf, fields);
                         let bytes = buf.split_to(len).freeze();
                         Some(headers_of(&bytes, &spans, 0)?)
                     };

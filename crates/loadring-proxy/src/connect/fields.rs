@@ -30,37 +30,45 @@ pub(crate) struct Spans {
 const INLINE: usize = 16;
 
 impl Spans {
+    /// No fields yet.
+    pub(crate) fn new() -> Self {
+        Spans {
+            inline: [[0; 4]; INLINE],
+            more: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Where `fields` (parsed from `buf`, at most [`MAX_HEADERS`], within
+    /// [`MAX_HEAD`] bytes) lie in it, in place of what was noted before.
+    /// Filled where it lies rather than returned: a call's result would be
+    /// copied out, all its 288 bytes.
+    pub(crate) fn record(&mut self, buf: &[u8], fields: &[httparse::Header<'_>]) {
+        let base = buf.as_ptr() as usize;
+        let at = |part: &[u8]| {
+            let start = part.as_ptr() as usize - base;
+            // Within MAX_HEAD bytes, checked before.
+            let start = u32::try_from(start).unwrap_or(u32::MAX);
+            let end = start.saturating_add(u32::try_from(part.len()).unwrap_or(u32::MAX));
+            (start, end)
+        };
+        self.more.clear();
+        self.more.reserve(fields.len().saturating_sub(INLINE));
+        self.len = fields.len();
+        for (i, field) in fields.iter().enumerate() {
+            let (name_start, name_end) = at(field.name.as_bytes());
+            let (value_start, value_end) = at(field.value);
+            let span = [name_start, name_end, value_start, value_end];
+            match self.inline.get_mut(i) {
+                Some(slot) => *slot = span,
+                None => self.more.push(span),
+            }
+        }
+    }
+
     fn iter(&self) -> impl Iterator<Item = &[u32; 4]> {
         self.inline[..self.len.min(INLINE)].iter().chain(&self.more)
     }
-}
-
-/// Where `fields` (parsed from `buf`, at most [`MAX_HEADERS`], within
-/// [`MAX_HEAD`] bytes) lie in it.
-pub(crate) fn spans(buf: &[u8], fields: &[httparse::Header<'_>]) -> Spans {
-    let base = buf.as_ptr() as usize;
-    let at = |part: &[u8]| {
-        let start = part.as_ptr() as usize - base;
-        // Within MAX_HEAD bytes, checked before.
-        let start = u32::try_from(start).unwrap_or(u32::MAX);
-        let end = start.saturating_add(u32::try_from(part.len()).unwrap_or(u32::MAX));
-        (start, end)
-    };
-    let mut spans = Spans {
-        inline: [[0; 4]; INLINE],
-        more: Vec::with_capacity(fields.len().saturating_sub(INLINE)),
-        len: fields.len(),
-    };
-    for (i, field) in fields.iter().enumerate() {
-        let (name_start, name_end) = at(field.name.as_bytes());
-        let (value_start, value_end) = at(field.value);
-        let span = [name_start, name_end, value_start, value_end];
-        match spans.inline.get_mut(i) {
-            Some(slot) => *slot = span,
-            None => spans.more.push(span),
-        }
-    }
-    spans
 }
 
 /// The fields at `spans` of `bytes`, their values sharing `bytes` (not
@@ -139,7 +147,8 @@ mod tests {
             let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut response = httparse::Response::new(&mut fields);
             assert!(response.parse(&bytes).unwrap().is_complete());
-            let spans = spans(&bytes, response.headers);
+            let mut spans = Spans::new();
+            spans.record(&bytes, response.headers);
             let map = headers_of(&bytes, &spans, 0).unwrap();
             let got: Vec<(String, String)> = map
                 .iter()

@@ -10,7 +10,7 @@ use http::{response, Response, StatusCode, Version};
 
 use super::decode::Framing;
 use super::error::UpstreamError;
-use super::fields::{headers_of, spans};
+use super::fields::{headers_of, Spans};
 pub(crate) use super::fields::{MAX_HEAD, MAX_HEADERS};
 use crate::field_list::{elements, TransferCodings};
 
@@ -53,7 +53,8 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<response::Parts>, 
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
     };
-    let fields = spans(buf, parsed.headers);
+    let mut fields = Spans::new();
+    fields.record(buf, parsed.headers);
     let bytes = buf.split_to(len).freeze();
     let (mut parts, ()) = Response::new(()).into_parts();
     parts.status = status;

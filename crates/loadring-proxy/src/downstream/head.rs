@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TE, TRANSFER_ENCODING, UPGRADE};
 use http::{request, Method, Request, StatusCode, Uri, Version};
 
-use crate::connect::fields::{headers_of, spans};
+use crate::connect::fields::{headers_of, Spans};
 use crate::field_list::{elements, TransferCodings};
 
 /// The longest request head read (request line and fields), as nginx's
@@ -128,7 +128,8 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
     let base = buf.as_ptr() as usize;
     let target_at = target.as_ptr() as usize - base;
     let target_span = target_at..target_at + target.len();
-    let fields = spans(buf, parsed.headers);
+    let mut fields = Spans::new();
+    fields.record(buf, parsed.headers);
     let bytes = buf.split_to(len).freeze();
     let uri = Uri::from_maybe_shared(bytes.slice(target_span.clone())).map_err(|_| {
         if target_span.len() > usize::from(u16::MAX) - 1 {
