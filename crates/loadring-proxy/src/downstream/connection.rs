@@ -474,23 +474,37 @@ impl<S: Io, H: Handler> Served<S, H> {
             let next = {
                 let (io, buf, out) = (&mut self.io, &mut self.buf, &self.out);
                 poll_fn(|cx| {
-                    match feeding.as_mut().filter(|f| !f.done) {
-                        Some(feeding) => {
-                            if let Poll::Ready(Err(e)) = feeding.poll_feed(cx, io, buf) {
-                                return Poll::Ready(Err(e));
-                            }
+                    let still_feeding = feeding.as_mut().filter(|f| !f.done);
+                    let watch_client = still_feeding.is_none();
+                    if let Some(feeding) = still_feeding {
+                        if let Poll::Ready(Err(e)) = feeding.poll_feed(cx, io, buf) {
+                            return Poll::Ready(Err(e));
                         }
-                        // An answer whose client left is dropped (its
-                        // request abandoned), as one before its head.
-                        None => match poll_client_left(cx, io, buf) {
-                            Poll::Ready(Ok(())) => return Poll::Ready(Ok(Polled::ClientLeft)),
-                            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                            Poll::Pending => {}
-                        },
                     }
                     match Pin::new(&mut *body).poll_frame(cx) {
-                        Poll::Pending if !out.is_empty() => Poll::Ready(Ok(Polled::Flush)),
-                        Poll::Pending => Poll::Pending,
+                        Poll::Pending => {
+                            // While the answer's body is awaited, an answer
+                            // whose client left is dropped (its request
+                            // abandoned), as one before its head. A part in
+                            // hand is written first: a client gone fails the
+                            // write, and one that only stopped sending reads
+                            // it. (The client's socket is polled only to wait
+                            // on it: once a request, not once a part.)
+                            if watch_client {
+                                match poll_client_left(cx, io, buf) {
+                                    Poll::Ready(Ok(())) => {
+                                        return Poll::Ready(Ok(Polled::ClientLeft))
+                                    }
+                                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                                    Poll::Pending => {}
+                                }
+                            }
+                            if out.is_empty() {
+                                Poll::Pending
+                            } else {
+                                Poll::Ready(Ok(Polled::Flush))
+                            }
+                        }
                         Poll::Ready(None) => Poll::Ready(Ok(Polled::End)),
                         Poll::Ready(Some(Ok(frame))) => Poll::Ready(Ok(Polled::Frame(frame))),
                         Poll::Ready(Some(Err(e))) => {
