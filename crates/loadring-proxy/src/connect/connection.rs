@@ -205,14 +205,26 @@ impl Conn {
         if !self.buf.is_empty() {
             return false;
         }
-        // The waker is never called: the read only looks.
-        let mut cx = Context::from_waker(Waker::noop());
         let mut byte = [0u8; 1];
-        let mut read = ReadBuf::new(&mut byte);
-        matches!(
-            Pin::new(&mut self.stream).poll_read(&mut cx, &mut read),
-            Poll::Pending
-        )
+        match &mut self.stream {
+            // Without a poll: no waker to register (nobody waits on an idle
+            // connection), and no system call while the socket has not been
+            // reported readable since its last read.
+            Stream::Tcp(tcp) => {
+                matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            // TLS may hold what came (a close_notify read with the last
+            // answer) where only a read of its own finds it. The waker is
+            // never called: the read only looks.
+            Stream::Tls(_) => {
+                let mut cx = Context::from_waker(Waker::noop());
+                let mut read = ReadBuf::new(&mut byte);
+                matches!(
+                    Pin::new(&mut self.stream).poll_read(&mut cx, &mut read),
+                    Poll::Pending
+                )
+            }
+        }
     }
 }
 
