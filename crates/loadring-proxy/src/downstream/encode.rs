@@ -6,7 +6,6 @@
 //! `Transfer-Encoding`); otherwise an exact length from the body, else
 //! chunked for HTTP/1.1 and the connection's end for HTTP/1.0.
 
-
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{response, StatusCode, Version};
 
