@@ -1565,10 +1565,19 @@ fn no_panic_since(before: u64) {
 
 /// A proxy without retries in front of a [`broken_backend`].
 async fn behind_broken(reply: impl Into<Vec<u8>>, then: Then) -> (BrokenBackend, Running) {
+    behind_broken_limited(reply, then, ClientLimits::default()).await
+}
+
+/// [`behind_broken`], the proxy's clients held to `clients`.
+async fn behind_broken_limited(
+    reply: impl Into<Vec<u8>>,
+    then: Then,
+    clients: ClientLimits,
+) -> (BrokenBackend, Running) {
     let backend = broken_backend(reply, then).await;
     let mut c = cluster("default", "rr", &[], &[backend.addr]);
     c.retries = 0;
-    let proxy = start(c).await;
+    let proxy = start_limited(vec![c], vec![], clients).await;
     (backend, proxy)
 }
 
@@ -2458,20 +2467,39 @@ async fn a_second_answer_to_one_request_never_answers_the_next() {
 /// holds nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_before_the_upload_ends_reaches_the_client() {
+    answer_before_the_upload_ends(256 * 1024, ClientLimits::default()).await;
+}
+
+/// The same with a short upload, which the proxy reads whole before the
+/// answer goes out, and a header timeout longer than the test waits: the
+/// slot is released once the answer is written, not when the wait for the
+/// rest of the body (to read past it) ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_before_a_short_upload_ends_releases_its_slot_once_written() {
+    let clients = ClientLimits {
+        header_timeout: 6 * STEP,
+        ..ClientLimits::default()
+    };
+    answer_before_the_upload_ends(1024, clients).await;
+}
+
+/// A 413 answered while the client's upload of 10 MB has sent only `sent`
+/// bytes, through a proxy whose clients are held to `clients`.
+async fn answer_before_the_upload_ends(sent: usize, clients: ClientLimits) {
     let panics = proxy_panics();
     let answer =
         "HTTP/1.1 413 Content Too Large\r\nconnection: close\r\ncontent-length: 7\r\n\r\ntoo big";
     for then in [Then::Close, Then::KeepOpen] {
-        let what = format!("{then:?}");
-        let (backend, proxy) = behind_broken(answer, then).await;
+        let what = format!("{then:?}, {sent} bytes sent");
+        let (backend, proxy) = behind_broken_limited(answer, then, clients).await;
         let stream = TcpStream::connect(proxy.addr).await.unwrap();
         let (mut reading, mut writing) = stream.into_split();
-        // 10 MB announced, 256 KiB sent, and then nothing: the client waits
-        // for its answer with its upload unfinished.
+        // 10 MB announced, `sent` bytes sent, and then nothing: the client
+        // waits for its answer with its upload unfinished.
         let uploading = tokio::spawn(async move {
             let head = "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n";
             writing.write_all(head.as_bytes()).await?;
-            writing.write_all(&vec![b'u'; 256 * 1024]).await?;
+            writing.write_all(&vec![b'u'; sent]).await?;
             std::future::pending::<()>().await;
             Ok::<_, std::io::Error>(writing)
         });

@@ -397,8 +397,16 @@ impl<S: Io, H: Handler> Served<S, H> {
                 true
             }
             framing => {
-                self.write_body(framing, &mut body, &mut feeding, te_trailers)
-                    .await?
+                let ended = self
+                    .write_body(framing, &mut body, &mut feeding, te_trailers)
+                    .await?;
+                // The answer is out: its body goes now (its slot released,
+                // its backend's connection given back or closed), not after
+                // the rest of the request's body is read past below, which
+                // may wait the whole header timeout for a client that stopped
+                // sending it.
+                drop(body);
+                ended
             }
         };
         if !keep_alive || !ended || self.stop.load(Ordering::SeqCst) {
