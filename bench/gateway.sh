@@ -60,7 +60,12 @@
 #               in the path: nginx `hash $request_uri consistent`, HAProxy
 #               `balance uri`, loadring --key path), p99 from its log file.
 #     Each: req/s, p99 and the proxy's CPU per request (its process and
-#     children), in OUT/protocols.md.
+#     children). ROUNDS samples of each, in rounds as the uniform rows' (each
+#     round's service times its seed's, the three proxies of a protocol in
+#     turn, starting one further down each round); OUT/protocols.md gives
+#     each proxy's medians with its lowest and highest CPU per request, and
+#     every sample (a single 10 s sample of h2c moved its ratio to the
+#     better peer between 1.1x and 1.6x from one hour to the next).
 #
 # Settings (environment): GATEBENCH_DURATION (s, 10), GATEBENCH_ROUNDS (3: the
 # samples of each uniform and hot row, the report showing their medians), GATEBENCH_CONNECTIONS
@@ -421,6 +426,8 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
     local name=$1 label=$2 mode=$3
     shift 4
     if ! [[ $name =~ $ONLY ]]; then return 0; fi
+    local proxy=$name
+    if [ -n "${ROUND:-}" ] && [ "$ROUNDS" -gt 1 ]; then name=$name.r$ROUND; fi
     echo "== $name: $*"
     "$@" >"$OUT/$name.proxy.log" 2>&1 &
     PROXY_PID=$!
@@ -433,8 +440,8 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=$THREADS
         wrk -t"$THREADS" -c"$CONNECTIONS" -d1s -s bench/gateway/keys.lua "https://127.0.0.1:$PROXY_PORT/" >/dev/null
         sleep 1
-        # Every proxy of the row is served the same service times.
-        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=1" >/dev/null
+        # Every proxy of the round is served the same service times.
+        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=${ROUND:-1}" >/dev/null
         perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         wrk -t"$THREADS" -c"$CONNECTIONS" -d"${DURATION}s" --timeout 2s -s bench/gateway/keys.lua \
@@ -453,8 +460,8 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
         local clients=$((CONNECTIONS / 4))
         h2load -c "$clients" -m 16 -t "$THREADS" -D 1 -i "$OUT/uniform.uris" >/dev/null 2>&1 || true
         sleep 1
-        # Every proxy of the row is served the same service times.
-        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=1" >/dev/null
+        # Every proxy of the round is served the same service times.
+        curl -sf "http://127.0.0.1:$ADMIN_PORT/reset?seed=${ROUND:-1}" >/dev/null
         perf_start "$name"
         before=$("$GATEBENCH" cpu "$PROXY_PID")
         h2load -c "$clients" -m 16 -t "$THREADS" -D "$DURATION" -i "$OUT/uniform.uris" \
@@ -473,7 +480,7 @@ run_proto() { # NAME LABEL tls|h2c -- COMMAND...
     local cpu_us
     cpu_us=$(awk -v b="$before" -v a="$after" -v n="$requests" -v hz="$CLK_TCK" \
         'BEGIN { if (n > 0) printf "%.1f", (a - b) / hz * 1e6 / n; else print "n/a" }')
-    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$label" "$rps" "$p99" "$cpu_us" >>"$OUT/protocols.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$proxy" "$label" "$rps" "$p99" "$cpu_us" "${ROUND:-1}" >>"$OUT/protocols.tsv"
     echo "    $rps req/s, p99 ${p99} us, CPU ${cpu_us} us/request ($requests requests)"
 }
 
@@ -501,19 +508,49 @@ if [ "$proto_wanted" = true ]; then
     }
     haproxy_proto_cfg "$OUT/haproxy-tls.cfg" "ssl crt $OUT/tls/gateway.pem" 'hdr(X-Key)'
     haproxy_proto_cfg "$OUT/haproxy-h2c.cfg" "proto h2" uri
-    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
-    run_proto tls-nginx "nginx ssl" tls -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-tls.conf"
-    run_proto tls-haproxy "haproxy ssl crt" tls -- "$HAPROXY" -db -f "$OUT/haproxy-tls.cfg"
-    run_proto tls-loadring "loadring --tls-cert" tls -- "$LOADRING" "${args[@]}" \
-        --tls-cert "$OUT/tls/gateway.crt" --tls-key "$OUT/tls/gateway.key"
-    mapfile -t args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints" | sed 's|^header:X-Key$|path|')
-    run_proto h2c-nginx "nginx http2" h2c -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-h2c.conf"
-    run_proto h2c-haproxy "haproxy proto h2" h2c -- "$HAPROXY" -db -f "$OUT/haproxy-h2c.cfg"
-    run_proto h2c-loadring "loadring (auto h1/h2c)" h2c -- "$LOADRING" "${args[@]}"
+    mapfile -t tls_args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints")
+    mapfile -t h2c_args < <(loadring_args "$NGINX_SPEC" "$OUT/nginx.endpoints" | sed 's|^header:X-Key$|path|')
+    proto_row() { # PROTOCOL INDEX: the INDEX-th proxy of PROTOCOL's row
+        case $1:$2 in
+        tls:0) run_proto tls-nginx "nginx ssl" tls -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-tls.conf" ;;
+        tls:1) run_proto tls-haproxy "haproxy ssl crt" tls -- "$HAPROXY" -db -f "$OUT/haproxy-tls.cfg" ;;
+        tls:2) run_proto tls-loadring "loadring --tls-cert" tls -- "$LOADRING" "${tls_args[@]}" \
+            --tls-cert "$OUT/tls/gateway.crt" --tls-key "$OUT/tls/gateway.key" ;;
+        h2c:0) run_proto h2c-nginx "nginx http2" h2c -- "$NGINX" -p "$OUT/nginx" -e "$OUT/nginx/error.log" -c "$OUT/nginx-h2c.conf" ;;
+        h2c:1) run_proto h2c-haproxy "haproxy proto h2" h2c -- "$HAPROXY" -db -f "$OUT/haproxy-h2c.cfg" ;;
+        h2c:2) run_proto h2c-loadring "loadring (auto h1/h2c)" h2c -- "$LOADRING" "${h2c_args[@]}" ;;
+        esac
+    }
+    # As the uniform rows: each round starts one proxy further down.
+    for protocol in tls h2c; do
+        for round in $(seq "$ROUNDS"); do
+            ROUND=$round
+            for i in 0 1 2; do
+                proto_row "$protocol" $(((i + round - 1) % 3))
+            done
+        done
+    done
+    ROUND=
+    # Each proxy's medians (the middle sample, or the mean of the middle
+    # two), its lowest and highest CPU, then every sample.
+    median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }'; }
     {
-        echo "| run | proxy | req/s | p99 (us) | CPU per request (us) |"
-        echo "|---|---|---|---|---|"
-        awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$OUT/protocols.tsv"
+        echo "| run | proxy | req/s | p99 (us) | CPU per request (us) | samples (CPU min-max) |"
+        echo "|---|---|---:|---:|---:|---|"
+        for proxy in $(cut -f1 "$OUT/protocols.tsv" | awk '!seen[$0]++'); do
+            rows=$(awk -F'\t' -v p="$proxy" '$1 == p' "$OUT/protocols.tsv")
+            label=$(echo "$rows" | head -n1 | cut -f2)
+            rps=$(echo "$rows" | cut -f3 | median)
+            p99=$(echo "$rows" | cut -f4 | median)
+            cpu=$(echo "$rows" | cut -f5 | median)
+            range=$(echo "$rows" | cut -f5 | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }')
+            printf '| %s | %s | %.2f | %.0f | %.1f | %s (%s) |\n' "$proxy" "$label" "$rps" "$p99" "$cpu" \
+                "$(echo "$rows" | wc -l)" "$range"
+        done
+        echo
+        echo "| sample | round | req/s | p99 (us) | CPU per request (us) |"
+        echo "|---|---:|---:|---:|---:|"
+        awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $6, $3, $4, $5 }' "$OUT/protocols.tsv"
     } >"$OUT/protocols.md"
 fi
 
