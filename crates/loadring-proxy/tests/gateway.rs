@@ -551,6 +551,19 @@ async fn a_panic_threshold_serves_over_all_endpoints_when_most_are_out() {
     }
 }
 
+/// A proxy over two backends (returned: they serve while held) whose
+/// ejection is `policy`'s alone (the proxy's own passive ejection off),
+/// without retries, keyed by `x-user`; a key each backend owns, with it.
+async fn ejecting_by_policy(policy: &str) -> (Vec<DemoBackend>, Running, Vec<(String, String)>) {
+    let b = backends(2).await;
+    let mut c = cluster(policy, &["header:x-user"], &[&b[0], &b[1]]);
+    c.health.eject_after = 0;
+    c.retries = 0;
+    let proxy = start(c).await;
+    let keys = a_key_of_each(&proxy, 2).await;
+    (b, proxy, keys)
+}
+
 /// The policy's own outlier ejection (its lifecycle keys, fed by each
 /// response's outcome) works in the proxy, with Envoy's cap: of two
 /// endpoints failing, `max_ejection_percent=50` ejects one and keeps the
@@ -560,12 +573,7 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
     for (percent, second_ejected) in [(50, false), (100, true)] {
         let policy =
             format!("c_murmurhash:eject_after=1 eject_for=60s max_ejection_percent={percent}");
-        let b = backends(2).await;
-        let mut c = cluster(&policy, &["header:x-user"], &[&b[0], &b[1]]);
-        c.health.eject_after = 0;
-        c.retries = 0;
-        let proxy = start(c).await;
-        let keys = a_key_of_each(&proxy, 2).await;
+        let (_b, proxy, keys) = ejecting_by_policy(&policy).await;
         let (first, first_owner) = &keys[0];
         let (second, second_owner) = &keys[1];
 
@@ -612,16 +620,8 @@ async fn the_policys_ejection_applies_with_its_max_ejection_percent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_past_599_passes_on_and_counts_as_a_failure() {
     for (status, ejected) in [(499, false), (500, true), (600, true), (999, true)] {
-        let b = backends(2).await;
-        let mut c = cluster(
-            "c_murmurhash:eject_after=1 eject_for=60s",
-            &["header:x-user"],
-            &[&b[0], &b[1]],
-        );
-        c.health.eject_after = 0;
-        c.retries = 0;
-        let proxy = start(c).await;
-        let keys = a_key_of_each(&proxy, 2).await;
+        let (_b, proxy, keys) =
+            ejecting_by_policy("c_murmurhash:eject_after=1 eject_for=60s").await;
         let (key, owner) = &keys[0];
         let (_, other) = &keys[1];
         // A HEAD: a response with no body to send, its outcome taken at once.
