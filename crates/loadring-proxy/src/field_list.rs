@@ -1,13 +1,11 @@
 //! Fields whose value is a comma-separated list (RFC 9110 5.6.1), and the
 //! one rule both directions of the gateway apply to `Transfer-Encoding`.
 
-use http::HeaderValue;
-
 /// The elements of one field value: split at commas, the whitespace
 /// around each trimmed, the empty ones (`a, , b`) left out.
-pub(crate) fn elements(value: &HeaderValue) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn elements<V: AsRef<[u8]> + ?Sized>(value: &V) -> impl Iterator<Item = &[u8]> {
     value
-        .as_bytes()
+        .as_ref()
         .split(|&b| b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|element| !element.is_empty())
@@ -22,7 +20,7 @@ pub(crate) struct TransferCodings {
 }
 
 impl TransferCodings {
-    pub(crate) fn add(&mut self, field: &HeaderValue) {
+    pub(crate) fn add<V: AsRef<[u8]> + ?Sized>(&mut self, field: &V) {
         for coding in elements(field) {
             self.count += 1;
             self.other_than_chunked |= !coding.eq_ignore_ascii_case(b"chunked");
@@ -41,6 +39,7 @@ impl TransferCodings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderValue;
 
     #[test]
     fn elements_are_trimmed_and_empty_ones_left_out() {

@@ -20,7 +20,7 @@ use crate::abandoned::Abandoning;
 use crate::body::{GuardedBody, OnClientGone};
 use crate::clients::ClientLimits;
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::connect::{Failure, Upstream, UpstreamBody};
+use crate::connect::{AnswerHead, Answered, Failure, Upstream, UpstreamBody};
 use crate::few_headers;
 use crate::field_list::TransferCodings;
 use crate::in_place::boxed_in_place;
@@ -34,50 +34,7 @@ use crate::upload::Late;
 use crate::proxy_body::empty_body;
 pub use crate::proxy_body::{text_body, ProxyBody};
 
-/// Headers that describe one connection, not the request (RFC 9110 7.6.1),
-/// removed both ways.
-/// Names, not strings: comparing two names the `http` crate knows is
-/// comparing one byte.
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-];
-
-/// Removes hop-by-hop headers, those the `Connection` header names included.
-/// `Transfer-Encoding` goes too: hyper frames each side's body itself.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Most messages have none: one pass over their few names, no lookup.
-    if !headers.keys().any(is_hop_by_hop) {
-        return;
-    }
-    // Element by element, as bytes: a value with one element that is not
-    // a name (not ASCII) still has the others honoured.
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .flat_map(crate::field_list::elements)
-        .filter_map(|name| HeaderName::from_bytes(name).ok())
-        .collect();
-    for name in named {
-        headers.remove(name);
-    }
-    for name in HOP_BY_HOP {
-        headers.remove(name);
-    }
-    headers.remove(header::TRANSFER_ENCODING);
-}
-
-/// Whether `name` is one [`strip_hop_by_hop`] may remove (`Connection`
-/// names others; any of these means the slow path).
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    *name == header::TRANSFER_ENCODING || HOP_BY_HOP.contains(name)
-}
+pub(crate) use crate::hop_by_hop::strip_hop_by_hop;
 
 /// An HTTP/2 client's cookies, often one field a cookie, made the one
 /// `Cookie` field an HTTP/1.1 backend expects: joined by `; `, in order
@@ -102,6 +59,8 @@ pub fn join_cookies(headers: &mut HeaderMap) {
         headers.insert(header::COOKIE, value);
     }
 }
+
+const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 
@@ -264,7 +223,7 @@ impl Head {
 // boxing it would cost an allocation per request to shrink a local.
 #[allow(clippy::large_enum_variant)]
 enum Tried {
-    Answer(Response<UpstreamBody>),
+    Answer(Answered<UpstreamBody>),
     Failed(Failure),
     /// The request was not in hand any more (a streamed body already sent).
     Gone,
@@ -277,11 +236,10 @@ enum Tried {
 /// `Content-Length` and `Transfer-Encoding` (RFC 9112 6.3: a sign of
 /// request smuggling or a broken backend; which length is right is
 /// unknowable, so the response is not forwarded).
-fn malformed_framing(headers: &HeaderMap) -> Option<&'static str> {
+fn malformed_framing(head: &AnswerHead) -> Option<&'static str> {
     // The rare header first: most responses need one search.
-    (few_headers::contains(headers, &header::TRANSFER_ENCODING)
-        && few_headers::contains(headers, &header::CONTENT_LENGTH))
-    .then_some("both Content-Length and Transfer-Encoding")
+    (head.contains(&header::TRANSFER_ENCODING) && head.contains(&header::CONTENT_LENGTH))
+        .then_some("both Content-Length and Transfer-Encoding")
 }
 
 /// Whether a request has a `Transfer-Encoding` other than `chunked` alone
@@ -308,6 +266,10 @@ fn describe(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The gateway's answer to a request: the backend's head as the upstream
+/// layer read it (not made a map for an HTTP/1.1 client), or its own.
+pub(crate) type Reply = Answered<ProxyBody>;
+
 /// A response the proxy makes itself.
 pub fn local_response(status: StatusCode, text: &str) -> Response<ProxyBody> {
     let mut response = Response::new(text_body(format!("{text}\n")));
@@ -326,7 +288,7 @@ pub fn local_response(status: StatusCode, text: &str) -> Response<ProxyBody> {
 /// not the client's connection. Unless the cluster aborts on close, a
 /// `Forwarding` dropped before its answer hands the unfinished exchange to
 /// a task of its own.
-pub struct Forwarding {
+pub(crate) struct Forwarding {
     exchange: Exchange,
     /// The cluster's, for the log line of a panic.
     forwarder: Forwarder,
@@ -335,7 +297,7 @@ pub struct Forwarding {
 /// The exchange, boxed: how it ends when its client leaves.
 enum Exchange {
     /// Runs on as a task when dropped unfinished.
-    ToEnd(RunToEnd<dyn Future<Output = Response<ProxyBody>> + Send>),
+    ToEnd(RunToEnd<dyn Future<Output = Reply> + Send>),
     /// Dropped with its client.
     Abortable(BoxedExchange),
     /// Answered, or gone with a panic.
@@ -343,7 +305,7 @@ enum Exchange {
 }
 
 /// A boxed exchange with a response at its end.
-type BoxedExchange = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
+type BoxedExchange = Pin<Box<dyn Future<Output = Reply> + Send>>;
 
 impl Forwarding {
     /// `exchange`, run to its end or dropped with its client as
@@ -375,9 +337,9 @@ impl std::fmt::Debug for Forwarding {
 }
 
 impl Future for Forwarding {
-    type Output = Response<ProxyBody>;
+    type Output = Reply;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
         let polled = std::panic::catch_unwind(AssertUnwindSafe(|| match &mut self.exchange {
             Exchange::ToEnd(exchange) => Pin::new(exchange).poll(cx),
             Exchange::Abortable(exchange) => exchange.as_mut().poll(cx),
@@ -396,10 +358,13 @@ impl Future for Forwarding {
                     cluster = self.forwarder.cluster.name(),
                     "forwarding panicked"
                 );
-                Poll::Ready(local_response(
-                    StatusCode::BAD_GATEWAY,
-                    "the request could not be forwarded",
-                ))
+                Poll::Ready(
+                    local_response(
+                        StatusCode::BAD_GATEWAY,
+                        "the request could not be forwarded",
+                    )
+                    .into(),
+                )
             }
         }
     }
@@ -453,9 +418,9 @@ impl Forwarder {
         endpoint: Option<&Backend>,
         status: StatusCode,
         why: &str,
-    ) -> Response<ProxyBody> {
+    ) -> Reply {
         if !grpc {
-            return local_response(status, why);
+            return local_response(status, why).into();
         }
         if let Some(endpoint) = endpoint {
             self.metrics.grpc_response(
@@ -465,18 +430,16 @@ impl Forwarder {
             );
         }
         let (head, ()) = crate::grpc::local_answer(status, why).into_parts();
-        Response::from_parts(head, empty_body())
+        Answered {
+            head: AnswerHead::Parts(head),
+            body: empty_body(),
+        }
     }
 
     /// The answer to a client that sent nothing of its request body for
     /// `idle`, read ahead or streamed: 408, logged at debug (the client's
     /// doing).
-    fn body_stalled(
-        &self,
-        grpc: bool,
-        endpoint: Option<&Backend>,
-        idle: Duration,
-    ) -> Response<ProxyBody> {
+    fn body_stalled(&self, grpc: bool, endpoint: Option<&Backend>, idle: Duration) -> Reply {
         tracing::debug!(
             cluster = self.cluster.name(),
             "the request body stalled for {idle:?}"
@@ -559,17 +522,13 @@ impl Forwarder {
     /// The checks and the key are the exchange's: this only boxes it, and
     /// the future returned is a few words (hyper moves it, and each move
     /// copies what it holds).
-    pub fn forward(&self, request: Request<ClientBody>, peer: SocketAddr) -> Forwarding {
+    pub(crate) fn forward(&self, request: Request<ClientBody>, peer: SocketAddr) -> Forwarding {
         // Built in its box (see `in_place`): the exchange is kilobytes.
         let exchange = boxed_in_place!(self.clone().exchange(request, peer));
         Forwarding::new(self.clone(), exchange)
     }
 
-    async fn exchange(
-        self,
-        mut request: Request<ClientBody>,
-        peer: SocketAddr,
-    ) -> Response<ProxyBody> {
+    async fn exchange(self, mut request: Request<ClientBody>, peer: SocketAddr) -> Reply {
         let cluster = &self.cluster;
         let name = cluster.name();
         let grpc = crate::grpc::is_grpc(request.headers());
@@ -580,7 +539,7 @@ impl Forwarder {
             cluster.config().backend_protocol,
         ) {
             Ok(tunnel) => tunnel,
-            Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why),
+            Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why).into(),
         };
         let extended_connect = tunnel
             .as_ref()
@@ -592,7 +551,8 @@ impl Forwarder {
             return local_response(
                 StatusCode::NOT_IMPLEMENTED,
                 "Transfer-Encoding other than chunked alone is not supported",
-            );
+            )
+            .into();
         }
         // A target with an authority (HTTP/2's `:authority`, an absolute
         // form) names the host, and routing went by it: the `Host` the
@@ -849,33 +809,52 @@ impl Forwarder {
                 }
             };
             match result {
-                Ok(Tried::Answer(response)) => {
-                    let malformed = malformed_framing(response.headers()).or_else(|| {
-                        // A switch nothing asked for (RFC 9110 15.2.2): the
-                        // client would wait on a protocol it never chose.
-                        (tunnel.is_none() && response.status() == StatusCode::SWITCHING_PROTOCOLS)
-                            .then_some(
+                Ok(Tried::Answer(Answered { head, body })) => {
+                    // Made a map for what reads its fields further: a gRPC
+                    // status, a switch, a load report. Others stay as read.
+                    let needs_map = grpc || tunnel.is_some() || config.load_report.is_some();
+                    let head = if needs_map {
+                        head.into_parts().map(AnswerHead::Parts)
+                    } else {
+                        Ok(head)
+                    };
+                    let checked = head.map_err(|e| e.to_string()).and_then(|head| {
+                        let malformed = malformed_framing(&head).or_else(|| {
+                            // A switch nothing asked for (RFC 9110 15.2.2):
+                            // the client would wait on a protocol it never
+                            // chose.
+                            (tunnel.is_none() && head.status() == StatusCode::SWITCHING_PROTOCOLS)
+                                .then_some(
                                 "101 Switching Protocols to a request that asked for no upgrade",
                             )
+                        });
+                        match malformed {
+                            Some(why) => Err(why.to_owned()),
+                            None => Ok(head),
+                        }
                     });
-                    if let Some(why) = malformed {
-                        // Its connection is closed with it: its state is unknown.
-                        drop(response);
-                        self.attempt_failed(pick, started, &upstream, 502);
-                        tracing::warn!(
-                            cluster = name,
-                            endpoint = upstream.addr(),
-                            "malformed response: {why}"
-                        );
-                        return self.refuse(
-                            grpc,
-                            last.as_ref(),
-                            StatusCode::BAD_GATEWAY,
-                            "malformed response from the backend",
-                        );
-                    }
-                    if let Some(why) = tunnel.as_ref().and_then(|t| t.unusable(response.status())) {
-                        drop(response);
+                    let mut head = match checked {
+                        Ok(head) => head,
+                        Err(why) => {
+                            // Its connection is closed with it: its state is
+                            // unknown.
+                            drop(body);
+                            self.attempt_failed(pick, started, &upstream, 502);
+                            tracing::warn!(
+                                cluster = name,
+                                endpoint = upstream.addr(),
+                                "malformed response: {why}"
+                            );
+                            return self.refuse(
+                                grpc,
+                                last.as_ref(),
+                                StatusCode::BAD_GATEWAY,
+                                "malformed response from the backend",
+                            );
+                        }
+                    };
+                    if let Some(why) = tunnel.as_ref().and_then(|t| t.unusable(head.status())) {
+                        drop(body);
                         self.attempt_failed(pick, started, &upstream, 502);
                         tracing::warn!(cluster = name, endpoint = upstream.addr(), "{why}");
                         return self.refuse(
@@ -885,12 +864,12 @@ impl Forwarder {
                             "the backend did not switch to WebSocket",
                         );
                     }
-                    let status = response.status();
+                    let status = head.status();
                     self.metrics
                         .request(&self.label, &upstream, status.as_u16());
                     // A trailers-only gRPC answer has its status here.
                     let grpc_status = if grpc {
-                        crate::grpc::status(response.headers())
+                        head.map().and_then(crate::grpc::status)
                     } else {
                         None
                     };
@@ -902,13 +881,13 @@ impl Forwarder {
                         }
                         _ => false,
                     };
-                    let tally =
-                        (grpc && !grpc_failed && response.headers().get("grpc-status").is_none())
-                            .then(|| crate::grpc::Tally {
-                                metrics: self.metrics.clone(),
-                                label: self.label.clone(),
-                                upstream: upstream.clone(),
-                            });
+                    let tally = (grpc && !grpc_failed && !head.contains(&GRPC_STATUS)).then(|| {
+                        crate::grpc::Tally {
+                            metrics: self.metrics.clone(),
+                            label: self.label.clone(),
+                            upstream: upstream.clone(),
+                        }
+                    });
                     // The outcome (the balancer's lifecycle: ejection, `la`,
                     // peak EWMA) is given when the body ends.
                     let succeeded = !is_failure_status(status) && !grpc_failed;
@@ -917,15 +896,29 @@ impl Forwarder {
                     }
                     if let Some(tunnel) = tunnel {
                         if tunnel.switched(status) {
-                            let mut response = response;
-                            let protocol = response.headers().get(header::UPGRADE).cloned();
-                            strip_hop_by_hop(response.headers_mut());
-                            return tunnel.open(response, protocol, pick, started, &self.clients);
+                            // A map: made above, a switch was asked for.
+                            let AnswerHead::Parts(mut parts) = head else {
+                                return local_response(
+                                    StatusCode::BAD_GATEWAY,
+                                    "the backend's switch could not be read",
+                                )
+                                .into();
+                            };
+                            let protocol = parts.headers.get(header::UPGRADE).cloned();
+                            strip_hop_by_hop(&mut parts.headers);
+                            let response = Response::from_parts(parts, body);
+                            return tunnel
+                                .open(response, protocol, pick, started, &self.clients)
+                                .into();
                         }
                     }
-                    let (mut head, body) = response.into_parts();
-                    strip_hop_by_hop(&mut head.headers);
-                    let report = self.take_report(&mut head.headers, &upstream);
+                    head.strip_hop_by_hop();
+                    let report = match &mut head {
+                        AnswerHead::Parts(parts) => self.take_report(&mut parts.headers, &upstream),
+                        // Read only when the cluster reads reports, and then
+                        // a map.
+                        AnswerHead::Raw(_) => None,
+                    };
                     let on_client_gone = if config.abort_on_close {
                         OnClientGone::Abort
                     } else {
@@ -935,7 +928,10 @@ impl Forwarder {
                         GuardedBody::new(body, pick, started, succeeded, timeout, on_client_gone)
                             .with_report(report)
                             .with_grpc(tally);
-                    return Response::from_parts(head, guarded.boxed_unsync());
+                    return Answered {
+                        head,
+                        body: guarded.boxed_unsync(),
+                    };
                 }
                 Ok(Tried::NoExtendedConnect) => {
                     // Not a failure of the endpoint: it serves what it
@@ -946,7 +942,8 @@ impl Forwarder {
                         StatusCode::NOT_IMPLEMENTED,
                         "the backend does not take WebSockets over HTTP/2: \
                          it did not announce extended CONNECT (RFC 8441)",
-                    );
+                    )
+                    .into();
                 }
                 Ok(Tried::Gone) => {
                     // Unreachable: a request is never tried once it is gone.
@@ -1081,11 +1078,11 @@ mod tests {
                 if before < usize::MAX {
                     panic!("a bug in the exchange");
                 }
-                local_response(StatusCode::OK, "unreachable")
+                local_response(StatusCode::OK, "unreachable").into()
             });
             let response = Forwarding::new(forwarder(abort_on_close), exchange).await;
             assert_eq!(
-                response.status(),
+                response.head.status(),
                 StatusCode::BAD_GATEWAY,
                 "abort_on_close {abort_on_close}"
             );
@@ -1104,7 +1101,7 @@ mod tests {
             let exchange: BoxedExchange = Box::pin(async move {
                 let _ = wait.await;
                 ran_to_end.store(true, SeqCst);
-                local_response(StatusCode::OK, "done")
+                local_response(StatusCode::OK, "done").into()
             });
             let mut forwarding = Forwarding::new(forwarder(abort_on_close), exchange);
             let polled = std::future::poll_fn(|cx| {
@@ -1152,37 +1149,6 @@ mod tests {
             let status = StatusCode::from_u16(code).unwrap();
             assert_eq!(is_failure_status(status), failure, "{code}");
         }
-    }
-
-    #[test]
-    fn hop_by_hop_headers_go_named_ones_too() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            "connection",
-            HeaderValue::from_static("keep-alive, x-session-hop"),
-        );
-        h.insert("x-session-hop", HeaderValue::from_static("1"));
-        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
-        h.insert("te", HeaderValue::from_static("trailers"));
-        h.insert("x-user", HeaderValue::from_static("alice"));
-        strip_hop_by_hop(&mut h);
-        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
-        assert_eq!(left, ["x-user"]);
-    }
-
-    #[test]
-    fn names_in_a_connection_value_with_other_bytes_go_too() {
-        let mut h = HeaderMap::new();
-        h.insert(
-            "connection",
-            HeaderValue::from_bytes(b"x-session-hop, caf\xc3\xa9,\tx-other-hop").unwrap(),
-        );
-        h.insert("x-session-hop", HeaderValue::from_static("1"));
-        h.insert("x-other-hop", HeaderValue::from_static("2"));
-        h.insert("x-user", HeaderValue::from_static("alice"));
-        strip_hop_by_hop(&mut h);
-        let left: Vec<_> = h.keys().map(|k| k.as_str()).collect();
-        assert_eq!(left, ["x-user"]);
     }
 
     #[test]

@@ -67,8 +67,9 @@ async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Dura
     let attempt = async {
         let connection = client.checkout(upstream.shared_addr(), false).await.ok()?;
         let response = connection.send(request).await.ok()?;
-        let ok = response.status().is_success() || response.status().is_redirection();
-        let mut body = response.into_body();
+        let status = response.head.status();
+        let ok = status.is_success() || status.is_redirection();
+        let mut body = response.body;
         let mut read: u64 = 0;
         while read <= MAX_CHECK_BODY {
             match body.frame().await {

@@ -74,6 +74,7 @@ mod forward;
 mod grpc;
 mod health;
 mod history;
+mod hop_by_hop;
 mod idle_limit;
 mod in_place;
 mod joined_writes;

@@ -31,7 +31,7 @@ use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
 use crate::downstream::{ClientBody, H1Connection, Handler, Io, Prefixed};
 use crate::drain::{Drain, Entered};
 use crate::error::{ProxyError, ProxyErrorKind};
-use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody};
+use crate::forward::{local_response, Forwarder, Forwarding, ProxyBody, Reply};
 use crate::health::spawn_active_checks;
 use crate::idle_limit::{Ended, IdleLimit};
 use crate::joined_writes::JoinedWrites;
@@ -133,13 +133,9 @@ impl Gateway {
     }
 
     /// Handles one request from `peer`: checked and routed now, answered
-    /// by the future returned (a few words: see [`Handling`]).
-    pub fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Handling {
-        self.handle_marked(request.map(ClientBody::Hyper), peer, LeftEarly::default())
-    }
-
-    /// [`handle`](Self::handle), the answer carrying `left_early`: built
-    /// with it, not given it after (each move of the answer copies it).
+    /// by the future returned (a few words: see [`Handling`]), which
+    /// carries `left_early`: built with it, not given it after (each move
+    /// of the answer copies it).
     pub(crate) fn handle_marked(
         &self,
         mut request: Request<ClientBody>,
@@ -210,13 +206,14 @@ impl Handler for Gateway {
     }
 }
 
-/// The answer to one request: the future [`Gateway::handle`] returns.
+/// The answer to one request: the future [`Gateway::handle_marked`]
+/// returns.
 ///
 /// Small on purpose: hyper moves a request's future (into its in-flight
 /// slot, into a stream's task), and each move copies all of it. The
 /// forwarding state, kilobytes, stays in its box.
 #[derive(Debug)]
-pub struct Handling {
+pub(crate) struct Handling {
     answer: Answer,
     /// Counts the request in its connection if dropped unanswered (set by
     /// the connection's service for HTTP/2 streams: reset_flood.rs).
@@ -226,23 +223,23 @@ pub struct Handling {
 #[derive(Debug)]
 enum Answer {
     /// The gateway's own (a refused request, no route); taken when polled.
-    Local(Option<Response<ProxyBody>>),
+    Local(Option<Reply>),
     Forwarding(Forwarding),
 }
 
 impl Handling {
     fn answered(response: Response<ProxyBody>, left_early: LeftEarly) -> Self {
         Handling {
-            answer: Answer::Local(Some(response)),
+            answer: Answer::Local(Some(response.into())),
             left_early,
         }
     }
 }
 
 impl Future for Handling {
-    type Output = Response<ProxyBody>;
+    type Output = Reply;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response<ProxyBody>> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Reply> {
         match &mut self.answer {
             Answer::Local(response) => match response.take() {
                 Some(response) => Poll::Ready(response),
@@ -266,13 +263,20 @@ impl Drop for Handling {
     }
 }
 
-/// A response as hyper's service gives it. An HTTP/2 stream's answer is
-/// watched by its connection, and counts the stream `open` until hyper
-/// drops its body.
+/// A response as hyper's service gives it: the answer's head made a map.
+/// An HTTP/2 stream's answer is watched by its connection, and counts the
+/// stream `open` until hyper drops its body.
 fn served_watched(
     open: Option<OpenStream>,
-) -> impl FnOnce(Response<ProxyBody>) -> Result<Response<ProxyBody>, Infallible> {
-    move |response| {
+) -> impl FnOnce(Reply) -> Result<Response<ProxyBody>, Infallible> {
+    move |reply| {
+        let response = reply.into_response().unwrap_or_else(|e| {
+            tracing::warn!("malformed response: {e}");
+            local_response(
+                StatusCode::BAD_GATEWAY,
+                "malformed response from the backend",
+            )
+        });
         Ok(match open {
             Some(open) => {
                 let activity = open.activity().clone();

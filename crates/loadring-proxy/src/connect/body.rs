@@ -185,7 +185,7 @@ impl H1Body {
                     // (RFC 9113 8.2.2: an HTTP/2 client's answer, whole, was
                     // reset for one): they go, as from a head, for clients
                     // of either protocol alike.
-                    crate::forward::strip_hop_by_hop(&mut trailers);
+                    crate::hop_by_hop::strip_hop_by_hop(&mut trailers);
                     trailers.remove(CONTENT_LENGTH);
                     trailers.remove(HOST);
                     if trailers.is_empty() {

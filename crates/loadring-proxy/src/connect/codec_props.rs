@@ -508,7 +508,9 @@ proptest! {
         buf.extend_from_slice(&next);
         let parts = parse_head(&mut buf)
             .map_err(|e| TestCaseError::fail(e.to_string()))?
-            .ok_or_else(|| TestCaseError::fail("partial"))?;
+            .ok_or_else(|| TestCaseError::fail("partial"))?
+            .into_parts()
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(parts.status.as_u16(), head.status);
         let version = if head.http10 { Version::HTTP_10 } else { Version::HTTP_11 };
         prop_assert_eq!(parts.version, version);

@@ -36,7 +36,7 @@ pub enum UpstreamError {
     RequestBodyLength { declared: u64, sent: u64 },
     /// Reading the client's body (to send it on) failed.
     #[error("reading the request body: {0}")]
-    RequestBody(#[source] crate::downstream::BodyError),
+    RequestBody(#[source] crate::downstream::body::BodyError),
     /// The HTTP/2 client failed.
     #[error("{0}")]
     H2(#[source] hyper::Error),

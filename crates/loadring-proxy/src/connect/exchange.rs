@@ -7,11 +7,12 @@ use std::future::poll_fn;
 use std::task::Poll;
 
 use http::header::{HeaderValue, CONTENT_LENGTH};
-use http::{request, response, Method, Request, StatusCode};
+use http::{request, Method, Request, StatusCode};
 
 use super::connection::Conn;
 use super::decode::Framing;
 use super::error::UpstreamError;
+use super::raw_head::RawHead;
 use super::request::RequestWriter;
 use super::response::{body_and_reuse, parse_head};
 use crate::request_body::Outgoing;
@@ -23,7 +24,7 @@ const MAX_INTERIM: u32 = 16;
 /// A response head, and what is left to write of the request.
 #[derive(Debug)]
 pub(crate) struct Answer {
-    pub(crate) head: response::Parts,
+    pub(crate) head: Box<RawHead>,
     pub(crate) framing: Framing,
     /// Whether the connection may carry another exchange after this one.
     pub(crate) keep_alive: bool,
@@ -99,7 +100,7 @@ pub(crate) async fn exchange(
                         Err(error) => return sent(error, answered, &mut parts),
                     };
                     if let Some(n) = read.normalized_length {
-                        head.headers.insert(CONTENT_LENGTH, HeaderValue::from(n));
+                        head.set(CONTENT_LENGTH, HeaderValue::from(n));
                     }
                     let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
                     return Poll::Ready(Ok(Answer {

@@ -183,9 +183,12 @@ async fn send(
     request: Request<Outgoing>,
 ) -> Result<Response<UpstreamBody>, Failure> {
     let connection = upstream.checkout(addr, false).await.unwrap();
-    tokio::time::timeout(WAIT, connection.send(request))
+    let answered = tokio::time::timeout(WAIT, connection.send(request))
         .await
-        .expect("an answer or an error in time")
+        .expect("an answer or an error in time")?;
+    Ok(answered
+        .into_response()
+        .expect("a head the http crate takes"))
 }
 
 /// The body's bytes and trailers, or its error.

@@ -7,6 +7,7 @@ use http::header::HeaderValue;
 use http::HeaderMap;
 
 use super::error::UpstreamError;
+use super::known_names::Known;
 use super::names::header_name;
 
 /// The longest response head (or trailers) read.
@@ -19,11 +20,14 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// the head is split off it. A head's usual few fields are kept on the
 /// stack (no allocation, and only [`INLINE`] entries to clear), the rest
 /// of a long one in a vector.
+#[derive(Debug)]
 pub(crate) struct Spans {
     /// Name start, name end, value start, value end.
     inline: [[u32; 4]; INLINE],
     more: Vec<[u32; 4]>,
     len: usize,
+    /// The [`Known`] names among them.
+    known: u16,
 }
 
 /// The fields of a head kept on the stack.
@@ -36,6 +40,7 @@ impl Spans {
             inline: [[0; 4]; INLINE],
             more: Vec::new(),
             len: 0,
+            known: 0,
         }
     }
 
@@ -55,7 +60,9 @@ impl Spans {
         self.more.clear();
         self.more.reserve(fields.len().saturating_sub(INLINE));
         self.len = fields.len();
+        let mut known = 0;
         for (i, field) in fields.iter().enumerate() {
+            known |= Known::bit(field.name.as_bytes());
             let (name_start, name_end) = at(field.name.as_bytes());
             let (value_start, value_end) = at(field.value);
             let span = [name_start, name_end, value_start, value_end];
@@ -64,9 +71,22 @@ impl Spans {
                 None => self.more.push(span),
             }
         }
+        self.known = known;
     }
 
-    fn iter(&self) -> impl Iterator<Item = &[u32; 4]> {
+    /// Which [`Known`] names the fields have.
+    pub(crate) fn known(&self) -> u16 {
+        self.known
+    }
+
+    /// How many fields were noted.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Each field's name start, name end, value start and value end, in
+    /// order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u32; 4]> {
         self.inline[..self.len.min(INLINE)].iter().chain(&self.more)
     }
 }
@@ -84,8 +104,21 @@ pub(crate) fn headers_of(
     spans: &Spans,
     room: usize,
 ) -> Result<HeaderMap, UpstreamError> {
-    let mut map = HeaderMap::with_capacity(spans.len + room);
-    for &[name_start, name_end, value_start, value_end] in spans.iter() {
+    headers_from(bytes, spans.iter(), spans.len + room)
+}
+
+/// The fields at `spans` of `bytes`, as [`headers_of`], in a map with room
+/// for `capacity` fields.
+///
+/// # Errors
+/// As [`headers_of`].
+pub(crate) fn headers_from<'s>(
+    bytes: &Bytes,
+    spans: impl Iterator<Item = &'s [u32; 4]>,
+    capacity: usize,
+) -> Result<HeaderMap, UpstreamError> {
+    let mut map = HeaderMap::with_capacity(capacity);
+    for &[name_start, name_end, value_start, value_end] in spans {
         let name_bytes = bytes
             .get(name_start as usize..name_end as usize)
             .unwrap_or_default();

@@ -17,6 +17,7 @@
 //! answer came (a backend closing an idle keep-alive connection at that
 //! instant never read it).
 
+pub(crate) mod answer_head;
 mod body;
 #[cfg(test)]
 mod codec_props;
@@ -28,8 +29,10 @@ mod exchange;
 mod exchange_tests;
 pub(crate) mod fields;
 mod h2;
+pub(crate) mod known_names;
 mod names;
 pub(crate) mod pool;
+pub(crate) mod raw_head;
 mod request;
 mod response;
 mod upgraded;
@@ -39,9 +42,10 @@ use std::time::Duration;
 
 use http::header::HOST;
 use http::uri::{Authority, Scheme};
-use http::{Request, Response, Uri, Version};
+use http::{Request, Uri, Version};
 use tokio_rustls::rustls::ClientConfig;
 
+pub(crate) use answer_head::{AnswerHead, Answered};
 use body::Home;
 pub(crate) use body::UpstreamBody;
 use connection::{connect, Conn};
@@ -249,7 +253,7 @@ impl Checkout {
     pub(crate) async fn send(
         self,
         request: Request<Outgoing>,
-    ) -> Result<Response<UpstreamBody>, Failure> {
+    ) -> Result<Answered<UpstreamBody>, Failure> {
         let Checkout { conn, home, tls } = self;
         let mut conn = match conn {
             Sender::H1(conn) => conn,
@@ -257,7 +261,13 @@ impl Checkout {
                 let request = h2_request(request, &home.addr, tls);
                 let mut sender = conn.sender;
                 return match sender.try_send_request(request).await {
-                    Ok(response) => Ok(response.map(UpstreamBody::h2)),
+                    Ok(response) => {
+                        let (head, body) = response.into_parts();
+                        Ok(Answered {
+                            head: AnswerHead::Parts(head),
+                            body: UpstreamBody::h2(body),
+                        })
+                    }
                     Err(e) => Err(h2_failure(e)),
                 };
             }
@@ -271,7 +281,10 @@ impl Checkout {
                 writer,
             }) => {
                 let body = UpstreamBody::h1(conn, framing, writer, keep_alive, home);
-                Ok(Response::from_parts(head, body))
+                Ok(Answered {
+                    head: AnswerHead::Raw(head),
+                    body,
+                })
             }
             Err(ExchangeError::Unsent(error, request)) => Err(Failure::Unsent {
                 error,

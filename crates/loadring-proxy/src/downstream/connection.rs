@@ -36,6 +36,7 @@ use super::head::{self, BodyLength, Head, Refusal, MAX_HEAD};
 use super::prefixed::Prefixed;
 use super::upgrade::{Io, PendingSwitch, Switched};
 use super::Handler;
+use crate::connect::answer_head::{AnswerHead, Answered};
 use crate::connect::decode::{self, Decoder, Step};
 use crate::drain::Graceful;
 use crate::proxy_body::ProxyBody;
@@ -276,6 +277,7 @@ impl<S: Io, H: Handler> Served<S, H> {
             http::HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         let (parts, ()) = response.into_parts();
+        let parts = AnswerHead::Parts(parts);
         self.out.clear();
         let asked = Asked {
             head: false,
@@ -365,7 +367,10 @@ impl<S: Io, H: Handler> Served<S, H> {
         };
         drop(handling);
         let stopping = self.stop.load(Ordering::SeqCst);
-        let (parts, mut body) = response.into_parts();
+        let Answered {
+            head: parts,
+            mut body,
+        } = response;
         // A body left unread that cannot be read past closes the
         // connection: the answer says so (RFC 9110 10.1.1).
         let unreadable = feeding.as_ref().is_some_and(Feeding::cannot_be_read_past);

@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 
 use super::{Ending, H1Connection};
 use crate::body::BoxError;
+use crate::connect::answer_head::Answered;
 use crate::downstream::{ClientBody, Handler, PendingSwitch, Switched};
 use crate::drain::Graceful;
 use crate::proxy_body::{empty_body, text_body, ProxyBody};
@@ -199,7 +200,7 @@ impl Drop for DropFlag {
 }
 
 impl Handler for Fake {
-    type Answer = Pin<Box<dyn Future<Output = Response<ProxyBody>> + Send>>;
+    type Answer = Pin<Box<dyn Future<Output = Answered<ProxyBody>> + Send>>;
 
     fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Self::Answer {
         assert_eq!(peer, PEER);
@@ -272,7 +273,7 @@ impl Handler for Fake {
                     HeaderValue::from_static(value),
                 );
             }
-            response
+            response.into()
         })
     }
 }

@@ -7,7 +7,10 @@
 //! chunked for HTTP/1.1 and the connection's end for HTTP/1.0.
 
 use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
-use http::{response, StatusCode, Version};
+use http::{StatusCode, Version};
+
+use crate::connect::answer_head::AnswerHead;
+use crate::connect::known_names::is_named;
 
 /// How the body after a head is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +39,16 @@ pub(crate) struct Asked {
 
 /// Writes `parts`' head to `out`; `exact` is the body's length when known.
 /// Returns the body's framing and whether the connection stays open after.
+///
+/// A head as a backend sent it is written from its bytes, its names in
+/// lower case as a map's are.
 pub(crate) fn head(
     out: &mut Vec<u8>,
-    parts: &response::Parts,
+    parts: &AnswerHead,
     exact: Option<u64>,
     asked: Asked,
 ) -> (Framing, bool) {
-    let status = parts.status;
+    let status = parts.status();
     let switch = status == StatusCode::SWITCHING_PROTOCOLS;
     let no_body = asked.head
         || status.is_informational()
@@ -63,19 +69,35 @@ pub(crate) fn head(
     // the answer may have one), noting the length and the date on the way.
     let mut has_date = false;
     let mut said_length = None;
-    for (name, value) in &parts.headers {
-        if *name == CONTENT_LENGTH {
-            said_length = said_length.or_else(|| digits(value.as_bytes()));
-            continue;
+    match parts {
+        AnswerHead::Parts(parts) => {
+            for (name, value) in &parts.headers {
+                if *name == CONTENT_LENGTH {
+                    said_length = said_length.or_else(|| digits(value.as_bytes()));
+                    continue;
+                }
+                if *name == TRANSFER_ENCODING || (*name == CONNECTION && !switch) {
+                    continue;
+                }
+                has_date |= *name == DATE;
+                field(out, name.as_str().as_bytes(), value.as_bytes());
+            }
         }
-        if *name == TRANSFER_ENCODING || (*name == CONNECTION && !switch) {
-            continue;
-        }
-        has_date |= *name == DATE;
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        AnswerHead::Raw(raw) => raw.for_each_field(|name, value| {
+            if is_named(name, b"content-length") {
+                said_length = said_length.or_else(|| digits(value));
+                return;
+            }
+            if is_named(name, b"transfer-encoding") || (!switch && is_named(name, b"connection")) {
+                return;
+            }
+            has_date |= is_named(name, b"date");
+            let at = out.len();
+            field(out, name, value);
+            if let Some(written) = out.get_mut(at..at + name.len()) {
+                written.make_ascii_lowercase();
+            }
+        }),
     }
     let mut keep_alive = asked.keep_alive;
     let (framing, length) = if switch {
@@ -113,6 +135,16 @@ pub(crate) fn head(
     }
     out.extend_from_slice(b"\r\n");
     (framing, keep_alive)
+}
+
+/// Appends one field's line.
+#[inline]
+fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.reserve(name.len() + value.len() + 4);
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// A `Content-Length` value as the upstream layer leaves it: digits.
@@ -163,7 +195,7 @@ mod tests {
     const HTTP_11: Version = Version::HTTP_11;
 
     /// An answer of `status` with `fields`, as the exchange hands it over.
-    fn answer(status: u16, fields: &[(&str, &str)]) -> response::Parts {
+    fn answer(status: u16, fields: &[(&str, &str)]) -> http::response::Parts {
         let mut builder = http::Response::builder().status(status);
         for &(name, value) in fields {
             builder = builder.header(name, value);
@@ -213,9 +245,38 @@ mod tests {
     /// conforms to within the request's major version), fields, and one
     /// empty line ending it all (RFC 9112 2.1), a `Date` at most once
     /// (RFC 9110 6.6.1), and exactly once on a final answer.
-    fn write(parts: &response::Parts, exact: Option<u64>, asked: Asked) -> Written {
+    ///
+    /// Written twice, from the map and from the same head as a backend
+    /// would send it (kept raw by the upstream layer): both must say the
+    /// same (the map groups a name's fields, the raw head keeps their
+    /// order; a `Date` added may fall in another second).
+    fn write(parts: &http::response::Parts, exact: Option<u64>, asked: Asked) -> Written {
         let mut out = Vec::new();
-        let (framing, keep_alive) = head(&mut out, parts, exact, asked);
+        let (framing, keep_alive) = head(&mut out, &AnswerHead::Parts(parts.clone()), exact, asked);
+        let mut sent = format!("HTTP/1.1 {}\r\n", parts.status.as_u16());
+        for (name, value) in &parts.headers {
+            // Spelled as a backend may: the case is not kept.
+            sent.push_str(&name.as_str().to_ascii_uppercase());
+            sent.push_str(": ");
+            sent.push_str(value.to_str().unwrap());
+            sent.push_str("\r\n");
+        }
+        sent.push_str("\r\n");
+        let raw = AnswerHead::Raw(Box::new(crate::connect::raw_head::read(&sent)));
+        let mut raw_out = Vec::new();
+        let raw_written = head(&mut raw_out, &raw, exact, asked);
+        assert_eq!(raw_written, (framing, keep_alive), "{sent:?}");
+        let lines = |bytes: &[u8]| {
+            let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+                .split("\r\n")
+                .filter(|line| !line.starts_with("date: "))
+                .map(str::to_owned)
+                .collect();
+            // By name, each name's in order.
+            lines.sort_by_key(|line| line.split(':').next().unwrap_or_default().to_owned());
+            lines
+        };
+        assert_eq!(lines(&raw_out), lines(&out), "{sent:?}");
         let text = String::from_utf8_lossy(&out).into_owned();
         let mut fields = [httparse::EMPTY_HEADER; 64];
         let mut response = httparse::Response::new(&mut fields);

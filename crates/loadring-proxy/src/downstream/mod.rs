@@ -12,11 +12,12 @@
 use std::future::Future;
 use std::net::SocketAddr;
 
-use http::{Request, Response};
+use http::Request;
 
+use crate::connect::answer_head::Answered;
 use crate::proxy_body::ProxyBody;
 
-mod body;
+pub(crate) mod body;
 mod connection;
 mod date;
 mod encode;
@@ -33,7 +34,7 @@ pub(crate) use upgrade::{Io, PendingSwitch, Switched};
 pub(crate) trait Handler: Send + Sync + 'static {
     /// The answer to come: polled by the connection's task, dropped when
     /// its client leaves first.
-    type Answer: Future<Output = Response<ProxyBody>> + Send + Unpin;
+    type Answer: Future<Output = Answered<ProxyBody>> + Send + Unpin;
 
     /// The answer to `request` from `peer`.
     fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Self::Answer;
