@@ -431,7 +431,7 @@ impl Forwarder {
         }
         let (head, ()) = crate::grpc::local_answer(status, why).into_parts();
         Answered {
-            head: AnswerHead::Parts(head),
+            head: head.into(),
             body: empty_body(),
         }
     }
@@ -814,7 +814,7 @@ impl Forwarder {
                     // status, a switch, a load report. Others stay as read.
                     let needs_map = grpc || tunnel.is_some() || config.load_report.is_some();
                     let head = if needs_map {
-                        head.into_parts().map(AnswerHead::Parts)
+                        head.into_parts().map(AnswerHead::from)
                     } else {
                         Ok(head)
                     };
@@ -906,7 +906,7 @@ impl Forwarder {
                             };
                             let protocol = parts.headers.get(header::UPGRADE).cloned();
                             strip_hop_by_hop(&mut parts.headers);
-                            let response = Response::from_parts(parts, body);
+                            let response = Response::from_parts(*parts, body);
                             return tunnel
                                 .open(response, protocol, pick, started, &self.clients)
                                 .into();

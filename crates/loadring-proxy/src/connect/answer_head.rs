@@ -15,8 +15,10 @@ pub(crate) enum AnswerHead {
     /// As read from an HTTP/1.1 backend.
     Raw(Box<RawHead>),
     /// A map: an HTTP/2 backend's, the gateway's own, or one made from a
-    /// raw head ([`AnswerHead::into_parts`]).
-    Parts(response::Parts),
+    /// raw head ([`AnswerHead::into_parts`]). Boxed as the raw one is: an
+    /// answer is moved from the exchange to the client's connection, and
+    /// each move copies what is not.
+    Parts(Box<response::Parts>),
 }
 
 impl AnswerHead {
@@ -59,14 +61,14 @@ impl AnswerHead {
     pub(crate) fn into_parts(self) -> Result<response::Parts, UpstreamError> {
         match self {
             AnswerHead::Raw(raw) => raw.into_parts(),
-            AnswerHead::Parts(parts) => Ok(parts),
+            AnswerHead::Parts(parts) => Ok(*parts),
         }
     }
 }
 
 impl From<response::Parts> for AnswerHead {
     fn from(parts: response::Parts) -> Self {
-        AnswerHead::Parts(parts)
+        AnswerHead::Parts(Box::new(parts))
     }
 }
 
@@ -74,7 +76,7 @@ impl<B> From<Response<B>> for Answered<B> {
     fn from(response: Response<B>) -> Self {
         let (head, body) = response.into_parts();
         Answered {
-            head: AnswerHead::Parts(head),
+            head: head.into(),
             body,
         }
     }
@@ -112,7 +114,7 @@ mod tests {
         let raw = AnswerHead::Raw(Box::new(super::super::raw_head::read(TEXT)));
         let mapped = AnswerHead::Raw(Box::new(super::super::raw_head::read(TEXT)))
             .into_parts()
-            .map(AnswerHead::Parts)
+            .map(AnswerHead::from)
             .unwrap();
         for head in [raw, mapped] {
             assert_eq!(head.status(), StatusCode::NOT_FOUND);

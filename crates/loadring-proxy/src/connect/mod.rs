@@ -264,7 +264,7 @@ impl Checkout {
                     Ok(response) => {
                         let (head, body) = response.into_parts();
                         Ok(Answered {
-                            head: AnswerHead::Parts(head),
+                            head: head.into(),
                             body: UpstreamBody::h2(body),
                         })
                     }

@@ -19,7 +19,7 @@ use http::header::{HeaderName, HeaderValue};
 use http::{response, Response, StatusCode, Version};
 
 use super::error::UpstreamError;
-use super::fields::{headers_from, Spans, MAX_HEADERS};
+use super::fields::{headers_from, headers_of, Spans, MAX_HEADERS};
 use super::known_names::Known;
 use crate::hop_by_hop;
 
@@ -176,14 +176,19 @@ impl RawHead {
     /// through the same bytes it does: none, in practice).
     pub(crate) fn into_parts(self) -> Result<response::Parts, UpstreamError> {
         let removed = self.removed;
-        let kept = self
-            .spans
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| removed & (1u128 << i) == 0)
-            .map(|(_, span)| span);
-        let capacity = self.spans.len() - removed.count_ones() as usize + self.added.len();
-        let mut headers = headers_from(&self.bytes, kept, capacity)?;
+        let mut headers = if removed == 0 {
+            // Most heads: made as a request's head is.
+            headers_of(&self.bytes, &self.spans, self.added.len())?
+        } else {
+            let kept = self
+                .spans
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| removed & (1u128 << i) == 0)
+                .map(|(_, span)| span);
+            let capacity = self.spans.len() - removed.count_ones() as usize + self.added.len();
+            headers_from(&self.bytes, kept, capacity)?
+        };
         for (name, value) in self.added {
             headers.append(name, value);
         }

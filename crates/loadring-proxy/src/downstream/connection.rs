@@ -277,7 +277,7 @@ impl<S: Io, H: Handler> Served<S, H> {
             http::HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         let (parts, ()) = response.into_parts();
-        let parts = AnswerHead::Parts(parts);
+        let parts = AnswerHead::from(parts);
         self.out.clear();
         let asked = Asked {
             head: false,

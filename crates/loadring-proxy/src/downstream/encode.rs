@@ -252,7 +252,7 @@ mod tests {
     /// order; a `Date` added may fall in another second).
     fn write(parts: &http::response::Parts, exact: Option<u64>, asked: Asked) -> Written {
         let mut out = Vec::new();
-        let (framing, keep_alive) = head(&mut out, &AnswerHead::Parts(parts.clone()), exact, asked);
+        let (framing, keep_alive) = head(&mut out, &parts.clone().into(), exact, asked);
         let mut sent = format!("HTTP/1.1 {}\r\n", parts.status.as_u16());
         for (name, value) in &parts.headers {
             // Spelled as a backend may: the case is not kept.
