@@ -147,25 +147,32 @@ impl RawHead {
     /// [`strip_hop_by_hop`](crate::hop_by_hop::strip_hop_by_hop) does a
     /// map's.
     pub(crate) fn strip_hop_by_hop(&mut self) {
-        // Most answers have none: one pass over their few names.
+        // Most answers have none of these names: nothing to look at.
         if self.seen & Known::HOP_BY_HOP == 0 {
             return;
         }
         // Element by element: one that is no name (not ASCII) matches no
         // field, and the others are still honoured.
-        let named: Vec<String> = self
+        let named: Vec<Vec<u8>> = self
             .get_all("connection")
             .flat_map(crate::field_list::elements)
-            .filter_map(|name| std::str::from_utf8(name).ok())
-            .map(str::to_ascii_lowercase)
+            .map(<[u8]>::to_vec)
             .collect();
-        for name in &named {
-            self.remove(name);
-        }
-        for name in &hop_by_hop::HOP_BY_HOP {
-            self.remove(name.as_str());
-        }
-        self.remove(http::header::TRANSFER_ENCODING.as_str());
+        let goes = |name: &[u8]| {
+            hop_by_hop::is_hop_by_hop_spelling(name)
+                || named.iter().any(|n| name.eq_ignore_ascii_case(n))
+        };
+        // One pass, the known names noted once after it.
+        let mut removed = self.removed;
+        self.for_each_kept(|i, name, _| {
+            if goes(name) {
+                removed |= 1u128 << i;
+            }
+        });
+        self.removed = removed;
+        self.added
+            .retain(|(name, _)| !goes(name.as_str().as_bytes()));
+        self.note_known();
     }
 
     /// The usual `http` head: the fields as [`fields`](Self::fields) gives
