@@ -10,8 +10,9 @@
 //! in order, and a header found is then looked up as usual; above, the map
 //! is looked up at once, so a message with many headers costs what it did.
 //!
-//! The answers are the map's own: [`get`] is `HeaderMap::get` (the first
-//! value), [`get_all`] yields `HeaderMap::get_all`'s values in their order.
+//! The answers are the map's own: [`contains`] is
+//! `HeaderMap::contains_key`, [`get_all`] yields `HeaderMap::get_all`'s
+//! values in their order.
 
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
@@ -31,13 +32,6 @@ pub(crate) fn contains(headers: &HeaderMap, name: &HeaderName) -> bool {
 /// is (once), a short one only when its names have `name`.
 fn worth_a_lookup(headers: &HeaderMap, name: &HeaderName) -> bool {
     headers.len() > SCAN_UP_TO || headers.keys().any(|n| n == name)
-}
-
-/// The first value of `name`, as `headers.get(name)`.
-pub(crate) fn get<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h HeaderValue> {
-    worth_a_lookup(headers, name)
-        .then(|| headers.get(name))
-        .flatten()
 }
 
 /// Every value of `name` in order, as `headers.get_all(name)`.
@@ -85,7 +79,6 @@ mod tests {
             let map = map_of(&picks);
             for name in NAMES.iter().chain(&["x-absent", "upgrade"]) {
                 let name = HeaderName::from_static(name);
-                prop_assert_eq!(get(&map, &name), map.get(&name));
                 prop_assert_eq!(contains(&map, &name), map.contains_key(&name));
                 let ours: Vec<_> = get_all(&map, &name).collect();
                 let theirs: Vec<_> = map.get_all(&name).iter().collect();

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crate::downstream::ClientBody;
 use bytes::Bytes;
-use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Uri, Version};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use loadring::{LoadReport, Outcome, Pick};
 
@@ -20,7 +20,10 @@ use crate::abandoned::Abandoning;
 use crate::body::{GuardedBody, OnClientGone};
 use crate::clients::ClientLimits;
 use crate::cluster::{Backend, Cluster, SelectError};
-use crate::connect::{AnswerHead, Answered, Failure, Upstream, UpstreamBody};
+use crate::connect::head_fields::Fields;
+use crate::connect::{
+    AnswerHead, Answered, Failure, OutgoingRequest, RequestHead, Upstream, UpstreamBody,
+};
 use crate::few_headers;
 use crate::field_list::TransferCodings;
 use crate::in_place::boxed_in_place;
@@ -90,36 +93,35 @@ fn peer_value(peer: IpAddr) -> HeaderValue {
     })
 }
 
-/// Appends the client's address to `X-Forwarded-For`: one header, the
+/// Appends the client's address to `X-Forwarded-For`: one field, the
 /// addresses of every earlier one (in order, several lines joined as one
 /// list) then the client's.
-pub fn append_forwarded_for(headers: &mut HeaderMap, peer: IpAddr) {
+pub(crate) fn append_forwarded_for(fields: &mut Fields, peer: IpAddr) {
     use std::fmt::Write as _;
-    // One lookup: the entry is read, then written.
-    let mut previous = match headers.entry(X_FORWARDED_FOR) {
-        Entry::Vacant(vacant) => {
-            vacant.insert(peer_value(peer));
-            return;
-        }
-        Entry::Occupied(previous) => previous,
-    };
+    static NAME: HeaderName = X_FORWARDED_FOR;
+    let mut previous = fields.get_all(&NAME).peekable();
+    if previous.peek().is_none() {
+        fields.insert(X_FORWARDED_FOR, peer_value(peer));
+        return;
+    }
     let mut value = String::with_capacity(48);
-    for line in previous.iter() {
-        if let Ok(line) = line.to_str() {
-            value.push_str(line);
-            value.push_str(", ");
+    for line in previous {
+        if let Ok(line) = std::str::from_utf8(line.as_bytes()) {
+            if line
+                .bytes()
+                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+            {
+                value.push_str(line);
+                value.push_str(", ");
+            }
         }
     }
     // Writing into a String cannot fail.
     let _ = write!(value, "{}", peer.to_canonical());
     // The String's buffer becomes the value's: no copy.
     match HeaderValue::from_maybe_shared(Bytes::from(value)) {
-        Ok(value) => {
-            previous.insert(value);
-        }
-        Err(_) => {
-            previous.remove();
-        }
+        Ok(value) => fields.insert(X_FORWARDED_FOR, value),
+        Err(_) => fields.remove(&X_FORWARDED_FOR),
     }
 }
 
@@ -170,52 +172,12 @@ fn origin_form(uri: Uri) -> Uri {
     }
 }
 
-/// What each attempt sends besides the body. Moved into the request
-/// unless a resend of a written request is possible (then copied).
-#[derive(Debug)]
-struct Head {
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    /// An extended CONNECT's `:protocol` (a WebSocket to an HTTP/2 backend).
-    protocol: Option<hyper::ext::Protocol>,
-}
-
-impl Head {
-    fn request(self, body: Outgoing) -> Request<Outgoing> {
-        let mut request = Request::new(body);
-        *request.method_mut() = self.method;
-        *request.uri_mut() = self.uri;
-        *request.version_mut() = Version::HTTP_11;
-        *request.headers_mut() = self.headers;
-        if let Some(protocol) = self.protocol {
-            request.extensions_mut().insert(protocol);
-        }
-        request
-    }
-
-    fn copy(&self) -> Head {
-        Head {
-            method: self.method.clone(),
-            uri: self.uri.clone(),
-            headers: self.headers.clone(),
-            protocol: self.protocol.clone(),
-        }
-    }
-
-    fn from_request(request: Request<Outgoing>) -> (Head, Outgoing) {
-        let (parts, body) = request.into_parts();
-        (Head::from_parts(parts), body)
-    }
-
-    fn from_parts(mut parts: http::request::Parts) -> Head {
-        Head {
-            method: parts.method,
-            uri: parts.uri,
-            headers: parts.headers,
-            protocol: parts.extensions.remove(),
-        }
-    }
+/// What each attempt sends besides the body ([`RequestHead`]): moved into
+/// the request unless a resend of a written request is possible (then
+/// copied). Its version is left to the connection; its extensions hold an
+/// extended CONNECT's `:protocol` (a WebSocket to an HTTP/2 backend) alone.
+fn outgoing(head: RequestHead, body: Outgoing) -> OutgoingRequest {
+    OutgoingRequest { head, body }
 }
 
 /// How one try on one endpoint ended.
@@ -244,13 +206,13 @@ fn malformed_framing(head: &AnswerHead) -> Option<&'static str> {
 
 /// Whether a request has a `Transfer-Encoding` other than `chunked` alone
 /// ([`TransferCodings::chunked_alone`]): refused with 501 (RFC 9112 6.1).
-fn unsupported_transfer_coding(headers: &HeaderMap) -> bool {
-    let mut fields = few_headers::get_all(headers, &header::TRANSFER_ENCODING).peekable();
-    if fields.peek().is_none() {
+fn unsupported_transfer_coding(fields: &Fields) -> bool {
+    let mut values = fields.get_all(&header::TRANSFER_ENCODING).peekable();
+    if values.peek().is_none() {
         return false;
     }
     let mut codings = TransferCodings::default();
-    fields.for_each(|field| codings.add(field));
+    values.for_each(|field| codings.add(field.as_bytes()));
     !codings.chunked_alone()
 }
 
@@ -522,32 +484,34 @@ impl Forwarder {
     /// The checks and the key are the exchange's: this only boxes it, and
     /// the future returned is a few words (hyper moves it, and each move
     /// copies what it holds).
-    pub(crate) fn forward(&self, request: Request<ClientBody>, peer: SocketAddr) -> Forwarding {
+    pub(crate) fn forward(
+        &self,
+        request: RequestHead,
+        body: ClientBody,
+        peer: SocketAddr,
+    ) -> Forwarding {
         // Built in its box (see `in_place`): the exchange is kilobytes.
-        let exchange = boxed_in_place!(self.clone().exchange(request, peer));
+        let exchange = boxed_in_place!(self.clone().exchange(request, body, peer));
         Forwarding::new(self.clone(), exchange)
     }
 
-    async fn exchange(self, mut request: Request<ClientBody>, peer: SocketAddr) -> Reply {
+    async fn exchange(self, mut parts: RequestHead, body: ClientBody, peer: SocketAddr) -> Reply {
         let cluster = &self.cluster;
         let name = cluster.name();
-        let grpc = crate::grpc::is_grpc(request.headers());
+        let grpc = crate::grpc::is_grpc(&parts.fields);
         // The endpoint of the last attempt, for a gRPC call's status.
         let mut last: Option<Backend> = None;
-        let tunnel = match crate::websocket::Tunnel::asked(
-            &mut request,
-            cluster.config().backend_protocol,
-        ) {
-            Ok(tunnel) => tunnel,
-            Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why).into(),
-        };
+        let tunnel =
+            match crate::websocket::Tunnel::asked(&mut parts, cluster.config().backend_protocol) {
+                Ok(tunnel) => tunnel,
+                Err(why) => return local_response(StatusCode::NOT_IMPLEMENTED, why).into(),
+            };
         let extended_connect = tunnel
             .as_ref()
             .is_some_and(crate::websocket::Tunnel::needs_extended_connect);
-        let (mut parts, body) = request.into_parts();
         // Only a body has a transfer coding: a request without one skips
         // the look at its fields.
-        if !hyper::body::Body::is_end_stream(&body) && unsupported_transfer_coding(&parts.headers) {
+        if !hyper::body::Body::is_end_stream(&body) && unsupported_transfer_coding(&parts.fields) {
             return local_response(
                 StatusCode::NOT_IMPLEMENTED,
                 "Transfer-Encoding other than chunked alone is not supported",
@@ -560,43 +524,54 @@ impl Forwarder {
         // (RFC 9112 3.2.2, RFC 9113 8.3.1).
         if let Some(authority) = parts.uri.authority() {
             if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
-                parts.headers.insert(header::HOST, host);
+                parts.fields.insert(header::HOST, host);
             }
         }
         let key = if cluster.is_hashing() {
             cluster
                 .key()
-                .evaluate(&parts, peer.ip(), cluster.key_style())
+                .evaluate_keyed((&parts).into(), peer.ip(), cluster.key_style())
         } else {
             None
         };
         // A gRPC call's `TE: trailers` goes on (servers such as grpc-go
         // refuse a call without it); HTTP/2 allows no other TE.
         let te_trailers = grpc
-            && few_headers::get(&parts.headers, &header::TE)
+            && parts
+                .fields
+                .get(&header::TE)
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
-        strip_hop_by_hop(&mut parts.headers);
+        parts.fields.strip_hop_by_hop();
         if parts.version == Version::HTTP_2
             && cluster.config().backend_protocol == crate::config::BackendProtocol::Http1
         {
-            join_cookies(&mut parts.headers);
+            // An HTTP/2 client's fields are hyper's map.
+            if let Fields::Map(map) = &mut parts.fields {
+                join_cookies(map);
+            }
         }
         if te_trailers {
             parts
-                .headers
+                .fields
                 .insert(header::TE, HeaderValue::from_static("trailers"));
         }
         if let Some(tunnel) = &tunnel {
             tunnel.ask(&mut parts);
         }
-        append_forwarded_for(&mut parts.headers, peer.ip());
-        let had_host = few_headers::contains(&parts.headers, &header::HOST);
+        append_forwarded_for(&mut parts.fields, peer.ip());
+        let had_host = parts.fields.contains(&header::HOST);
         // Without one from the client, each attempt names its endpoint.
-        let mut head = Some(Head {
+        let protocol = parts.extensions.remove::<hyper::ext::Protocol>();
+        let mut extensions = http::Extensions::new();
+        if let Some(protocol) = protocol {
+            extensions.insert(protocol);
+        }
+        let mut head = Some(RequestHead {
             method: parts.method,
             uri: origin_form(parts.uri),
-            headers: parts.headers,
-            protocol: parts.extensions.remove(),
+            version: Version::HTTP_11,
+            fields: parts.fields,
+            extensions,
         });
         let config = cluster.config();
         let retries = config.retries;
@@ -695,7 +670,8 @@ impl Forwarder {
                         {
                             return Tried::NoExtendedConnect;
                         }
-                        let Some(outgoing) = returned_body.take().or_else(|| body.next_attempt())
+                        let Some(outgoing_body) =
+                            returned_body.take().or_else(|| body.next_attempt())
                         else {
                             return Tried::Gone;
                         };
@@ -708,16 +684,16 @@ impl Forwarder {
                             && idempotent
                             && attempt < retries;
                         let this_head = match (resend, head.as_ref()) {
-                            (true, Some(h)) => h.copy(),
+                            (true, Some(h)) => h.clone(),
                             _ => match head.take() {
                                 Some(h) => h,
                                 None => return Tried::Gone,
                             },
                         };
-                        let mut request = this_head.request(outgoing);
+                        let mut request = outgoing(this_head, outgoing_body);
                         if !had_host {
                             if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
-                                request.headers_mut().insert(header::HOST, host);
+                                request.head.fields.insert(header::HOST, host);
                             }
                         }
                         match connection.send(request).await {
@@ -767,7 +743,7 @@ impl Forwarder {
                     }) => {
                         // Nothing of it reached the backend, and it is in
                         // hand whatever its body.
-                        let (h, b) = Head::from_request(*request);
+                        let OutgoingRequest { head: h, body: b } = *request;
                         head = Some(h);
                         returned_body = Some(b);
                         if fresh_connection {
@@ -794,7 +770,7 @@ impl Forwarder {
                         && (head.is_some() || written.is_some()) =>
                     {
                         if let Some(written) = written {
-                            head = Some(Head::from_parts(*written));
+                            head = Some(*written);
                         }
                         tracing::debug!(
                             cluster = name,
@@ -980,7 +956,7 @@ impl Forwarder {
                 Ok(Tried::Failed(mut failure)) => {
                     self.attempt_failed(pick, started, &upstream, 502);
                     if let Some(written) = failure.take_head() {
-                        head = Some(Head::from_parts(written));
+                        head = Some(written);
                     }
                     let in_hand = head.is_some() && (replayable || returned_body.is_some());
                     let retryable = in_hand
@@ -1167,10 +1143,19 @@ mod tests {
         ] {
             let mut h = HeaderMap::new();
             h.insert("x-user", HeaderValue::from_static("alice"));
+            let mut text = String::from("HTTP/1.1 200 OK\r\nX-User: alice\r\n");
             for field in fields {
                 h.append(header::TRANSFER_ENCODING, HeaderValue::from_static(field));
+                text.push_str(&format!("Transfer-Encoding: {field}\r\n"));
             }
-            assert_eq!(unsupported_transfer_coding(&h), refused, "{fields:?}");
+            text.push_str("\r\n");
+            let raw = Fields::Raw(Box::new(crate::connect::raw_fields::read(&text)));
+            assert_eq!(
+                unsupported_transfer_coding(&Fields::Map(h)),
+                refused,
+                "{fields:?}"
+            );
+            assert_eq!(unsupported_transfer_coding(&raw), refused, "raw {fields:?}");
         }
     }
 
@@ -1198,18 +1183,43 @@ mod tests {
         }
     }
 
+    /// The values of `X-Forwarded-For` in `fields`.
+    fn forwarded(fields: &Fields) -> Vec<String> {
+        fields
+            .get_all(&X_FORWARDED_FOR)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect()
+    }
+
     #[test]
     fn forwarded_for_appends() {
-        let mut h = HeaderMap::new();
+        let mut h = Fields::Map(HeaderMap::new());
         append_forwarded_for(&mut h, "10.0.0.1".parse().unwrap());
-        assert_eq!(h["x-forwarded-for"], "10.0.0.1");
+        assert_eq!(forwarded(&h), ["10.0.0.1"]);
         append_forwarded_for(&mut h, "::ffff:10.0.0.2".parse().unwrap());
-        assert_eq!(h["x-forwarded-for"], "10.0.0.1, 10.0.0.2");
+        assert_eq!(forwarded(&h), ["10.0.0.1, 10.0.0.2"]);
         // Several lines: one list, in order, then the client.
-        h.append("x-forwarded-for", HeaderValue::from_static("10.0.0.3"));
+        let Fields::Map(map) = &mut h else {
+            panic!("a map");
+        };
+        map.append("x-forwarded-for", HeaderValue::from_static("10.0.0.3"));
         append_forwarded_for(&mut h, "2001:db8::1".parse().unwrap());
-        let all: Vec<_> = h.get_all("x-forwarded-for").iter().collect();
-        assert_eq!(all, ["10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::1"]);
+        assert_eq!(forwarded(&h), ["10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::1"]);
+        // The same of fields as a client sent them, in any spelling.
+        let read = |text: &str| Fields::Raw(Box::new(crate::connect::raw_fields::read(text)));
+        let mut raw = read("HTTP/1.1 200 OK\r\nHost: a\r\n\r\n");
+        append_forwarded_for(&mut raw, "10.0.0.1".parse().unwrap());
+        assert_eq!(forwarded(&raw), ["10.0.0.1"]);
+        let mut raw = read(
+            "HTTP/1.1 200 OK\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2\r\nHost: a\r\n\
+             x-forwarded-FOR: 10.0.0.3\r\n\r\n",
+        );
+        append_forwarded_for(&mut raw, "2001:db8::1".parse().unwrap());
+        assert_eq!(
+            forwarded(&raw),
+            ["10.0.0.1, 10.0.0.2, 10.0.0.3, 2001:db8::1"]
+        );
+        assert!(raw.contains(&header::HOST));
     }
 
     /// Clients in turn on one thread: each request names its own.
@@ -1222,9 +1232,9 @@ mod tests {
             ("::ffff:10.0.0.9", "10.0.0.9"),
             ("10.0.0.1", "10.0.0.1"),
         ] {
-            let mut h = HeaderMap::new();
+            let mut h = Fields::Map(HeaderMap::new());
             append_forwarded_for(&mut h, peer.parse().unwrap());
-            assert_eq!(h["x-forwarded-for"], want, "{peer}");
+            assert_eq!(forwarded(&h), [want], "{peer}");
         }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
+use crate::connect::head_fields::Fields;
 use crate::metrics::Metrics;
 
 /// `UNAVAILABLE`.
@@ -17,13 +18,12 @@ pub const DEADLINE_EXCEEDED: u32 = 4;
 
 /// Whether a request (or response) with these headers is a gRPC call:
 /// `content-type: application/grpc` (or `application/grpc+proto`...).
-pub fn is_grpc(headers: &HeaderMap) -> bool {
-    crate::few_headers::get(headers, &CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.strip_prefix("application/grpc")
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['+', ';']))
-        })
+pub(crate) fn is_grpc(fields: &Fields) -> bool {
+    fields.get(&CONTENT_TYPE).is_some_and(|v| {
+        v.as_bytes()
+            .strip_prefix(b"application/grpc")
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"+") || rest.starts_with(b";"))
+    })
 }
 
 /// The `grpc-status` in `headers`, if there is a valid one.
@@ -122,7 +122,11 @@ mod tests {
             ("application/json", false),
         ] {
             h.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
-            assert_eq!(is_grpc(&h), want, "{ct}");
+            assert_eq!(is_grpc(&Fields::Map(h.clone())), want, "{ct}");
+            let raw = crate::connect::raw_fields::read(&format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\n\r\n"
+            ));
+            assert_eq!(is_grpc(&Fields::Raw(Box::new(raw))), want, "raw {ct}");
         }
     }
 

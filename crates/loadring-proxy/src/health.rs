@@ -66,7 +66,7 @@ async fn check(client: &Upstream, upstream: &Backend, path: &str, deadline: Dura
     };
     let attempt = async {
         let connection = client.checkout(upstream.shared_addr(), false).await.ok()?;
-        let response = connection.send(request).await.ok()?;
+        let response = connection.send(request.into()).await.ok()?;
         let status = response.head.status();
         let ok = status.is_success() || status.is_redirection();
         let mut body = response.body;

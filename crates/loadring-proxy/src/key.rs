@@ -17,11 +17,62 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
+use bytes::Bytes;
 use http::header::{HeaderName, COOKIE};
 use http::request::Parts;
+use http::{HeaderMap, Method, Uri, Version};
 use loadring::hash::xxhash64;
 
+use crate::connect::head_fields::{FieldValue, Fields, Values};
+use crate::connect::request_head::RequestHead;
 use crate::error::{ConfigError, ConfigErrorKind};
+
+/// What a key is read from: a request's line and its fields, borrowed
+/// from `http`'s parts or from the gateway's own head.
+#[derive(Clone, Copy)]
+pub(crate) struct Keyed<'p> {
+    method: &'p Method,
+    uri: &'p Uri,
+    version: Version,
+    fields: KeyedFields<'p>,
+}
+
+#[derive(Clone, Copy)]
+enum KeyedFields<'p> {
+    Map(&'p HeaderMap),
+    Head(&'p Fields),
+}
+
+impl<'p> Keyed<'p> {
+    fn values(&self, name: &'p HeaderName) -> Values<'p> {
+        match self.fields {
+            KeyedFields::Map(map) => Values::Map(map.get_all(name).iter()),
+            KeyedFields::Head(fields) => fields.get_all(name),
+        }
+    }
+}
+
+impl<'p> From<&'p Parts> for Keyed<'p> {
+    fn from(parts: &'p Parts) -> Self {
+        Keyed {
+            method: &parts.method,
+            uri: &parts.uri,
+            version: parts.version,
+            fields: KeyedFields::Map(&parts.headers),
+        }
+    }
+}
+
+impl<'p> From<&'p RequestHead> for Keyed<'p> {
+    fn from(head: &'p RequestHead) -> Self {
+        Keyed {
+            method: &head.method,
+            uri: &head.uri,
+            version: head.version,
+            fields: KeyedFields::Head(&head.fields),
+        }
+    }
+}
 
 /// The most sources a key combines.
 pub(crate) const MAX_KEY_SOURCES: usize = 16;
@@ -191,27 +242,27 @@ impl KeySource {
     /// (the tests' reading; the gateway borrows it with `bytes`).
     #[cfg(test)]
     pub(crate) fn value(&self, parts: &Parts, peer: IpAddr) -> Option<Vec<u8>> {
-        self.bytes(parts, peer).map(|b| b.to_vec())
+        self.bytes(parts.into(), peer).map(|b| b.to_vec())
     }
 
     /// This source's value, held without a copy where the request holds it
     /// whole (one header line, a cookie, a query parameter, the path, the
     /// target; the client address is written inline): only several lines
     /// of a header and `method-uri` are put together in a new buffer.
-    pub(crate) fn bytes(&self, parts: &Parts, peer: IpAddr) -> Option<KeyBytes> {
-        self.find(parts, peer).map(Found::into_key)
+    pub(crate) fn bytes(&self, request: Keyed<'_>, peer: IpAddr) -> Option<KeyBytes> {
+        self.find(request, peer).map(Found::into_key)
     }
 
     /// Where this source's value is: borrowed from the request when it can
     /// be (hashed in place for Envoy's policies, held by [`KeyBytes`] for
     /// the others).
-    fn find<'p>(&self, parts: &'p Parts, peer: IpAddr) -> Option<Found<'p>> {
+    fn find<'p>(&'p self, parts: Keyed<'p>, peer: IpAddr) -> Option<Found<'p>> {
         match self {
             KeySource::Header(name) => {
-                let mut all = parts.headers.get_all(name).iter();
+                let mut all = parts.values(name);
                 let first = all.next()?;
                 let Some(second) = all.next() else {
-                    return Some(Found::Header(first, 0..first.len()));
+                    return Some(Found::Header(first, 0..first.as_bytes().len()));
                 };
                 let mut values: Vec<&[u8]> = vec![first.as_bytes(), second.as_bytes()];
                 values.extend(all.map(|v| v.as_bytes()));
@@ -241,14 +292,14 @@ impl KeySource {
                 key.push(b'.');
                 // HTTP/2 sends the target as `:path` (Go's RequestURI holds
                 // it); the scheme and authority are pseudo-headers of their own.
-                let target = if parts.version == http::Version::HTTP_2 {
+                let target = if parts.version == Version::HTTP_2 {
                     parts
                         .uri
                         .path_and_query()
                         .map_or("/", |pq| pq.as_str())
                         .into()
                 } else {
-                    request_target(&parts.uri)
+                    request_target(parts.uri)
                 };
                 key.extend_from_slice(target.as_bytes());
                 Some(Found::Held(KeyBytes::owned(key)))
@@ -278,7 +329,7 @@ fn within(whole: &str, part: &str) -> Option<std::ops::Range<usize>> {
 /// A source's value in the request.
 enum Found<'p> {
     /// A slice of a header value.
-    Header(&'p http::HeaderValue, std::ops::Range<usize>),
+    Header(FieldValue<'p>, std::ops::Range<usize>),
     /// A slice of the request-target.
     Target(&'p http::uri::PathAndQuery, std::ops::Range<usize>),
     /// Bytes not in the request as they are (inline or put together).
@@ -305,7 +356,10 @@ impl Found<'_> {
     /// The value held past the request's borrow (a reference count, no copy).
     fn into_key(self) -> KeyBytes {
         match self {
-            Found::Header(value, range) => KeyBytes(Held::Header(value.clone(), range)),
+            Found::Header(FieldValue::Map(value), range) => {
+                KeyBytes(Held::Header(value.clone(), range))
+            }
+            Found::Header(value, range) => KeyBytes(Held::Shared(value.to_shared().slice(range))),
             Found::Target(target, range) => KeyBytes(Held::Target(target.clone(), range)),
             Found::Held(bytes) => bytes,
         }
@@ -327,6 +381,8 @@ enum Held {
     Header(http::HeaderValue, std::ops::Range<usize>),
     /// A slice of the request-target (path and query).
     Target(http::uri::PathAndQuery, std::ops::Range<usize>),
+    /// A slice of a head's bytes.
+    Shared(Bytes),
     /// A few bytes, inline.
     Inline([u8; INLINE], u8),
     /// Bytes put together for the key.
@@ -353,6 +409,7 @@ impl std::ops::Deref for KeyBytes {
         match &self.0 {
             Held::Header(value, range) => &value.as_bytes()[range.clone()],
             Held::Target(target, range) => &target.as_str().as_bytes()[range.clone()],
+            Held::Shared(bytes) => bytes,
             Held::Inline(bytes, len) => &bytes[..usize::from(*len)],
             Held::Owned(bytes) => bytes,
         }
@@ -394,11 +451,14 @@ fn request_target(uri: &http::Uri) -> std::borrow::Cow<'_, str> {
 /// (the header and the value's range in it); an empty value is absent (as
 /// Envoy's `parseCookieValue` reads them).
 fn cookie_value<'p>(
-    parts: &'p Parts,
+    parts: Keyed<'p>,
     name: &str,
-) -> Option<(&'p http::HeaderValue, std::ops::Range<usize>)> {
-    for header in parts.headers.get_all(COOKIE) {
-        let Ok(text) = header.to_str() else { continue };
+) -> Option<(FieldValue<'p>, std::ops::Range<usize>)> {
+    static COOKIE_NAME: HeaderName = COOKIE;
+    for header in parts.values(&COOKIE_NAME) {
+        let Some(text) = visible_text(header.as_bytes()) else {
+            continue;
+        };
         for pair in text.split(';') {
             let pair = pair.trim_start_matches(' ');
             let Some((k, v)) = pair.split_once('=') else {
@@ -415,6 +475,16 @@ fn cookie_value<'p>(
         }
     }
     None
+}
+
+/// `value` as text when it is visible ASCII, spaces and tabs (what
+/// `HeaderValue::to_str` takes).
+fn visible_text(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
 }
 
 /// The first value of parameter `name` in `query`, as written; a parameter
@@ -502,6 +572,16 @@ impl KeySpec {
     /// is absent (the request is then served round robin).
     #[doc(hidden)]
     pub fn evaluate(&self, parts: &Parts, peer: IpAddr, style: KeyStyle) -> Option<RequestKey> {
+        self.evaluate_keyed(parts.into(), peer, style)
+    }
+
+    /// The key of the request `parts` tells of: see [`evaluate`](Self::evaluate).
+    pub(crate) fn evaluate_keyed(
+        &self,
+        parts: Keyed<'_>,
+        peer: IpAddr,
+        style: KeyStyle,
+    ) -> Option<RequestKey> {
         match style {
             KeyStyle::Envoy => {
                 let hashes = self
@@ -888,7 +968,7 @@ mod tests {
             assert_eq!(&*key, want, "{spec}");
             assert!(held_in(&key, buffer), "{spec}: copied");
         }
-        let two = KeySource::Header("x-two".parse().unwrap()).bytes(&p, PEER);
+        let two = KeySource::Header("x-two".parse().unwrap()).bytes((&p).into(), PEER);
         assert_eq!(two.as_deref(), Some(&b"ab"[..]), "sorted and joined");
         let joined = KeySpec::parse(&["header:x-user,query:v"])
             .unwrap()
@@ -899,6 +979,41 @@ mod tests {
     /// Targets without a path of their own: the path as `http` gives it
     /// (`/` for an absolute URI, nothing in authority form), never a slice
     /// taken out of bounds.
+    /// A request's key is the same read from its fields raw (as an
+    /// HTTP/1.1 client sent them, any spelling) as from a map, for every
+    /// source and style.
+    #[test]
+    fn raw_fields_give_the_keys_a_map_gives() {
+        let text = "GET /p?u=alice&v= HTTP/1.1\r\nHost: a.example\r\nX-User: alice\r\n\
+                    cookie: sid=s-42; x=\"q\"\r\nX-TWO: b\r\nx-two: a\r\n\r\n";
+        let raw = crate::connect::request_head::read(text);
+        let map: RequestHead = raw.clone().into_parts().unwrap().into();
+        for sources in [
+            &["header:x-user"][..],
+            &["header:x-two"],
+            &["header:x-absent"],
+            &["cookie:sid"],
+            &["cookie:x"],
+            &["query:u", "query:v"],
+            &["path", "uri", "method-uri"],
+            &["source-ip", "header:x-user", "cookie:sid"],
+        ] {
+            let spec = KeySpec::parse(sources).unwrap();
+            for style in [KeyStyle::Envoy, KeyStyle::Value] {
+                assert_eq!(
+                    spec.evaluate_keyed((&raw).into(), PEER, style),
+                    spec.evaluate_keyed((&map).into(), PEER, style),
+                    "{sources:?} {style:?}"
+                );
+            }
+        }
+        let user = KeySpec::parse(&["header:x-user"]).unwrap();
+        assert_eq!(
+            user.evaluate_keyed((&raw).into(), PEER, KeyStyle::Value),
+            Some(RequestKey::Bytes(b"alice".to_vec().into()))
+        );
+    }
+
     #[test]
     fn targets_without_a_path_keep_their_keys() {
         for (method, uri, path, target) in [

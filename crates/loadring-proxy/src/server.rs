@@ -28,6 +28,7 @@ use crate::activity::{Activity, OpenStream};
 use crate::clients::{AcceptErrors, AcceptLog, ClientLimits};
 use crate::cluster::Cluster;
 use crate::config::{ConfigError, Naming, ProxyConfig, RouteConfig};
+use crate::connect::request_head::RequestHead;
 use crate::downstream::{ClientBody, H1Connection, Handler, Io, Prefixed};
 use crate::drain::{Drain, Entered};
 use crate::error::{ProxyError, ProxyErrorKind};
@@ -138,7 +139,8 @@ impl Gateway {
     /// of the answer copies it).
     pub(crate) fn handle_marked(
         &self,
-        mut request: Request<ClientBody>,
+        mut request: RequestHead,
+        body: ClientBody,
         peer: SocketAddr,
         left_early: LeftEarly,
     ) -> Handling {
@@ -151,7 +153,7 @@ impl Gateway {
                 return Handling::answered(local_response(refused.status, refused.why), left_early)
             }
         };
-        let path = match target::resolve_dot_segments(request.uri().path()) {
+        let path = match target::resolve_dot_segments(request.uri.path()) {
             Ok(Cow::Borrowed(_)) => None,
             Ok(Cow::Owned(resolved)) => Some(resolved),
             Err(refused) => {
@@ -160,8 +162,8 @@ impl Gateway {
         };
         if let Some(path) = path {
             // What is routed is what is forwarded.
-            let mut parts = request.uri().clone().into_parts();
-            let resolved = match request.uri().query() {
+            let mut parts = request.uri.clone().into_parts();
+            let resolved = match request.uri.query() {
                 Some(q) => format!("{path}?{q}"),
                 None => path,
             };
@@ -175,7 +177,7 @@ impl Gateway {
                 }
             }
             match Uri::from_parts(parts) {
-                Ok(uri) => *request.uri_mut() = uri,
+                Ok(uri) => request.uri = uri,
                 Err(_) => {
                     return Handling::answered(
                         local_response(StatusCode::BAD_REQUEST, "bad request target"),
@@ -184,9 +186,9 @@ impl Gateway {
                 }
             }
         }
-        match self.route(host.as_deref(), request.uri().path()) {
+        match self.route(host.as_deref(), request.uri.path()) {
             Some(forwarder) => Handling {
-                answer: Answer::Forwarding(forwarder.forward(request, peer)),
+                answer: Answer::Forwarding(forwarder.forward(request, body, peer)),
                 left_early,
             },
             None => Handling::answered(
@@ -201,8 +203,8 @@ impl Gateway {
 impl Handler for Gateway {
     type Answer = Handling;
 
-    fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Handling {
-        self.handle_marked(request, peer, LeftEarly::default())
+    fn answer(&self, head: RequestHead, body: ClientBody, peer: SocketAddr) -> Handling {
+        self.handle_marked(head, body, peer, LeftEarly::default())
     }
 }
 
@@ -827,8 +829,9 @@ impl Client {
                 }
                 let left_early = LeftEarly::new(activity.clone());
                 let open = Some(activity.open_stream());
+                let (head, body) = request.into_parts();
                 gateway
-                    .handle_marked(request.map(ClientBody::Hyper), peer, left_early)
+                    .handle_marked(head.into(), ClientBody::Hyper(body), peer, left_early)
                     .map(served_watched(open))
             }
         });

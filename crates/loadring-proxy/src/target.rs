@@ -10,7 +10,9 @@
 use std::borrow::Cow;
 use std::net::IpAddr;
 
-use http::{header, Method, Request, StatusCode, Version};
+use http::{header, Method, StatusCode, Version};
+
+use crate::connect::request_head::RequestHead;
 
 /// Why a request is answered by the proxy itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,9 +35,9 @@ fn refused(status: StatusCode, why: &'static str) -> Refused {
 /// CONNECT (501: no tunnels) unless it is HTTP/2's extended CONNECT for a
 /// WebSocket; two `Host` headers, or an HTTP/1.1 request
 /// without one, or an unreadable or malformed one (400, RFC 9112 3.2).
-pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
-    if request.method() == Method::CONNECT {
-        match request.extensions().get::<hyper::ext::Protocol>() {
+pub(crate) fn check(request: &RequestHead) -> Result<Option<&str>, Refused> {
+    if request.method == Method::CONNECT {
+        match request.extensions.get::<hyper::ext::Protocol>() {
             // HTTP/2's extended CONNECT for a WebSocket (RFC 8441): a tunnel
             // to a backend the policy picks, like an HTTP/1.1 upgrade.
             Some(protocol) if is_websocket(protocol) => {}
@@ -53,7 +55,7 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
             }
         }
     }
-    let mut hosts = request.headers().get_all(header::HOST).iter();
+    let mut hosts = request.fields.get_all(&header::HOST);
     let host = hosts.next();
     if hosts.next().is_some() {
         return Err(refused(
@@ -61,15 +63,15 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
             "more than one Host header",
         ));
     }
-    let from_uri = request.uri().authority().map(|a| a.as_str());
+    let from_uri = request.uri.authority().map(|a| a.as_str());
     let named = match (host, from_uri) {
         // An absolute target's authority wins over Host (RFC 9112 3.2.2).
         (_, Some(authority)) => Some(authority),
         (Some(h), None) => Some(
-            h.to_str()
-                .map_err(|_| refused(StatusCode::BAD_REQUEST, "unreadable Host header"))?,
+            visible_text(h.as_bytes())
+                .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "unreadable Host header"))?,
         ),
-        (None, None) if request.version() == Version::HTTP_11 => {
+        (None, None) if request.version == Version::HTTP_11 => {
             return Err(refused(StatusCode::BAD_REQUEST, "no Host header"));
         }
         (None, None) => None,
@@ -80,6 +82,16 @@ pub fn check<B>(request: &Request<B>) -> Result<Option<&str>, Refused> {
             .map(Some)
             .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "malformed Host header")),
     }
+}
+
+/// `value` as text when it is visible ASCII, spaces and tabs (what
+/// `HeaderValue::to_str` takes).
+fn visible_text(value: &[u8]) -> Option<&str> {
+    value
+        .iter()
+        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+        .then(|| std::str::from_utf8(value).ok())
+        .flatten()
 }
 
 /// Whether an extended CONNECT's `:protocol` is `websocket` (RFC 8441 4;
@@ -214,6 +226,7 @@ pub fn resolve_dot_segments(path: &str) -> Result<Cow<'_, str>, Refused> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Request;
 
     /// The rule as docs/proxy.md states it, written plainly: the single
     /// pass of [`host_part`] must agree with it on any text.
@@ -295,6 +308,9 @@ mod tests {
                 .header(header::HOST, host)
                 .body(())
                 .unwrap()
+                .into_parts()
+                .0
+                .into()
         };
         for (host, written) in [
             ("Example.COM:8080", Some("Example.COM")),
@@ -325,11 +341,14 @@ mod tests {
             }
         }
         // An absolute target's authority wins, as written too.
-        let absolute = Request::builder()
+        let absolute: RequestHead = Request::builder()
             .uri("http://API.example:81/x")
             .header(header::HOST, "other")
             .body(())
-            .unwrap();
+            .unwrap()
+            .into_parts()
+            .0
+            .into();
         assert_eq!(check(&absolute), Ok(Some("API.example")));
     }
 
@@ -344,6 +363,9 @@ mod tests {
                 .uri(uri)
                 .body(())
                 .unwrap()
+                .into_parts()
+                .0
+                .into()
         };
         let no_host = Err(refused(StatusCode::BAD_REQUEST, "no Host header"));
         assert_eq!(check(&without_host(Version::HTTP_11, "/x")), no_host);
@@ -353,13 +375,16 @@ mod tests {
             check(&without_host(Version::HTTP_11, "http://a.example/x")),
             Ok(Some("a.example"))
         );
-        let twice = Request::builder()
+        let twice: RequestHead = Request::builder()
             .version(Version::HTTP_10)
             .uri("/x")
             .header(header::HOST, "a.example")
             .header(header::HOST, "a.example")
             .body(())
-            .unwrap();
+            .unwrap()
+            .into_parts()
+            .0
+            .into();
         assert_eq!(
             check(&twice),
             Err(refused(
@@ -383,6 +408,7 @@ mod tests {
                     .extensions_mut()
                     .insert(hyper::ext::Protocol::from_static(p));
             }
+            let request: RequestHead = request.into_parts().0.into();
             check(&request)
                 .map(|host| host.map(str::to_string))
                 .map_err(|r| (r.status, r.why))

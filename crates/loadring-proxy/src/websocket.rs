@@ -10,10 +10,10 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::downstream::{ClientBody, Io, PendingSwitch, Switched};
+use crate::downstream::{Io, PendingSwitch, Switched};
 use base64::Engine as _;
 use http::header::{
-    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
+    HeaderValue, CONNECTION, CONTENT_LENGTH, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
     SEC_WEBSOCKET_VERSION, UPGRADE,
 };
 use http::{Method, Request, Response, StatusCode, Version};
@@ -26,6 +26,8 @@ use crate::activity::OpenStream;
 use crate::clients::ClientLimits;
 use crate::cluster::Backend;
 use crate::config::BackendProtocol;
+use crate::connect::head_fields::Fields;
+use crate::connect::request_head::RequestHead;
 use crate::connect::UpstreamBody;
 use crate::proxy_body::{empty_body, ProxyBody};
 use crate::send_limit::SendLimit;
@@ -60,9 +62,10 @@ enum Asked {
 }
 
 /// Whether a `Connection` header lists `upgrade`.
-fn lists_upgrade(headers: &HeaderMap) -> bool {
-    crate::few_headers::get_all(headers, &CONNECTION)
-        .flat_map(crate::field_list::elements)
+fn lists_upgrade(fields: &Fields) -> bool {
+    fields
+        .get_all(&CONNECTION)
+        .flat_map(|value| crate::field_list::elements(value.as_bytes()))
         .any(|t| t.eq_ignore_ascii_case(b"upgrade"))
 }
 
@@ -94,31 +97,35 @@ impl Tunnel {
     /// An HTTP/1.1 upgrade to an HTTP/2 backend (501): its protocol's
     /// handshake would have to be translated, and only a WebSocket's is known.
     pub(crate) fn asked(
-        request: &mut Request<ClientBody>,
+        request: &mut RequestHead,
         to: BackendProtocol,
     ) -> Result<Option<Tunnel>, &'static str> {
-        if request.method() == Method::CONNECT {
+        if request.method == Method::CONNECT {
             // Any other CONNECT was refused before it was routed.
             let websocket = request
-                .extensions()
+                .extensions
                 .get::<hyper::ext::Protocol>()
                 .is_some_and(crate::target::is_websocket);
             if !websocket {
                 return Ok(None);
             }
-            *request.method_mut() = Method::GET;
+            request.method = Method::GET;
             return Ok(Some(Tunnel {
-                stream: request.extensions_mut().remove(),
+                stream: request.extensions.remove(),
                 client: ClientSide::of(request),
                 asked: Asked::Connect,
                 to,
                 accept: None,
             }));
         }
-        if request.version() != Version::HTTP_11 || !lists_upgrade(request.headers()) {
+        if request.version != Version::HTTP_11 || !lists_upgrade(&request.fields) {
             return Ok(None);
         }
-        let Some(protocol) = crate::few_headers::get(request.headers(), &UPGRADE).cloned() else {
+        let Some(protocol) = request
+            .fields
+            .get(&UPGRADE)
+            .and_then(|v| HeaderValue::from_maybe_shared(v.to_shared()).ok())
+        else {
             return Ok(None);
         };
         let accept = match to {
@@ -127,11 +134,11 @@ impl Tunnel {
             // CONNECT (RFC 8441) and answered here (RFC 6455 4.2.2).
             BackendProtocol::H2c => {
                 let key = request
-                    .headers()
-                    .get(SEC_WEBSOCKET_KEY)
+                    .fields
+                    .get(&SEC_WEBSOCKET_KEY)
                     .filter(|_| protocol.as_bytes().eq_ignore_ascii_case(b"websocket"));
                 match key {
-                    Some(key) => Some(accept_key(key)),
+                    Some(key) => Some(accept_key(key.as_bytes())),
                     None => {
                         return Err("an HTTP/1.1 upgrade to an h2c cluster must be a WebSocket \
                              handshake (Upgrade: websocket with a Sec-WebSocket-Key)")
@@ -167,8 +174,8 @@ impl Tunnel {
     /// HTTP/2 client, the rest of the HTTP/1.1 handshake too, or the
     /// extended CONNECT again for an HTTP/2 backend. Its other headers
     /// (origin, subprotocols, extensions) pass as they came.
-    pub(crate) fn ask(&self, request: &mut http::request::Parts) {
-        let headers = &mut request.headers;
+    pub(crate) fn ask(&self, request: &mut RequestHead) {
+        let headers = &mut request.fields;
         match (&self.asked, self.to) {
             (_, BackendProtocol::H2c) => {
                 // An HTTP/1.1 client's key is answered by the proxy: the
@@ -177,7 +184,7 @@ impl Tunnel {
                 request
                     .extensions
                     .insert(hyper::ext::Protocol::from_static("websocket"));
-                headers.remove(SEC_WEBSOCKET_KEY);
+                headers.remove(&SEC_WEBSOCKET_KEY);
             }
             (Asked::Upgrade(protocol), BackendProtocol::Http1) => {
                 headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
@@ -189,11 +196,11 @@ impl Tunnel {
                 headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
                 // RFC 8441 clients send the version too; a backend that
                 // wants another says so in its answer, passed back.
-                if !headers.contains_key(SEC_WEBSOCKET_VERSION) {
+                if !headers.contains(&SEC_WEBSOCKET_VERSION) {
                     headers.insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
                 }
                 headers.insert(SEC_WEBSOCKET_KEY, handshake_key());
-                headers.remove(SEC_WEBSOCKET_ACCEPT);
+                headers.remove(&SEC_WEBSOCKET_ACCEPT);
             }
         }
     }
@@ -317,10 +324,16 @@ impl std::fmt::Debug for ClientSide {
 }
 
 impl ClientSide {
-    fn of(request: &mut Request<ClientBody>) -> Self {
-        match request.extensions_mut().remove::<PendingSwitch>() {
+    fn of(request: &mut RequestHead) -> Self {
+        match request.extensions.remove::<PendingSwitch>() {
             Some(pending) => ClientSide::Own(pending.take()),
-            None => ClientSide::Hyper(hyper::upgrade::on(request)),
+            // hyper's own: what `hyper::upgrade::on` takes of a request.
+            None => ClientSide::Hyper(
+                request
+                    .extensions
+                    .remove::<OnUpgrade>()
+                    .unwrap_or_else(|| hyper::upgrade::on(Request::new(()))),
+            ),
         }
     }
 
@@ -367,10 +380,10 @@ fn handshake_key() -> HeaderValue {
 
 /// The `Sec-WebSocket-Accept` for a client's `key` (RFC 6455 4.2.2): the
 /// base64 of the SHA-1 of the key and the protocol's GUID.
-fn accept_key(key: &HeaderValue) -> HeaderValue {
+fn accept_key(key: &[u8]) -> HeaderValue {
     const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
     let mut context = ring::digest::Context::new(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY);
-    context.update(key.as_bytes());
+    context.update(key);
     context.update(GUID);
     let text = base64::engine::general_purpose::STANDARD.encode(context.finish());
     HeaderValue::try_from(text).expect("base64 is a valid header value")
@@ -421,11 +434,11 @@ mod tests {
     #[test]
     fn upgrade_is_found_among_connections_elements() {
         let with = |values: &[&[u8]]| {
-            let mut h = HeaderMap::new();
+            let mut h = http::HeaderMap::new();
             for v in values {
                 h.append(CONNECTION, HeaderValue::from_bytes(v).unwrap());
             }
-            lists_upgrade(&h)
+            lists_upgrade(&Fields::Map(h))
         };
         assert!(with(&[b"Upgrade"]));
         assert!(with(&[b"keep-alive, upgrade"]));
@@ -441,7 +454,7 @@ mod tests {
     fn the_accept_key_is_rfc_6455s() {
         // RFC 6455 1.3's example.
         let key = HeaderValue::from_static("dGhlIHNhbXBsZSBub25jZQ==");
-        assert_eq!(accept_key(&key), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
+        assert_eq!(accept_key(key.as_bytes()), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     }
 
     #[test]

@@ -32,7 +32,7 @@ impl AnswerHead {
     /// Whether it has a field named `name`.
     pub(crate) fn contains(&self, name: &HeaderName) -> bool {
         match self {
-            AnswerHead::Raw(raw) => raw.contains(name.as_str()),
+            AnswerHead::Raw(raw) => raw.fields.contains(name.as_str()),
             AnswerHead::Parts(parts) => few_headers::contains(&parts.headers, name),
         }
     }
@@ -49,7 +49,7 @@ impl AnswerHead {
     /// `Connection` names.
     pub(crate) fn strip_hop_by_hop(&mut self) {
         match self {
-            AnswerHead::Raw(raw) => raw.strip_hop_by_hop(),
+            AnswerHead::Raw(raw) => raw.fields.strip_hop_by_hop(),
             AnswerHead::Parts(parts) => hop_by_hop::strip_hop_by_hop(&mut parts.headers),
         }
     }

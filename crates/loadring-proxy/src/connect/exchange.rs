@@ -7,15 +7,16 @@ use std::future::poll_fn;
 use std::task::Poll;
 
 use http::header::{HeaderValue, CONTENT_LENGTH};
-use http::{request, Method, Request, StatusCode};
+use http::{Method, StatusCode};
 
 use super::connection::Conn;
 use super::decode::Framing;
 use super::error::UpstreamError;
+use super::outgoing::OutgoingRequest;
 use super::raw_head::RawHead;
 use super::request::RequestWriter;
+use super::request_head::RequestHead;
 use super::response::{body_and_reuse, parse_head};
-use crate::request_body::Outgoing;
 
 /// The most interim (1xx) answers read before the final one: a backend
 /// sending them without end would keep the request busy until its timeout.
@@ -37,14 +38,14 @@ pub(crate) struct Answer {
 #[derive(Debug)]
 pub(crate) enum ExchangeError {
     /// Nothing of the request was written: here it is, whole.
-    Unsent(UpstreamError, Box<Request<Outgoing>>),
+    Unsent(UpstreamError, Box<OutgoingRequest>),
     /// The request was written, maybe in part; `answered` when any byte
     /// of an answer came. `head` is the request's head, kept until an
     /// answer came so that a resend need not copy it ahead.
     Sent {
         error: UpstreamError,
         answered: bool,
-        head: Option<Box<request::Parts>>,
+        head: Option<Box<RequestHead>>,
     },
 }
 
@@ -53,7 +54,7 @@ pub(crate) enum ExchangeError {
 fn sent(
     error: UpstreamError,
     answered: bool,
-    parts: &mut Option<request::Parts>,
+    parts: &mut Option<RequestHead>,
 ) -> Poll<Result<Answer, ExchangeError>> {
     Poll::Ready(Err(ExchangeError::Sent {
         error,
@@ -69,9 +70,9 @@ fn sent(
 /// See [`ExchangeError`]. The connection must be closed then.
 pub(crate) async fn exchange(
     conn: &mut Conn,
-    request: Request<Outgoing>,
+    request: OutgoingRequest,
 ) -> Result<Answer, ExchangeError> {
-    let (parts, body) = request.into_parts();
+    let OutgoingRequest { head: parts, body } = request;
     let to_head = parts.method == Method::HEAD;
     let mut writer = Some(RequestWriter::new(&parts, body));
     // Kept until an answer comes: whole (with the body) while nothing of it
@@ -100,7 +101,7 @@ pub(crate) async fn exchange(
                         Err(error) => return sent(error, answered, &mut parts),
                     };
                     if let Some(n) = read.normalized_length {
-                        head.set(CONTENT_LENGTH, HeaderValue::from(n));
+                        head.fields.set(CONTENT_LENGTH, HeaderValue::from(n));
                     }
                     let writer = writer.take().filter(|w| !w.is_done()).map(Box::new);
                     return Poll::Ready(Ok(Answer {
@@ -140,7 +141,10 @@ pub(crate) async fn exchange(
             // went out: the request is still whole.
             if !writer.as_ref().is_some_and(RequestWriter::wrote_anything) {
                 if let (Some(parts), Some(w)) = (parts.take(), writer.take()) {
-                    let request = Request::from_parts(parts, w.into_unsent_body());
+                    let request = OutgoingRequest {
+                        head: parts,
+                        body: w.into_unsent_body(),
+                    };
                     return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
                 }
             }
@@ -156,7 +160,7 @@ pub(crate) async fn exchange(
             Poll::Ready(Err(error)) if !w.wrote_anything() => {
                 let body = writer.take().map(RequestWriter::into_unsent_body);
                 if let (Some(parts), Some(body)) = (parts.take(), body) {
-                    let request = Request::from_parts(parts, body);
+                    let request = OutgoingRequest { head: parts, body };
                     return Poll::Ready(Err(ExchangeError::Unsent(error, Box::new(request))));
                 }
                 return sent(error, answered, &mut parts);

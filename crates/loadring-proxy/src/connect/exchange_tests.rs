@@ -177,11 +177,28 @@ fn get() -> Request<Outgoing> {
     request("GET", Outgoing::empty())
 }
 
+/// `request` with its head as an HTTP/1.1 client would send it, read
+/// raw (names upper-cased): what the gateway forwards most.
+fn raw(request: Request<Outgoing>) -> OutgoingRequest {
+    let (parts, body) = request.into_parts();
+    let mut text = format!("{} {} HTTP/1.1\r\n", parts.method, parts.uri);
+    for (name, value) in &parts.headers {
+        let name = name.as_str().to_ascii_uppercase();
+        text.push_str(&format!("{name}: {}\r\n", value.to_str().unwrap()));
+    }
+    text.push_str("\r\n");
+    OutgoingRequest {
+        head: super::request_head::read(&text),
+        body,
+    }
+}
+
 async fn send(
     upstream: &Upstream,
     addr: &Arc<str>,
-    request: Request<Outgoing>,
+    request: impl Into<OutgoingRequest>,
 ) -> Result<Response<UpstreamBody>, Failure> {
+    let request = request.into();
     let connection = upstream.checkout(addr, false).await.unwrap();
     let answered = tokio::time::timeout(WAIT, connection.send(request))
         .await
@@ -455,7 +472,7 @@ async fn an_answer_before_the_body_is_read_comes_through() {
 
 /// What a backend that reads `request` whole and answers `200` read of
 /// it, and the idle connections after the answer.
-async fn as_read(request: Request<Outgoing>) -> (String, usize) {
+async fn as_read(request: OutgoingRequest) -> (String, usize) {
     let (addr, mut told) = scripted(vec![
         Act::Read,
         write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"),
@@ -479,7 +496,7 @@ async fn requests_are_written_as_framed() {
     let mut trailers = HeaderMap::new();
     trailers.insert("x-sum", HeaderValue::from_static("5"));
     let chunks = || vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cde")];
-    let chunked = {
+    let chunked = || {
         let mut r = request(
             "POST",
             Outgoing::from_chunks(chunks(), Some(trailers.clone())),
@@ -488,36 +505,44 @@ async fn requests_are_written_as_framed() {
             .insert("transfer-encoding", HeaderValue::from_static("chunked"));
         r
     };
-    let declared = {
+    let declared = || {
         let mut r = request("PUT", Outgoing::from_chunks(chunks(), None));
         r.headers_mut()
             .insert("content-length", HeaderValue::from_static("5"));
         r
     };
-    let cases: Vec<(Request<Outgoing>, &str)> = vec![
-        (get(), "GET /p?q=1 HTTP/1.1\r\nhost: test\r\n\r\n"),
-        (
-            request("POST", Outgoing::empty()),
-            "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 0\r\n\r\n",
-        ),
-        (
-            request("POST", Outgoing::from_chunks(chunks(), None)),
-            "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 5\r\n\r\nabcde",
-        ),
-        (
-            declared,
-            "PUT /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 5\r\n\r\nabcde",
-        ),
-        (
-            chunked,
-            "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n\
+    let cases = || -> Vec<(Request<Outgoing>, &str)> {
+        vec![
+            (get(), "GET /p?q=1 HTTP/1.1\r\nhost: test\r\n\r\n"),
+            (
+                request("POST", Outgoing::empty()),
+                "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 0\r\n\r\n",
+            ),
+            (
+                request("POST", Outgoing::from_chunks(chunks(), None)),
+                "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 5\r\n\r\nabcde",
+            ),
+            (
+                declared(),
+                "PUT /p?q=1 HTTP/1.1\r\nhost: test\r\ncontent-length: 5\r\n\r\nabcde",
+            ),
+            (
+                chunked(),
+                "POST /p?q=1 HTTP/1.1\r\nhost: test\r\ntransfer-encoding: chunked\r\n\r\n\
              2\r\nab\r\n3\r\ncde\r\n0\r\nx-sum: 5\r\n\r\n",
-        ),
-    ];
-    for (request, want) in cases {
-        let (got, idle) = as_read(request).await;
+            ),
+        ]
+    };
+    for (request, want) in cases() {
+        let (got, idle) = as_read(request.into()).await;
         assert_eq!(got, want);
         assert_eq!(idle, 1, "{want:?}");
+    }
+    // Read raw from a client: written the same, names in lower case.
+    for (request, want) in cases() {
+        let (got, idle) = as_read(raw(request)).await;
+        assert_eq!(got, want, "raw");
+        assert_eq!(idle, 1, "raw {want:?}");
     }
 }
 
@@ -560,7 +585,7 @@ fn assert_written_head_back(failure: &mut Failure) {
     let head = failure.take_head().expect("the written request's head");
     assert_eq!(head.method, http::Method::GET);
     assert_eq!(head.uri, "/p?q=1");
-    assert_eq!(head.headers["host"], "test");
+    assert_eq!(head.fields.get(&HOST).unwrap().as_bytes(), b"test");
     assert!(failure.take_head().is_none());
 }
 
@@ -589,7 +614,10 @@ async fn a_request_never_written_comes_back_whole() {
         Sender::H2(_) => unreachable!(),
     }
     let body = Outgoing::from_chunks(vec![Bytes::from_static(b"hello")], None);
-    let failure = connection.send(request("POST", body)).await.unwrap_err();
+    let failure = connection
+        .send(raw(request("POST", body)))
+        .await
+        .unwrap_err();
     let Failure::Unsent {
         request: Some(request),
         ..
@@ -597,8 +625,8 @@ async fn a_request_never_written_comes_back_whole() {
     else {
         panic!("{failure:?}");
     };
-    assert_eq!(request.headers()["host"], "test");
-    let body = request.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(request.head.fields.get(&HOST).unwrap().as_bytes(), b"test");
+    let body = request.body.collect().await.unwrap().to_bytes();
     assert_eq!(body, "hello");
 }
 
@@ -695,7 +723,7 @@ async fn large_bodies_arrive_byte_for_byte_through_partial_writes() {
         ),
     ];
     for (request, want) in cases {
-        let (got, idle) = as_read(request).await;
+        let (got, idle) = as_read(request.into()).await;
         assert!(
             got == want,
             "{} bytes read, {} sent; first difference at byte {:?}",
@@ -836,7 +864,7 @@ async fn bytes_before_the_request_are_no_answer_to_it() {
         Sender::H2(_) => unreachable!(),
     }
     let body = Outgoing::from_chunks(vec![Bytes::from_static(b"hello")], None);
-    let failure = tokio::time::timeout(WAIT, connection.send(request("POST", body)))
+    let failure = tokio::time::timeout(WAIT, connection.send(request("POST", body).into()))
         .await
         .unwrap()
         .unwrap_err();
@@ -847,8 +875,8 @@ async fn bytes_before_the_request_are_no_answer_to_it() {
     else {
         panic!("{failure:?}");
     };
-    assert_eq!(request.headers()["host"], "test");
-    let body = request.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(request.head.fields.get(&HOST).unwrap().as_bytes(), b"test");
+    let body = request.body.collect().await.unwrap().to_bytes();
     assert_eq!(body, "hello");
     assert_eq!(idle_count(upstream.pool), 0);
 }

@@ -20,7 +20,7 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// the head is split off it. A head's usual few fields are kept on the
 /// stack (no allocation, and only [`INLINE`] entries to clear), the rest
 /// of a long one in a vector.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Spans {
     /// Name start, name end, value start, value end.
     inline: [[u32; 4]; INLINE],
@@ -82,6 +82,17 @@ impl Spans {
     /// How many fields were noted.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Field `i`'s name start, name end, value start and value end.
+    pub(crate) fn get(&self, i: usize) -> Option<&[u32; 4]> {
+        if i >= self.len {
+            return None;
+        }
+        match self.inline.get(i) {
+            Some(span) => Some(span),
+            None => self.more.get(i - INLINE),
+        }
     }
 
     /// Each field's name start, name end, value start and value end, in

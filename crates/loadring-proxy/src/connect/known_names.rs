@@ -53,6 +53,19 @@ pub(crate) fn is_named(name: &[u8], known: &[u8]) -> bool {
             == 0
 }
 
+/// Whether the field name `name` is `lower` in any case, where `lower` is
+/// a name in lower case (as a `HeaderName` spells it): any token, where
+/// [`is_named`] takes letters, digits and `-` alone. Each byte of `name`
+/// is lower-cased without a branch, then compared.
+pub(crate) fn is_spelled(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len()
+        && name
+            .iter()
+            .zip(lower)
+            .fold(0, |differ, (&a, &b)| differ | (a.to_ascii_lowercase() ^ b))
+            == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +110,33 @@ mod tests {
                     String::from_utf8_lossy(&name)
                 );
             }
+        }
+    }
+
+    /// `is_spelled` agrees with `eq_ignore_ascii_case` on every name of
+    /// any byte at any place of a lower-case name (tokens `is_named` does
+    /// not take among them: `_`, `^`, `~`).
+    #[test]
+    fn is_spelled_is_a_case_blind_comparison_with_a_lower_case_name() {
+        for lower in [&b"x-forwarded-for"[..], b"x_key", b"a^b~c", b"host", b"x"] {
+            for at in 0..lower.len() {
+                for byte in 0..=255u8 {
+                    let mut name = lower.to_vec();
+                    name[at] = byte;
+                    assert_eq!(
+                        is_spelled(&name, lower),
+                        name.eq_ignore_ascii_case(lower),
+                        "{:?} {:?}",
+                        String::from_utf8_lossy(&name),
+                        String::from_utf8_lossy(lower)
+                    );
+                }
+            }
+            assert!(is_spelled(&lower.to_ascii_uppercase(), lower));
+            assert!(!is_spelled(&lower[1..], lower));
+            let mut longer = lower.to_vec();
+            longer.push(b'a');
+            assert!(!is_spelled(&longer, lower));
         }
     }
 

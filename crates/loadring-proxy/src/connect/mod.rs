@@ -29,11 +29,15 @@ mod exchange;
 mod exchange_tests;
 pub(crate) mod fields;
 mod h2;
+pub(crate) mod head_fields;
 pub(crate) mod known_names;
 mod names;
+mod outgoing;
 pub(crate) mod pool;
+pub(crate) mod raw_fields;
 pub(crate) mod raw_head;
 mod request;
+pub(crate) mod request_head;
 mod response;
 mod upgraded;
 
@@ -52,6 +56,8 @@ use connection::{connect, Conn};
 pub(crate) use connection::{is_out_of_local_resources, ConnectError};
 pub(crate) use error::UpstreamError;
 use exchange::{exchange, ExchangeError};
+pub(crate) use outgoing::OutgoingRequest;
+pub(crate) use request_head::RequestHead;
 
 use crate::config::BackendProtocol;
 use crate::request_body::Outgoing;
@@ -81,7 +87,7 @@ pub(crate) enum Failure {
     /// backend. The request itself when it is in hand.
     Unsent {
         error: UpstreamError,
-        request: Option<Box<Request<Outgoing>>>,
+        request: Option<Box<OutgoingRequest>>,
     },
     /// The request was written (maybe in part) and no response came.
     Sent {
@@ -90,7 +96,7 @@ pub(crate) enum Failure {
         stale: bool,
         /// The request's head, when the connection kept it (HTTP/1.1): a
         /// resend needs no copy made ahead.
-        head: Option<Box<http::request::Parts>>,
+        head: Option<Box<RequestHead>>,
     },
 }
 
@@ -110,7 +116,7 @@ impl Failure {
     }
 
     /// The written request's head, when the connection gave it back.
-    pub(crate) fn take_head(&mut self) -> Option<http::request::Parts> {
+    pub(crate) fn take_head(&mut self) -> Option<RequestHead> {
         match self {
             Failure::Sent { head, .. } => head.take().map(|h| *h),
             _ => None,
@@ -252,13 +258,21 @@ impl Checkout {
     /// See [`Failure`]; the connection is closed then.
     pub(crate) async fn send(
         self,
-        request: Request<Outgoing>,
+        request: OutgoingRequest,
     ) -> Result<Answered<UpstreamBody>, Failure> {
         let Checkout { conn, home, tls } = self;
         let mut conn = match conn {
             Sender::H1(conn) => conn,
             Sender::H2(conn) => {
-                let request = h2_request(request, &home.addr, tls);
+                let request = match h2_request(request, &home.addr, tls) {
+                    Ok(request) => request,
+                    Err(error) => {
+                        return Err(Failure::Unsent {
+                            error,
+                            request: None,
+                        })
+                    }
+                };
                 let mut sender = conn.sender;
                 return match sender.try_send_request(request).await {
                     Ok(response) => {
@@ -304,7 +318,16 @@ impl Checkout {
 
 /// A request as HTTP/2 sends it: absolute target (`:scheme` and
 /// `:authority` from the `Host` header, or the endpoint), no `Host`.
-fn h2_request(mut request: Request<Outgoing>, addr: &str, tls: bool) -> Request<Outgoing> {
+///
+/// # Errors
+/// A raw field the `http` crate refuses ([`Fields::into_map`]).
+fn h2_request(
+    request: OutgoingRequest,
+    addr: &str,
+    tls: bool,
+) -> Result<Request<Outgoing>, UpstreamError> {
+    let OutgoingRequest { head, body } = request;
+    let mut request = Request::from_parts(head.into_parts()?, body);
     let host = request.headers_mut().remove(HOST);
     let authority = host
         .as_ref()
@@ -326,7 +349,7 @@ fn h2_request(mut request: Request<Outgoing>, addr: &str, tls: bool) -> Request<
         }
     }
     *request.version_mut() = Version::HTTP_2;
-    request
+    Ok(request)
 }
 
 fn h2_failure(mut e: hyper::client::conn::TrySendError<Request<Outgoing>>) -> Failure {
@@ -335,7 +358,7 @@ fn h2_failure(mut e: hyper::client::conn::TrySendError<Request<Outgoing>>) -> Fa
     if request.is_some() || error.is_canceled() {
         return Failure::Unsent {
             error: UpstreamError::H2(error),
-            request: request.map(Box::new),
+            request: request.map(|request| Box::new(request.into())),
         };
     }
     // HTTP/2 gives back a request the connection never took: a written one

@@ -11,13 +11,15 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
-use http::{request, HeaderMap, HeaderValue, Method};
+use http::{HeaderMap, Method};
 use http_body::Body;
 use tokio::io::AsyncWrite;
 
 use super::connection::Stream;
 use super::error::UpstreamError;
+use super::head_fields::Fields;
+use super::known_names::is_named;
+use super::request_head::RequestHead;
 use crate::request_body::Outgoing;
 
 /// A body chunk up to this size is copied next to its framing (and the
@@ -54,8 +56,8 @@ pub(crate) struct RequestWriter {
 
 impl RequestWriter {
     /// The request's head encoded, its body to follow.
-    pub(crate) fn new(parts: &request::Parts, mut body: Outgoing) -> Self {
-        let mut head = BytesMut::with_capacity(256 + 32 * parts.headers.len());
+    pub(crate) fn new(parts: &RequestHead, mut body: Outgoing) -> Self {
+        let mut head = BytesMut::with_capacity(256 + 32 * parts.fields.len());
         let target = match (&parts.method, parts.uri.path_and_query()) {
             (&Method::CONNECT, _) => parts.uri.authority().map_or("/", |a| a.as_str()),
             (_, Some(pq)) => pq.as_str(),
@@ -65,8 +67,8 @@ impl RequestWriter {
         head.put_u8(b' ');
         head.put_slice(target.as_bytes());
         head.put_slice(b" HTTP/1.1\r\n");
-        let said = write_fields(&mut head, &parts.headers);
-        let framing = framing(parts, said, &body, &mut head);
+        let said = write_fields(&mut head, &parts.fields);
+        let framing = framing(&parts.method, said, &body, &mut head);
         head.put_slice(b"\r\n");
         let mut writer = RequestWriter {
             head: BytesMut::new(),
@@ -265,8 +267,11 @@ impl RequestWriter {
             }
             Framing::Chunked => {
                 out.put_slice(b"0\r\n");
-                if let Some(trailers) = trailers {
-                    write_fields(out, trailers);
+                for (name, value) in trailers.into_iter().flatten() {
+                    out.put_slice(name.as_str().as_bytes());
+                    out.put_slice(b": ");
+                    out.put_slice(value.as_bytes());
+                    out.put_slice(b"\r\n");
                 }
                 out.put_slice(b"\r\n");
             }
@@ -278,42 +283,42 @@ impl RequestWriter {
 /// What the fields said of the body's framing, seen while they were
 /// written (no lookup by name).
 #[derive(Debug, Clone, Copy, Default)]
-struct Said<'a> {
-    /// The first `Content-Length`.
-    content_length: Option<&'a HeaderValue>,
+struct Said {
+    /// The first `Content-Length`, when it is a number.
+    content_length: Option<Option<u64>>,
     transfer_encoding: bool,
 }
 
-/// `name: value` lines.
-fn write_fields<'a>(out: &mut BytesMut, headers: &'a HeaderMap) -> Said<'a> {
+/// `name: value` lines, names in lower case.
+fn write_fields(out: &mut BytesMut, fields: &Fields) -> Said {
     let mut said = Said::default();
-    for (name, value) in headers {
-        if name == CONTENT_LENGTH {
-            said.content_length.get_or_insert(value);
-        } else if name == TRANSFER_ENCODING {
+    fields.for_each(|name, value| {
+        if is_named(name, b"content-length") {
+            said.content_length.get_or_insert_with(|| length(value));
+        } else if is_named(name, b"transfer-encoding") {
             said.transfer_encoding = true;
         }
-        out.put_slice(name.as_str().as_bytes());
+        let at = out.len();
+        out.put_slice(name);
+        if let Some(written) = out.get_mut(at..) {
+            written.make_ascii_lowercase();
+        }
         out.put_slice(b": ");
-        out.put_slice(value.as_bytes());
+        out.put_slice(value);
         out.put_slice(b"\r\n");
-    }
+    });
     said
+}
+
+/// A `Content-Length` value's number (spaces around it allowed).
+fn length(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
 }
 
 /// How the body is framed, its header added to `head` when the request
 /// has none.
-fn framing(
-    parts: &request::Parts,
-    said: Said<'_>,
-    body: &Outgoing,
-    head: &mut BytesMut,
-) -> Framing {
-    if let Some(declared) = said
-        .content_length
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-    {
+fn framing(method: &Method, said: Said, body: &Outgoing, head: &mut BytesMut) -> Framing {
+    if let Some(declared) = said.content_length.flatten() {
         return if declared == 0 && body.is_end_stream() {
             Framing::None
         } else {
@@ -325,7 +330,7 @@ fn framing(
     }
     if body.is_end_stream() {
         // A body that is empty, said so where one is expected (as clients do).
-        if matches!(parts.method, Method::POST | Method::PUT | Method::PATCH) {
+        if matches!(*method, Method::POST | Method::PUT | Method::PATCH) {
             head.put_slice(b"content-length: 0\r\n");
         }
         return Framing::None;

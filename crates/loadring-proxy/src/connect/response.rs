@@ -12,6 +12,7 @@ use super::error::UpstreamError;
 use super::fields::Spans;
 pub(crate) use super::fields::{MAX_HEAD, MAX_HEADERS};
 use super::known_names::is_named;
+use super::raw_fields::RawFields;
 use super::raw_head::RawHead;
 use crate::field_list::{elements, TransferCodings};
 
@@ -59,7 +60,11 @@ pub(crate) fn parse_head(buf: &mut BytesMut) -> Result<Option<Box<RawHead>>, Ups
     let bytes = buf.split_to(len).freeze();
     // Boxed: it travels through the exchange, the forwarding and the
     // answer, and would be copied at each step.
-    Ok(Some(Box::new(RawHead::new(status, version, bytes, fields))))
+    Ok(Some(Box::new(RawHead {
+        status,
+        version,
+        fields: RawFields::new(bytes, fields),
+    })))
 }
 
 /// What a response head says of its body and its connection: how the
@@ -106,7 +111,7 @@ pub(crate) fn body_and_reuse(to_head: bool, head: &RawHead) -> Result<BodyAndReu
     let mut plain_length = true;
     let mut length_error: Option<&'static str> = None;
     let (mut close, mut keep_alive) = (false, false);
-    head.for_each_field(|name, value| {
+    head.fields.for_each_field(|name, value| {
         if is_named(name, b"transfer-encoding") {
             codings.get_or_insert_default().add(value);
         } else if is_named(name, b"content-length") {

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{Method, Request, Response};
+use http::{Method, Response};
 use http_body::{Body, Frame};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::oneshot;
@@ -319,27 +319,26 @@ impl<S: Io, H: Handler> Served<S, H> {
     /// One request forwarded and answered.
     async fn exchange(&mut self, head: Head) -> io::Result<Next> {
         let Head {
-            parts,
+            mut request,
             body: length,
             keep_alive,
             expects_continue,
             asks_upgrade,
             te_trailers,
         } = head;
-        let asked_head = parts.method == Method::HEAD;
-        let version = parts.version;
+        let asked_head = request.method == Method::HEAD;
+        let version = request.version;
         let (body, mut feeding) = match length {
             BodyLength::Known(0) => (ClientBody::Empty, None),
             BodyLength::Known(n) => feed(Some(n), decode::Framing::Length(n), expects_continue),
             BodyLength::Chunked => feed(None, decode::Framing::Chunked, expects_continue),
         };
-        let mut request = Request::from_parts(parts, body);
         let switch = asks_upgrade.then(|| {
             let (send, pending) = PendingSwitch::new();
-            request.extensions_mut().insert(pending);
+            request.extensions.insert(pending);
             send
         });
-        let mut handling = self.gateway.answer(request, self.peer);
+        let mut handling = self.gateway.answer(request, body, self.peer);
         let answered = {
             let (io, buf) = (&mut self.io, &mut self.buf);
             poll_fn(|cx| {

@@ -20,7 +20,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version};
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Version};
 use http_body::Frame;
 use http_body_util::{BodyExt, StreamBody};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, DuplexStream, ReadBuf};
@@ -30,6 +30,7 @@ use tokio::task::JoinHandle;
 use super::{Ending, H1Connection};
 use crate::body::BoxError;
 use crate::connect::answer_head::Answered;
+use crate::connect::request_head::RequestHead;
 use crate::downstream::{ClientBody, Handler, PendingSwitch, Switched};
 use crate::drain::Graceful;
 use crate::proxy_body::{empty_body, text_body, ProxyBody};
@@ -202,15 +203,14 @@ impl Drop for DropFlag {
 impl Handler for Fake {
     type Answer = Pin<Box<dyn Future<Output = Answered<ProxyBody>> + Send>>;
 
-    fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Self::Answer {
+    fn answer(&self, parts: RequestHead, body: ClientBody, peer: SocketAddr) -> Self::Answer {
         assert_eq!(peer, PEER);
-        let (parts, body) = request.into_parts();
         let pending = parts.extensions.get::<PendingSwitch>().cloned();
         lock(&self.0.seen).push(Seen {
             method: parts.method.to_string(),
             uri: parts.uri.to_string(),
             version: parts.version,
-            headers: parts.headers.clone(),
+            headers: parts.fields.clone().into_map().expect("fields a map takes"),
             switch: pending.is_some(),
         });
         let reply = lock(&self.0.script).pop_front().unwrap_or_else(|| {

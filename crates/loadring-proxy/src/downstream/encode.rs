@@ -83,7 +83,7 @@ pub(crate) fn head(
                 field(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
-        AnswerHead::Raw(raw) => raw.for_each_field(|name, value| {
+        AnswerHead::Raw(raw) => raw.fields.for_each_field(|name, value| {
             if is_named(name, b"content-length") {
                 said_length = said_length.or_else(|| digits(value));
                 return;

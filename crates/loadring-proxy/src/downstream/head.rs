@@ -12,10 +12,13 @@
 use std::mem::MaybeUninit;
 
 use bytes::BytesMut;
-use http::header::{CONNECTION, CONTENT_LENGTH, EXPECT, TE, TRANSFER_ENCODING, UPGRADE};
-use http::{request, Method, Request, StatusCode, Uri, Version};
+use http::{Extensions, Method, StatusCode, Uri, Version};
 
-use crate::connect::fields::{headers_of, Spans};
+use crate::connect::fields::Spans;
+use crate::connect::head_fields::Fields;
+use crate::connect::known_names::is_named;
+use crate::connect::raw_fields::RawFields;
+use crate::connect::request_head::RequestHead;
 use crate::field_list::{elements, TransferCodings};
 
 /// The longest request head read (request line and fields), as nginx's
@@ -23,10 +26,6 @@ use crate::field_list::{elements, TransferCodings};
 pub(crate) const MAX_HEAD: usize = crate::connect::fields::MAX_HEAD;
 /// The most header fields a request may have (hyper's default).
 pub(crate) const MAX_HEADERS: usize = crate::connect::fields::MAX_HEADERS;
-/// The fields the gateway may add to a request before it goes on
-/// (`X-Forwarded-For`, and `Host` or `TE`): room for them is made when
-/// the map is built.
-const ADDED_FIELDS: usize = 2;
 
 /// How a request's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +39,8 @@ pub(crate) enum BodyLength {
 /// A request head and what it says of the body and the connection.
 #[derive(Debug)]
 pub(crate) struct Head {
-    pub(crate) parts: request::Parts,
+    /// Its fields as they came (no map built: see `RawFields`).
+    pub(crate) request: RequestHead,
     pub(crate) body: BodyLength,
     /// The client lets the connection carry another request after this
     /// one: HTTP/1.1 unless `Connection: close`, HTTP/1.0 with
@@ -139,14 +139,12 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
         }
     })?;
     check_form(&method, &uri)?;
-    let headers = headers_of(&bytes, &fields, ADDED_FIELDS)
-        .map_err(|_| refuse(StatusCode::BAD_REQUEST, "malformed header field"))?;
-    let (mut parts, ()) = Request::new(()).into_parts();
-    parts.method = method;
-    parts.uri = uri;
-    parts.version = version;
-    parts.headers = headers;
-    let said = Said::of(&parts)?;
+    // Every name httparse reads is a token and every value it reads
+    // holds no control character but a tab: what the `http` crate takes
+    // (a test below goes through every byte), so the fields are not
+    // checked again.
+    let fields = RawFields::new(bytes, fields);
+    let said = Said::of(&fields)?;
     let body = match (said.codings, said.length) {
         (Some(_), Some(_)) => {
             return Err(refuse(
@@ -184,9 +182,15 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
             said.keep_alive && !said.close
         },
         expects_continue: http_11 && said.expects_continue,
-        asks_upgrade: http_11 && said.upgrade && parts.headers.contains_key(UPGRADE),
+        asks_upgrade: http_11 && said.upgrade && fields.contains("upgrade"),
         te_trailers: said.te_trailers,
-        parts,
+        request: RequestHead {
+            method,
+            uri,
+            version,
+            fields: Fields::Raw(Box::new(fields)),
+            extensions: Extensions::new(),
+        },
         body,
     }))
 }
@@ -286,43 +290,47 @@ struct Said {
 }
 
 impl Said {
-    fn of(parts: &request::Parts) -> Result<Said, Refusal> {
+    fn of(fields: &RawFields) -> Result<Said, Refusal> {
         let mut said = Said::default();
         let mut length_fields = 0usize;
-        for (name, value) in &parts.headers {
-            if name == TRANSFER_ENCODING {
+        let mut refused = None;
+        fields.for_each_field(|name, value| {
+            if is_named(name, b"transfer-encoding") {
                 said.codings.get_or_insert_default().add(value);
                 if let Some(last) = elements(value).last() {
                     said.chunked_last = last.eq_ignore_ascii_case(b"chunked");
                 }
-            } else if name == CONTENT_LENGTH {
+            } else if is_named(name, b"content-length") {
                 length_fields += 1;
                 for token in elements(value) {
                     let n = Some(token)
                         .filter(|t| t.len() <= 19 && t.iter().all(u8::is_ascii_digit))
-                        .and_then(|t| std::str::from_utf8(t).ok()?.parse::<u64>().ok())
-                        .ok_or_else(|| refuse(StatusCode::BAD_REQUEST, "invalid Content-Length"))?;
+                        .and_then(|t| std::str::from_utf8(t).ok()?.parse::<u64>().ok());
+                    let Some(n) = n else {
+                        refused.get_or_insert("invalid Content-Length");
+                        continue;
+                    };
                     match said.length {
                         Some(l) if l != n => {
-                            return Err(refuse(
-                                StatusCode::BAD_REQUEST,
-                                "two different Content-Length values",
-                            ));
+                            refused.get_or_insert("two different Content-Length values");
                         }
                         _ => said.length = Some(n),
                     }
                 }
-            } else if name == CONNECTION {
+            } else if is_named(name, b"connection") {
                 for token in elements(value) {
                     said.close |= token.eq_ignore_ascii_case(b"close");
                     said.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
                     said.upgrade |= token.eq_ignore_ascii_case(b"upgrade");
                 }
-            } else if name == TE {
+            } else if is_named(name, b"te") {
                 said.te_trailers |= elements(value).any(|t| t.eq_ignore_ascii_case(b"trailers"));
-            } else if name == EXPECT {
-                said.expects_continue |= value.as_bytes().eq_ignore_ascii_case(b"100-continue");
+            } else if is_named(name, b"expect") {
+                said.expects_continue |= value.eq_ignore_ascii_case(b"100-continue");
             }
+        });
+        if let Some(why) = refused {
+            return Err(refuse(StatusCode::BAD_REQUEST, why));
         }
         if length_fields > 0 && said.length.is_none() {
             return Err(refuse(StatusCode::BAD_REQUEST, "invalid Content-Length"));
@@ -341,6 +349,11 @@ mod tests {
         let mut buf = BytesMut::from(text);
         let got = parse(&mut buf);
         (got, buf)
+    }
+
+    /// The fields of `head` as a map.
+    fn map(head: &Head) -> http::HeaderMap {
+        head.request.fields.clone().into_map().unwrap()
     }
 
     /// The head of `text`, which must be a whole request head that is read.
@@ -415,7 +428,7 @@ mod tests {
             let (got, left) = parse_text(format!("{head}{rest}").as_bytes());
             let got = got.unwrap_or_else(|e| panic!("{rest:?}: {e:?}"));
             assert_eq!(
-                got.map(|h| h.parts.uri),
+                got.map(|h| h.request.uri),
                 Some(Uri::from_static("/a")),
                 "{rest:?}"
             );
@@ -434,30 +447,34 @@ mod tests {
     fn an_empty_line_before_the_request_line_is_ignored() {
         let (got, left) = parse_text(b"\r\nGET /a HTTP/1.1\r\nhost: a.example\r\n\r\nnext");
         let head = got.unwrap().expect("whole");
-        assert_eq!(head.parts.method, Method::GET);
-        assert_eq!(head.parts.uri, "/a");
-        assert_eq!(head.parts.version, Version::HTTP_11);
+        assert_eq!(head.request.method, Method::GET);
+        assert_eq!(head.request.uri, "/a");
+        assert_eq!(head.request.version, Version::HTTP_11);
         assert_eq!(&left[..], b"next");
     }
 
-    /// The fields the gateway adds before forwarding (`X-Forwarded-For`,
-    /// `Host`) fit in the map as parsed: adding them does not grow it (a
-    /// second allocation and a copy of the map on every request).
+    /// Every byte httparse lets into a field's name or value, the `http`
+    /// crate takes there too: a head's fields are not checked again
+    /// (`parse` keeps them raw), and a map made of them later (for an
+    /// HTTP/2 backend) cannot fail.
     #[test]
-    fn the_fields_the_gateway_adds_fit_without_growing_the_map() {
-        for fields in [
-            "",
-            "host: a\r\n",
-            "host: a\r\nx-key: k\r\n",
-            "a: 1\r\nb: 2\r\nc: 3\r\n",
-        ] {
-            let mut head = read(&format!("GET / HTTP/1.1\r\n{fields}\r\n"));
-            let capacity = head.parts.headers.capacity();
-            head.parts
-                .headers
-                .append("x-forwarded-for", "192.0.2.1".parse().unwrap());
-            head.parts.headers.append("te", "trailers".parse().unwrap());
-            assert_eq!(head.parts.headers.capacity(), capacity, "{fields:?}");
+    fn every_byte_a_parse_lets_into_a_field_is_one_the_http_crate_takes() {
+        for byte in 0..=u8::MAX {
+            let mut name = b"x-a".to_vec();
+            name.insert(1, byte);
+            let mut value = b"ab".to_vec();
+            value.insert(1, byte);
+            for (name, value) in [(&name[..], &b"v"[..]), (b"x-a", &value[..])] {
+                let mut text = b"GET / HTTP/1.1\r\nhost: a\r\n".to_vec();
+                text.extend_from_slice(name);
+                text.extend_from_slice(b": ");
+                text.extend_from_slice(value);
+                text.extend_from_slice(b"\r\n\r\n");
+                if let (Ok(Some(head)), _) = parse_text(&text) {
+                    let map = head.request.fields.into_map();
+                    assert!(map.is_ok(), "byte {byte:#04x}: {map:?}");
+                }
+            }
         }
     }
 
@@ -492,12 +509,12 @@ mod tests {
             ),
         ] {
             let head = read(&format!("{line}\r\nhost: a.example\r\n\r\n"));
-            assert_eq!(head.parts.method, method, "{line:?}");
-            assert_eq!(head.parts.uri, target, "{line:?}");
-            assert_eq!(head.parts.version, version, "{line:?}");
+            assert_eq!(head.request.method, method, "{line:?}");
+            assert_eq!(head.request.uri, target, "{line:?}");
+            assert_eq!(head.request.version, version, "{line:?}");
         }
         assert_ne!(
-            read("get / HTTP/1.1\r\nhost: a\r\n\r\n").parts.method,
+            read("get / HTTP/1.1\r\nhost: a\r\n\r\n").request.method,
             Method::GET
         );
     }
@@ -513,7 +530,7 @@ mod tests {
         let start = buf.as_ptr() as usize;
         let range = start..start + buf.len();
         let head = parse(&mut buf).unwrap().expect("whole");
-        let headers = &head.parts.headers;
+        let headers = &map(&head);
         let names: Vec<&str> = headers.keys().map(http::HeaderName::as_str).collect();
         assert_eq!(names, ["host", "x-two", "accept", "x-empty"]);
         assert_eq!(headers["host"], "a.example");
@@ -657,7 +674,7 @@ mod tests {
             let text = format!("GET / HTTP/1.1\r\nhost: a.example\r\n{fields}\r\n");
             assert_eq!(status_of(text.as_bytes()), want, "{count} fields");
             if want.is_ok() {
-                assert_eq!(read(&text).parts.headers.len(), count);
+                assert_eq!(map(&read(&text)).len(), count);
             }
         }
     }
@@ -744,8 +761,8 @@ mod tests {
     fn a_later_minor_version_is_read_as_http_1_1() {
         let mut buf = BytesMut::from(&b"GET /x HTTP/1.7\r\nhost: a\r\n\r\nnext"[..]);
         let head = parse(&mut buf).unwrap().unwrap();
-        assert_eq!(head.parts.version, Version::HTTP_11);
-        assert_eq!(head.parts.uri, "/x");
+        assert_eq!(head.request.version, Version::HTTP_11);
+        assert_eq!(head.request.uri, "/x");
         assert!(head.keep_alive);
         assert_eq!(&buf[..], b"next");
     }
@@ -805,18 +822,15 @@ mod tests {
         let (got, _) = parse_text(b"GET / HTTP/1.1\r\n x-a: 1\r\nhost: a\r\n\r\n");
         match got {
             Err(refusal) => assert_eq!(refusal.status, StatusCode::BAD_REQUEST),
-            Ok(Some(head)) => assert!(!head.parts.headers.contains_key("x-a")),
+            Ok(Some(head)) => assert!(!map(&head).contains_key("x-a")),
             Ok(None) => panic!("whole head read as partial"),
         }
         // RFC 9110 5.5: obs-text (0x80 and over) and a tab may be in a
         // value.
         let head = read("GET / HTTP/1.1\r\nhost: a\r\nx-a: a\tb\r\n\r\n");
-        assert_eq!(head.parts.headers["x-a"], "a\tb");
+        assert_eq!(map(&head)["x-a"], "a\tb");
         let (got, _) = parse_text(b"GET / HTTP/1.1\r\nhost: a\r\nx-a: caf\xe9\r\n\r\n");
-        assert_eq!(
-            got.unwrap().unwrap().parts.headers["x-a"].as_bytes(),
-            b"caf\xe9"
-        );
+        assert_eq!(map(&got.unwrap().unwrap())["x-a"].as_bytes(), b"caf\xe9");
     }
 
     /// RFC 9112 3.2: origin form (`/…`) and absolute form for any method;
@@ -846,23 +860,23 @@ mod tests {
             assert_eq!(status_of(text.as_bytes()), want, "{line:?}");
         }
         let head = read("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n");
-        assert_eq!(head.parts.method, Method::CONNECT);
+        assert_eq!(head.request.method, Method::CONNECT);
         assert_eq!(
-            head.parts.uri.authority().map(|a| a.as_str()),
+            head.request.uri.authority().map(|a| a.as_str()),
             Some("example.com:443")
         );
         let head = read("OPTIONS * HTTP/1.1\r\nhost: a.example\r\n\r\n");
-        assert_eq!(head.parts.uri.path(), "*");
+        assert_eq!(head.request.uri.path(), "*");
         // RFC 9112 3.2.2: the absolute form's authority is the target's
         // host.
         let head = read("GET http://a.example:8080/x?y HTTP/1.1\r\nhost: b.example\r\n\r\n");
-        assert_eq!(head.parts.uri.scheme_str(), Some("http"));
+        assert_eq!(head.request.uri.scheme_str(), Some("http"));
         assert_eq!(
-            head.parts.uri.authority().map(|a| a.as_str()),
+            head.request.uri.authority().map(|a| a.as_str()),
             Some("a.example:8080")
         );
-        assert_eq!(head.parts.uri.path(), "/x");
-        assert_eq!(head.parts.uri.query(), Some("y"));
+        assert_eq!(head.request.uri.path(), "/x");
+        assert_eq!(head.request.uri.query(), Some("y"));
     }
 
     /// RFC 9112 9.3: HTTP/1.1 persists unless `close` is a connection

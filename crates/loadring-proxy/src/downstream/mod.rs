@@ -12,9 +12,8 @@
 use std::future::Future;
 use std::net::SocketAddr;
 
-use http::Request;
-
 use crate::connect::answer_head::Answered;
+use crate::connect::request_head::RequestHead;
 use crate::proxy_body::ProxyBody;
 
 pub(crate) mod body;
@@ -36,6 +35,6 @@ pub(crate) trait Handler: Send + Sync + 'static {
     /// its client leaves first.
     type Answer: Future<Output = Answered<ProxyBody>> + Send + Unpin;
 
-    /// The answer to `request` from `peer`.
-    fn answer(&self, request: Request<ClientBody>, peer: SocketAddr) -> Self::Answer;
+    /// The answer to the request `head` and `body` from `peer`.
+    fn answer(&self, head: RequestHead, body: ClientBody, peer: SocketAddr) -> Self::Answer;
 }
