@@ -5,8 +5,8 @@
 //! Split as the upstream layer (connect/) is: what a head says and how an
 //! answer is framed are plain functions over bytes (head.rs, encode.rs),
 //! tested on hostile input without sockets; connection.rs does the I/O.
-//! Header fields are made into a map, and chunked bodies decoded, by the
-//! upstream layer's own pieces (connect/fields.rs, connect/decode.rs):
+//! A head's fields are kept as read, and chunked bodies decoded, by the
+//! upstream layer's own pieces (connect/raw_fields.rs, connect/decode.rs):
 //! the same bounds hold for what clients and backends send.
 
 use std::future::Future;
