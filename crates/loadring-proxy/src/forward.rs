@@ -106,14 +106,9 @@ pub(crate) fn append_forwarded_for(fields: &mut Fields, peer: IpAddr) {
     }
     let mut value = String::with_capacity(48);
     for line in previous {
-        if let Ok(line) = std::str::from_utf8(line.as_bytes()) {
-            if line
-                .bytes()
-                .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
-            {
-                value.push_str(line);
-                value.push_str(", ");
-            }
+        if let Some(line) = line.as_text() {
+            value.push_str(line);
+            value.push_str(", ");
         }
     }
     // Writing into a String cannot fail.

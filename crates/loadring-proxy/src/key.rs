@@ -456,7 +456,7 @@ fn cookie_value<'p>(
 ) -> Option<(FieldValue<'p>, std::ops::Range<usize>)> {
     static COOKIE_NAME: HeaderName = COOKIE;
     for header in parts.values(&COOKIE_NAME) {
-        let Some(text) = visible_text(header.as_bytes()) else {
+        let Some(text) = header.as_text() else {
             continue;
         };
         for pair in text.split(';') {
@@ -475,16 +475,6 @@ fn cookie_value<'p>(
         }
     }
     None
-}
-
-/// `value` as text when it is visible ASCII, spaces and tabs (what
-/// `HeaderValue::to_str` takes).
-fn visible_text(value: &[u8]) -> Option<&str> {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
 }
 
 /// The first value of parameter `name` in `query`, as written; a parameter

@@ -68,7 +68,7 @@ pub(crate) fn check(request: &RequestHead) -> Result<Option<&str>, Refused> {
         // An absolute target's authority wins over Host (RFC 9112 3.2.2).
         (_, Some(authority)) => Some(authority),
         (Some(h), None) => Some(
-            visible_text(h.as_bytes())
+            h.as_text()
                 .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "unreadable Host header"))?,
         ),
         (None, None) if request.version == Version::HTTP_11 => {
@@ -82,16 +82,6 @@ pub(crate) fn check(request: &RequestHead) -> Result<Option<&str>, Refused> {
             .map(Some)
             .ok_or_else(|| refused(StatusCode::BAD_REQUEST, "malformed Host header")),
     }
-}
-
-/// `value` as text when it is visible ASCII, spaces and tabs (what
-/// `HeaderValue::to_str` takes).
-fn visible_text(value: &[u8]) -> Option<&str> {
-    value
-        .iter()
-        .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
-        .then(|| std::str::from_utf8(value).ok())
-        .flatten()
 }
 
 /// Whether an extended CONNECT's `:protocol` is `websocket` (RFC 8441 4;

@@ -40,6 +40,17 @@ impl<'a> FieldValue<'a> {
         }
     }
 
+    /// The value as text when it is visible ASCII, spaces and tabs (what
+    /// `HeaderValue::to_str` takes).
+    pub(crate) fn as_text(&self) -> Option<&'a str> {
+        let value = self.as_bytes();
+        value
+            .iter()
+            .all(|&b| b == b'\t' || (b' '..=b'~').contains(&b))
+            .then(|| std::str::from_utf8(value).ok())
+            .flatten()
+    }
+
     /// The value held past the request's borrow: its bytes shared (a
     /// reference count), not copied, where they can be.
     pub(crate) fn to_shared(self) -> Bytes {
