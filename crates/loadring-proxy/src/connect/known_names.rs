@@ -2,10 +2,11 @@
 
 use crate::hop_by_hop;
 
-/// The names every answer is asked about (its framing, its hop-by-hop
-/// fields), each a bit: a head notes which it has as its fields are noted
-/// (by their length first), and the questions are answered without a
-/// scan.
+/// The names every message is asked about (its framing, its hop-by-hop
+/// fields; a request's host, gRPC content type and `X-Forwarded-For`),
+/// each a bit: a head notes which it has as its fields are noted (by
+/// their length first), and a question about a name it lacks is answered
+/// without a scan.
 pub(crate) struct Known;
 
 impl Known {
@@ -14,7 +15,10 @@ impl Known {
     pub(crate) const CONNECTION: u16 = 1 << 2;
     /// The other hop-by-hop names ([`crate::hop_by_hop::HOP_BY_HOP`]).
     pub(crate) const OTHER_HOP_BY_HOP: u16 = 1 << 3;
-    /// Any name `RawHead::strip_hop_by_hop` removes without being told.
+    pub(crate) const HOST: u16 = 1 << 4;
+    pub(crate) const CONTENT_TYPE: u16 = 1 << 5;
+    pub(crate) const X_FORWARDED_FOR: u16 = 1 << 6;
+    /// Any name `RawFields::strip_hop_by_hop` removes without being told.
     pub(crate) const HOP_BY_HOP: u16 =
         Known::TRANSFER_ENCODING | Known::CONNECTION | Known::OTHER_HOP_BY_HOP;
 
@@ -26,6 +30,9 @@ impl Known {
             17 if is(b"transfer-encoding") => Known::TRANSFER_ENCODING,
             14 if is(b"content-length") => Known::CONTENT_LENGTH,
             10 if is(b"connection") => Known::CONNECTION,
+            4 if is(b"host") => Known::HOST,
+            12 if is(b"content-type") => Known::CONTENT_TYPE,
+            15 if is(b"x-forwarded-for") => Known::X_FORWARDED_FOR,
             2 | 7 | 10 | 16 | 18 | 19 if hop_by_hop::is_hop_by_hop_spelling(name) => {
                 Known::OTHER_HOP_BY_HOP
             }

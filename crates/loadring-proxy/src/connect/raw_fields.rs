@@ -113,8 +113,16 @@ impl RawFields {
         RawValues {
             fields: self,
             name: name.as_bytes(),
-            next: 0,
+            // A known name the fields lack: nothing to look at.
+            next: if self.lacks(name) { usize::MAX } else { 0 },
         }
+    }
+
+    /// Whether `name` (lower case) is a [`Known`] name none of the fields
+    /// has.
+    fn lacks(&self, name: &str) -> bool {
+        let bit = Known::bit(name.as_bytes());
+        bit != 0 && bit != Known::OTHER_HOP_BY_HOP && self.seen & bit == 0
     }
 
     /// Whether a field is named `name` (lower case).
@@ -128,6 +136,9 @@ impl RawFields {
 
     /// Removes every field named `name` (lower case).
     pub(crate) fn remove(&mut self, name: &str) {
+        if self.lacks(name) {
+            return;
+        }
         let mut removed = self.removed;
         let bytes = &self.bytes[..];
         for (i, span) in self.spans.iter().enumerate() {
