@@ -167,14 +167,6 @@ fn origin_form(uri: Uri) -> Uri {
     }
 }
 
-/// What each attempt sends besides the body ([`RequestHead`]): moved into
-/// the request unless a resend of a written request is possible (then
-/// copied). Its version is left to the connection; its extensions hold an
-/// extended CONNECT's `:protocol` (a WebSocket to an HTTP/2 backend) alone.
-fn outgoing(head: RequestHead, body: Outgoing) -> OutgoingRequest {
-    OutgoingRequest { head, body }
-}
-
 /// How one try on one endpoint ended.
 // The answer is the common case and lives only until it is taken apart:
 // boxing it would cost an allocation per request to shrink a local.
@@ -556,6 +548,11 @@ impl Forwarder {
         append_forwarded_for(&mut parts.fields, peer.ip());
         let had_host = parts.fields.contains(&header::HOST);
         // Without one from the client, each attempt names its endpoint.
+        //
+        // What each attempt sends besides the body: moved into the request
+        // unless a resend of a written request is possible (then copied).
+        // Its version is the connection's; its extensions hold an extended
+        // CONNECT's `:protocol` alone (a WebSocket to an HTTP/2 backend).
         let protocol = parts.extensions.remove::<hyper::ext::Protocol>();
         let mut extensions = http::Extensions::new();
         if let Some(protocol) = protocol {
@@ -685,7 +682,10 @@ impl Forwarder {
                                 None => return Tried::Gone,
                             },
                         };
-                        let mut request = outgoing(this_head, outgoing_body);
+                        let mut request = OutgoingRequest {
+                            head: this_head,
+                            body: outgoing_body,
+                        };
                         if !had_host {
                             if let Ok(host) = HeaderValue::from_str(upstream.authority().as_str()) {
                                 request.head.fields.insert(header::HOST, host);

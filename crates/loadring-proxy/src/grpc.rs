@@ -19,11 +19,13 @@ pub const DEADLINE_EXCEEDED: u32 = 4;
 /// Whether a request (or response) with these headers is a gRPC call:
 /// `content-type: application/grpc` (or `application/grpc+proto`...).
 pub(crate) fn is_grpc(fields: &Fields) -> bool {
-    fields.get(&CONTENT_TYPE).is_some_and(|v| {
-        v.as_bytes()
-            .strip_prefix(b"application/grpc")
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"+") || rest.starts_with(b";"))
-    })
+    fields
+        .get(&CONTENT_TYPE)
+        .and_then(|v| v.as_text())
+        .is_some_and(|v| {
+            v.strip_prefix("application/grpc")
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['+', ';']))
+        })
 }
 
 /// The `grpc-status` in `headers`, if there is a valid one.

@@ -231,11 +231,34 @@ mod tests {
         }
         same(&raw, &map);
         assert_eq!(values(&raw, &HOST), [b"b.example".to_vec()]);
+        assert!(!raw.contains(&key) && !map.contains(&key));
+        assert_eq!((raw.len(), map.len()), (5, 5));
+        // A field the gateway added, removed again: gone from the names
+        // noted too.
+        for fields in [&mut raw, &mut map] {
+            fields.remove(&CONTENT_TYPE);
+        }
+        same(&raw, &map);
+        assert!(!raw.contains(&CONTENT_TYPE));
         for fields in [&mut raw, &mut map] {
             fields.strip_hop_by_hop();
         }
         same(&raw, &map);
         assert!(!raw.contains(&hop) && raw.contains(&COOKIE));
+    }
+
+    /// A value is text when it is visible ASCII, spaces and tabs, as
+    /// `HeaderValue::to_str` has it.
+    #[test]
+    fn a_value_is_text_as_the_http_crate_says() {
+        for bytes in [&b"a b\tc"[..], b"", b"~!", b"caf\xe9", b"\xc3\xa9"] {
+            let value = HeaderValue::from_bytes(bytes).unwrap();
+            let want = value.to_str().ok();
+            assert_eq!(FieldValue::Map(&value).as_text(), want, "{bytes:?}");
+        }
+        let raw = super::super::raw_fields::read("HTTP/1.1 200 OK\r\nA: x\ty\r\n\r\n");
+        let value = raw.get_all("a").next().unwrap();
+        assert_eq!(FieldValue::Raw(value, &raw).as_text(), Some("x\ty"));
     }
 
     /// A raw value is held past the borrow without a copy: it shares the

@@ -147,6 +147,32 @@ mod tests {
         }
     }
 
+    /// Each known name has its own bit in any spelling, and names of the
+    /// same lengths none.
+    #[test]
+    fn each_known_name_has_its_bit_and_its_neighbours_none() {
+        for (name, bit) in [
+            (&b"Transfer-Encoding"[..], Known::TRANSFER_ENCODING),
+            (b"content-LENGTH", Known::CONTENT_LENGTH),
+            (b"Connection", Known::CONNECTION),
+            (b"HOST", Known::HOST),
+            (b"Content-Type", Known::CONTENT_TYPE),
+            (b"X-Forwarded-For", Known::X_FORWARDED_FOR),
+            (b"Keep-Alive", Known::OTHER_HOP_BY_HOP),
+            (b"te", Known::OTHER_HOP_BY_HOP),
+            (b"transfer-encodinh", 0),
+            (b"content-lengtg", 0),
+            (b"connectiom", 0),
+            (b"hose", 0),
+            (b"x-request-id", 0),
+            (b"x-forwarded-fox", 0),
+            (b"tf", 0),
+            (b"x-mailer-ip", 0),
+        ] {
+            assert_eq!(Known::bit(name), bit, "{:?}", String::from_utf8_lossy(name));
+        }
+    }
+
     #[test]
     fn every_hop_by_hop_spelling_has_a_bit() {
         for name in crate::hop_by_hop::HOP_BY_HOP
