@@ -67,7 +67,7 @@ impl RawFields {
         self.seen = seen;
     }
 
-    /// The fields as they are now, in order: the backend's that were not
+    /// The fields as they are now, in order: those read that were not
     /// removed, then those added. Names as they were spelled.
     #[cfg(test)]
     pub(crate) fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -86,7 +86,7 @@ impl RawFields {
     }
 
     /// Calls `each` with the fields [`fields`](Self::fields) gives, in
-    /// order. (Every answer is read this way, several times: a loop of its
+    /// order. (Every head is read this way, several times: a loop of its
     /// own costs less than the iterator's chain.)
     pub(crate) fn for_each_field(&self, mut each: impl FnMut(&[u8], &[u8])) {
         self.for_each_kept(|_, name, value| each(name, value));
@@ -95,7 +95,7 @@ impl RawFields {
         }
     }
 
-    /// Calls `each` with the backend's fields not removed, and their index.
+    /// Calls `each` with the fields read and not removed, and their index.
     fn for_each_kept(&self, mut each: impl FnMut(usize, &[u8], &[u8])) {
         let bytes = &self.bytes[..];
         let removed = self.removed;
@@ -171,7 +171,7 @@ impl RawFields {
     /// [`strip_hop_by_hop`](crate::hop_by_hop::strip_hop_by_hop) does a
     /// map's.
     pub(crate) fn strip_hop_by_hop(&mut self) {
-        // Most answers have none of these names: nothing to look at.
+        // Most heads have none of these names: nothing to look at.
         if self.seen & Known::HOP_BY_HOP == 0 {
             return;
         }
