@@ -133,6 +133,24 @@ pub fn mark_stdout_closed() {
     output::mark_stdout_closed();
 }
 
+/// Prints clap's `--help` or `--version` text (`e`) on stdout: exit 0, or
+/// an `output:` error line and exit 2 when it cannot be written, as a
+/// command's output.
+pub fn print_help(e: &clap::Error) -> ExitCode {
+    let written = if output::is_stdout_closed() {
+        Err(std::io::Error::other("stdout is closed"))
+    } else {
+        e.print()
+    };
+    match output::written(written) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", error.0);
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Runs the command; a failure is one `error: ...` line and exit code 2
 /// (1 for a TLS certificate of `loadring proxy` that cannot be loaded).
 pub fn run(cli: Cli) -> ExitCode {

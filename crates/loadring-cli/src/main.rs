@@ -42,12 +42,12 @@ fn main() -> ExitCode {
     }
     match loadring_cli::Cli::try_parse() {
         Ok(cli) => loadring_cli::run(cli),
-        // --help and --version: clap's text on stdout, exit 0; no command
-        // at all: the help, on stderr, exit 2.
-        Err(e)
-            if !e.use_stderr()
-                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
-        {
+        // --help and --version: clap's text on stdout, exit 0, or an
+        // `output:` error, exit 2, when it cannot be written (as a
+        // command's output).
+        Err(e) if !e.use_stderr() => loadring_cli::print_help(&e),
+        // No command at all: the help, on stderr, exit 2.
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             e.exit()
         }
         Err(e) => {

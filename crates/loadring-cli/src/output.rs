@@ -15,6 +15,11 @@ pub(crate) fn mark_stdout_closed() {
     STDOUT_CLOSED.store(true, Ordering::Relaxed);
 }
 
+/// Whether the process started with its stdout closed.
+pub(crate) fn is_stdout_closed() -> bool {
+    STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
 /// The commands' standard output: `std::io::stdout()`, except that every
 /// write fails when the process started with its stdout closed (Rust's
 /// runtime then puts `/dev/null` in its place, and its stdout takes a

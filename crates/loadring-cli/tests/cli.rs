@@ -1040,7 +1040,8 @@ fn describe_ends_quietly_when_its_reader_goes_away() {
     );
 }
 
-/// `loadring ... >&-`: a closed stdout is an error the command reports,
+/// `loadring ... >&-`: a closed stdout is an error the command (or
+/// `--help`, or `--version`) reports,
 /// not output thrown away with exit 0 (Rust's runtime opens `/dev/null` in
 /// its place, and `std::io::Stdout` takes `EBADF` for success). A command
 /// with nothing to write has nothing to fail, as with coreutils; and
@@ -1084,12 +1085,16 @@ fn a_closed_stdout_is_an_error() {
         "--requests",
         "1000",
     ];
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
         (&place, "k1\nk2\n"),
         (&describe, ""),
         (&describe_json, ""),
         (&simulate, ""),
         (&["shell"], "ADD a\n"),
+        // clap's own output, the help and the version, as a command's.
+        (&["--help"], ""),
+        (&["--version"], ""),
+        (&["place", "--help"], ""),
     ];
     for (args, stdin) in cases {
         let out = run(args, stdin, true);
