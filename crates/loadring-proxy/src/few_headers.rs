@@ -30,7 +30,7 @@ pub(crate) fn contains(headers: &HeaderMap, name: &HeaderName) -> bool {
 
 /// Whether a lookup of `name` may find it: a long map is looked up as it
 /// is (once), a short one only when its names have `name`.
-fn worth_a_lookup(headers: &HeaderMap, name: &HeaderName) -> bool {
+pub(crate) fn worth_a_lookup(headers: &HeaderMap, name: &HeaderName) -> bool {
     headers.len() > SCAN_UP_TO || headers.keys().any(|n| n == name)
 }
 

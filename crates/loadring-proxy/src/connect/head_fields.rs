@@ -88,7 +88,9 @@ impl Fields {
     pub(crate) fn get_all<'a>(&'a self, name: &'a HeaderName) -> Values<'a> {
         match self {
             Fields::Raw(raw) => Values::Raw(raw.get_all(name.as_str()), raw),
-            Fields::Map(map) if few_headers::contains(map, name) => {
+            // As `few_headers::get_all`: a short map's names compared
+            // first, a long one looked up once.
+            Fields::Map(map) if few_headers::worth_a_lookup(map, name) => {
                 Values::Map(map.get_all(name).iter())
             }
             Fields::Map(_) => Values::None,
