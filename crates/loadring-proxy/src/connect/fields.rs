@@ -1,8 +1,9 @@
 //! Header fields parsed by httparse, made a `HeaderMap` whose values
 //! share the bytes they were read from (not copied): for a response head
-//! and for a chunked body's trailers.
+//! and for a chunked body's trailers. And a field's line as the gateway
+//! writes one, to a backend or to a client.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes};
 use http::header::HeaderValue;
 use http::HeaderMap;
 
@@ -148,6 +149,20 @@ pub(crate) fn headers_from<'s>(
         map.append(name, value);
     }
     Ok(map)
+}
+
+/// Appends the field line `name: value` and its CRLF, the name in lower
+/// case (a map's names are; a raw head's as they were spelled), to a head
+/// or trailers being written.
+pub(crate) fn put_field<B: BufMut + AsMut<[u8]>>(out: &mut B, name: &[u8], value: &[u8]) {
+    let at = out.as_mut().len();
+    out.put_slice(name);
+    if let Some(written) = out.as_mut().get_mut(at..) {
+        written.make_ascii_lowercase();
+    }
+    out.put_slice(b": ");
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
 }
 
 /// `start` then one field, `x-pad: aaa…`, `len` bytes in all, with the

@@ -17,6 +17,7 @@ use tokio::io::AsyncWrite;
 
 use super::connection::Stream;
 use super::error::UpstreamError;
+use super::fields::put_field;
 use super::head_fields::Fields;
 use super::known_names::is_named;
 use super::request_head::RequestHead;
@@ -268,10 +269,7 @@ impl RequestWriter {
             Framing::Chunked => {
                 out.put_slice(b"0\r\n");
                 for (name, value) in trailers.into_iter().flatten() {
-                    out.put_slice(name.as_str().as_bytes());
-                    out.put_slice(b": ");
-                    out.put_slice(value.as_bytes());
-                    out.put_slice(b"\r\n");
+                    put_field(out, name.as_str().as_bytes(), value.as_bytes());
                 }
                 out.put_slice(b"\r\n");
             }
@@ -298,14 +296,7 @@ fn write_fields(out: &mut BytesMut, fields: &Fields) -> Said {
         } else if is_named(name, b"transfer-encoding") {
             said.transfer_encoding = true;
         }
-        let at = out.len();
-        out.put_slice(name);
-        if let Some(written) = out.get_mut(at..) {
-            written.make_ascii_lowercase();
-        }
-        out.put_slice(b": ");
-        out.put_slice(value);
-        out.put_slice(b"\r\n");
+        put_field(out, name, value);
     });
     said
 }

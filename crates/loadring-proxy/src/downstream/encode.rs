@@ -10,6 +10,7 @@ use http::header::{CONNECTION, CONTENT_LENGTH, DATE, TRANSFER_ENCODING};
 use http::{StatusCode, Version};
 
 use crate::connect::answer_head::AnswerHead;
+use crate::connect::fields::put_field;
 use crate::connect::known_names::is_named;
 
 /// How the body after a head is written.
@@ -80,7 +81,7 @@ pub(crate) fn head(
                     continue;
                 }
                 has_date |= *name == DATE;
-                field(out, name.as_str().as_bytes(), value.as_bytes());
+                put_field(out, name.as_str().as_bytes(), value.as_bytes());
             }
         }
         AnswerHead::Raw(raw) => raw.fields.for_each_field(|name, value| {
@@ -92,11 +93,7 @@ pub(crate) fn head(
                 return;
             }
             has_date |= is_named(name, b"date");
-            let at = out.len();
-            field(out, name, value);
-            if let Some(written) = out.get_mut(at..at + name.len()) {
-                written.make_ascii_lowercase();
-            }
+            put_field(out, name, value);
         }),
     }
     let mut keep_alive = asked.keep_alive;
@@ -137,16 +134,6 @@ pub(crate) fn head(
     (framing, keep_alive)
 }
 
-/// Appends one field's line.
-#[inline]
-fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.reserve(name.len() + value.len() + 4);
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
 /// A `Content-Length` value as the upstream layer leaves it: digits.
 fn digits(value: &[u8]) -> Option<u64> {
     if value.is_empty() {
@@ -177,10 +164,7 @@ pub(crate) fn last_chunk(out: &mut Vec<u8>, trailers: Option<&http::HeaderMap>) 
         if [CONTENT_LENGTH, TRANSFER_ENCODING, HOST, TRAILER, CONNECTION].contains(name) {
             continue;
         }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
+        put_field(out, name.as_str().as_bytes(), value.as_bytes());
     }
     out.extend_from_slice(b"\r\n");
 }
