@@ -3,8 +3,11 @@
 # machine's share in turn (BENCHMARKS.md, "Gateway", runtime layout).
 #
 #   bash bench/gateway-ab.sh nginx haproxy /path/to/loadring-A /path/to/loadring-B
+#   bash bench/gateway-ab.sh direct nginx haproxy target/release/loadring
 #
-# Each argument is `nginx`, `haproxy` or a `loadring` binary; ROUNDS (2)
+# Each argument is `nginx`, `haproxy`, a `loadring` binary, or `direct` (no
+# proxy: wrk straight at the first backend, the ceiling the backends' service
+# times set, against which each proxy's added latency shows); ROUNDS (2)
 # rounds of all of them in order, each: the proxy on 127.0.0.1:BASE+80 in
 # front of 8 `loadring-gatebench backends` (BASE+1..BASE+8, mean 5 ms),
 # placing `X-Key` (loadring: nginx_hash:consistent=true; nginx: hash
@@ -19,7 +22,8 @@
 # delayed ACKs among them (nstat: all processes, so only the difference
 # between two proxies is the proxy's), the connections opened to the backends
 # during the run (nstat's TcpActiveOpens less wrk's 256), peak RSS (VmHWM, kB, summed over
-# nginx's processes), errors.
+# nginx's processes), errors. A `direct` line has the load's figures and the
+# machine's idle share (all CPUs, from /proc/stat) but no proxy's.
 # Needs nginx or haproxy for their rows, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
 # Everything listens on 127.0.0.1; every process is stopped by pid on exit.
 set -euo pipefail
@@ -71,8 +75,28 @@ snapshot() {
     echo "$user $system $waited $preempted $(nstat -az TcpOutSegs TcpExtDelayedACKs TcpActiveOpens |
         awk 'NR > 1 { v[$1] = $2 } END { printf "%s %s %s", v["TcpOutSegs"], v["TcpExtDelayedACKs"], v["TcpActiveOpens"] }')"
 }
+# The machine's idle and total jiffies (all CPUs).
+idle_total() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print $5 + $6, t }' /proc/stat; }
 for _ in $(seq "$ROUNDS"); do
     for v in "$@"; do
+        if [ "$v" = direct ]; then
+            url=http://127.0.0.1:$((BASE + 1))/
+            wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$url" >/dev/null
+            sleep 0.5
+            i0=$(idle_total)
+            wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$url" >"$OUT/run.wrk"
+            i1=$(idle_total)
+            python3 - "$i0" "$i1" "$OUT/run.wrk" <<'P'
+import json, re, sys
+i0, i1, path = sys.argv[1:]
+g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
+(idle0, total0), (idle1, total1) = (map(int, x.split()) for x in (i0, i1))
+err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
+print(f"{'direct':>40} req/s {g['requests'] / (g['duration_us'] / 1e6):8.0f} p50 {g['p50_us']/1000:6.2f} "
+      f"p99 {g['p99_us']/1000:6.2f} machine idle {(idle1 - idle0) / (total1 - total0):.0%} errors {err}")
+P
+            continue
+        fi
         if [ "$v" = haproxy ]; then
             haproxy -db -f "$OUT/haproxy.cfg" >/dev/null 2>&1 &
         elif [ "$v" = nginx ]; then
@@ -85,15 +109,16 @@ for _ in $(seq "$ROUNDS"); do
         for _ in $(seq 50); do curl -s -o /dev/null "$URL" && break; sleep 0.1; done
         wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$URL" >/dev/null
         sleep 0.5
-        c0=$(snapshot "$PP")
+        c0=$(snapshot "$PP") i0=$(idle_total)
         wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$URL" >"$OUT/run.wrk"
-        c1=$(snapshot "$PP")
+        c1=$(snapshot "$PP") i1=$(idle_total)
         rss=0
         for p in $(processes "$PP"); do rss=$((rss + $(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status"))); done
         kill "$PP"; wait "$PP" 2>/dev/null || true; PP=
-        python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" <<'P'
+        python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" "$i0" "$i1" <<'P'
 import json, re, sys
-v, c0, c1, rss, path = sys.argv[1:]
+v, c0, c1, rss, path, i0, i1 = sys.argv[1:]
+(idle0, total0), (idle1, total1) = (map(int, x.split()) for x in (i0, i1))
 g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
 rps = g['requests'] / (g['duration_us'] / 1e6)
 n = g['requests']
@@ -103,7 +128,7 @@ err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', '
 print(f"{v:>40} req/s {rps:8.0f} p50 {g['p50_us']/1000:6.2f} p99 {g['p99_us']/1000:6.2f} "
       f"cpu_us/req {(user + system) * 1e4:5.1f} (user {user * 1e4:4.1f} sys {system * 1e4:4.1f}) "
       f"switches/req {waited:.3f}+{preempted:.3f} segments/req {segments:.2f} (delayed acks {delayed:.3f}) "
-      f"connects {opens * n - 256:.0f} peak_rss_kB {rss} errors {err}")
+      f"connects {opens * n - 256:.0f} peak_rss_kB {rss} machine idle {(idle1 - idle0) / (total1 - total0):.0%} errors {err}")
 P
     done
 done
