@@ -9,7 +9,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 
 use super::error::UpstreamError;
-use super::fields::{headers_of, Spans, MAX_HEAD, MAX_HEADERS};
+use super::fields::{ends_head, headers_of, Spans, MAX_HEAD, MAX_HEADERS};
 
 /// The longest chunk-size line read (size and extensions), as a guard
 /// against a backend that never ends one.
@@ -50,8 +50,10 @@ enum State {
     Data(u64),
     /// After a chunk's data: its CRLF.
     DataEnd,
-    /// After the last chunk: trailers, then the empty line.
-    Trailers,
+    /// After the last chunk: trailers, then the empty line. Once a parse
+    /// found them partial, the bytes then held: they are parsed again only
+    /// once their end may be in (see [`ends_head`]).
+    Trailers(Option<usize>),
     Eof,
     Done,
 }
@@ -131,19 +133,30 @@ impl Decoder {
                         return Ok(Step::More);
                     };
                     self.state = if size == 0 {
-                        State::Trailers
+                        State::Trailers(None)
                     } else {
                         State::Data(size)
                     };
                 }
-                State::Trailers => {
+                State::Trailers(scanned) => {
+                    // Their end is an empty line: first, or after a field's.
+                    let may_end = |from| {
+                        buf.starts_with(b"\n") || buf.starts_with(b"\r\n") || ends_head(buf, from)
+                    };
+                    if scanned.is_some_and(|from| buf.len() <= MAX_HEAD && !may_end(from)) {
+                        self.state = State::Trailers(Some(buf.len()));
+                        return Ok(Step::More);
+                    }
                     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                     let (len, fields) = match httparse::parse_headers(buf, &mut headers) {
                         Ok(httparse::Status::Complete((len, fields))) => (len, fields),
                         Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD => {
                             return Err(UpstreamError::HeadTooLarge(MAX_HEAD));
                         }
-                        Ok(httparse::Status::Partial) => return Ok(Step::More),
+                        Ok(httparse::Status::Partial) => {
+                            self.state = State::Trailers(Some(buf.len()));
+                            return Ok(Step::More);
+                        }
                         Err(httparse::Error::TooManyHeaders) => {
                             return Err(UpstreamError::TooManyHeaders(MAX_HEADERS));
                         }
@@ -196,7 +209,7 @@ impl Decoder {
     pub(super) fn held_limit(&self) -> usize {
         match self.state {
             State::Size => MAX_LINE - 1,
-            State::Trailers => MAX_HEAD,
+            State::Trailers(_) => MAX_HEAD,
             State::DataEnd => 1,
             State::Length(_) | State::Data(_) | State::Eof | State::Done => 0,
         }
@@ -488,6 +501,50 @@ mod tests {
         assert_eq!(trailers.unwrap()["x-t"], "1");
     }
 
+    /// Trailers sent a byte at a time: many fields are read whole at their
+    /// empty line, and one that never ends is refused at the byte that
+    /// takes it past [`MAX_HEAD`], not before and not later.
+    #[test]
+    fn trailers_a_byte_at_a_time_end_at_their_empty_line_or_the_limit() {
+        let mut wire = b"0\r\n".to_vec();
+        for i in 0..60 {
+            wire.extend_from_slice(format!("x-t{i}: {i}\r\n").as_bytes());
+        }
+        wire.extend_from_slice(b"x-lf: 1\n\r\nnext");
+        let mut decoder = Decoder::new(Framing::Chunked);
+        let mut buf = BytesMut::new();
+        let mut trailers = None;
+        for (at, &b) in wire.iter().enumerate() {
+            buf.extend_from_slice(&[b]);
+            match decoder.step(&mut buf).unwrap() {
+                Step::Trailers(t) => {
+                    assert_eq!(at, wire.len() - 5, "at the empty line's last byte");
+                    trailers = Some(t);
+                    break;
+                }
+                step => assert_eq!(step, Step::More),
+            }
+        }
+        let trailers = trailers.expect("trailers");
+        assert_eq!(trailers.len(), 61);
+        assert_eq!(trailers["x-t59"], "59");
+        assert_eq!(trailers["x-lf"], "1");
+        assert_eq!(decoder.step(&mut buf).unwrap(), Step::End);
+
+        let mut decoder = Decoder::new(Framing::Chunked);
+        let mut buf = BytesMut::from(&b"0\r\nx-a: "[..]);
+        assert_eq!(decoder.step(&mut buf).unwrap(), Step::More);
+        loop {
+            buf.extend_from_slice(b"a");
+            match decoder.step(&mut buf) {
+                Ok(Step::More) => assert!(buf.len() <= MAX_HEAD),
+                Err(UpstreamError::HeadTooLarge(_)) => break,
+                other => panic!("{other:?} with {} bytes held", buf.len()),
+            }
+        }
+        assert_eq!(buf.len(), MAX_HEAD + 1);
+    }
+
     /// Trailers of exactly [`MAX_HEAD`] bytes are read, whole or still
     /// coming; one byte more is refused.
     #[test]
@@ -501,17 +558,26 @@ mod tests {
             );
             decoder
         };
+        // Parsed after an earlier read found them partial (`step`), or at
+        // once, in the read that ended the body's chunks (`step_at_once`).
         let step = |len, whole| at_trailers().step(&mut padded_head(b"", len, whole));
-        assert!(matches!(step(MAX_HEAD, true), Ok(Step::Trailers(_))));
-        assert!(matches!(step(MAX_HEAD, false), Ok(Step::More)));
-        for whole in [true, false] {
-            assert!(
-                matches!(
-                    step(MAX_HEAD + 1, whole),
-                    Err(UpstreamError::HeadTooLarge(_))
-                ),
-                "whole: {whole}"
-            );
+        let step_at_once = |len, whole| {
+            let mut buf = BytesMut::from(&b"0\r\n"[..]);
+            buf.extend_from_slice(&padded_head(b"", len, whole));
+            Decoder::new(Framing::Chunked).step(&mut buf)
+        };
+        for step in [&step as &dyn Fn(usize, bool) -> _, &step_at_once] {
+            assert!(matches!(step(MAX_HEAD, true), Ok(Step::Trailers(_))));
+            assert!(matches!(step(MAX_HEAD, false), Ok(Step::More)));
+            for whole in [true, false] {
+                assert!(
+                    matches!(
+                        step(MAX_HEAD + 1, whole),
+                        Err(UpstreamError::HeadTooLarge(_))
+                    ),
+                    "whole: {whole}"
+                );
+            }
         }
     }
 

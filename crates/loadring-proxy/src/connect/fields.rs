@@ -16,6 +16,26 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// The most header fields read in a head (hyper's default).
 pub(crate) const MAX_HEADERS: usize = 100;
 
+/// Whether `buf` holds the end of a head (an empty line) at or after
+/// `from`, less the two bytes before it that may belong to the line's end.
+/// A head (or trailers) parsed once and found partial is parsed again only
+/// when this says its end may have come: a peer sending it a byte at a
+/// time costs a scan of each byte, not a parse of all so far (quadratic
+/// in the head's length).
+pub(crate) fn ends_head(buf: &[u8], from: usize) -> bool {
+    // Usually a whole head came in one read, and nothing after it.
+    if buf.ends_with(b"\n\r\n") || buf.ends_with(b"\n\n") {
+        return true;
+    }
+    let start = from.saturating_sub(2).min(buf.len());
+    buf[start..].iter().enumerate().any(|(i, &b)| {
+        b == b'\n' && {
+            let rest = &buf[start + i + 1..];
+            rest.starts_with(b"\n") || rest.starts_with(b"\r\n")
+        }
+    })
+}
+
 /// Where each field's name and value lie in the bytes they were parsed
 /// from: offsets, so that the parse's borrow of the buffer can end before
 /// the head is split off it. A head's usual few fields are kept on the
@@ -218,5 +238,57 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "{n} fields");
         }
+    }
+
+    /// Fed a byte at a time, a head parsed only when [`ends_head`] says its
+    /// end may have come is found whole at the same byte as one parsed at
+    /// every byte, with a parse per line end at most.
+    #[test]
+    fn a_head_fed_a_byte_at_a_time_is_parsed_once_its_end_is_in() {
+        let heads: [&[u8]; 6] = [
+            b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\nbody",
+            b"HTTP/1.1 200 OK\nA: 1\n\nbody",
+            b"HTTP/1.1 204 No\r\nA: 1\n\r\n",
+            b"HTTP/1.1 200 OK\r\nA:1\r\nB:\r\n\r\n",
+            b"\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n\r\n",
+        ];
+        let whole = |buf: &[u8]| {
+            let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let parsed = httparse::Response::new(&mut fields).parse(buf);
+            matches!(parsed, Ok(httparse::Status::Complete(_)))
+        };
+        for head in heads {
+            let every = (1..=head.len()).find(|&n| whole(&head[..n]));
+            let (mut scanned, mut parses, mut guarded) = (0, 0, None);
+            for n in 1..=head.len() {
+                if ends_head(&head[..n], scanned) {
+                    parses += 1;
+                    if whole(&head[..n]) {
+                        guarded = Some(n);
+                        break;
+                    }
+                }
+                scanned = n;
+            }
+            let text = String::from_utf8_lossy(head);
+            assert!(every.is_some(), "{text:?}");
+            assert_eq!(guarded, every, "{text:?}");
+            let lines = head.iter().filter(|&&b| b == b'\n').count();
+            assert!(parses <= lines, "{parses} parses of {text:?}");
+        }
+    }
+
+    /// Where the scan starts: the two bytes before `from` may end a line
+    /// that the new bytes end the head after; a `from` past the end (a
+    /// buffer that shrank) is the end.
+    #[test]
+    fn the_end_is_looked_for_from_two_bytes_before_the_new_ones() {
+        assert!(ends_head(b"A: 1\r\n\r\nx", 5));
+        assert!(ends_head(b"A: 1\n\nx", 5));
+        assert!(!ends_head(b"A: 1\r\n\r\nx", 9));
+        assert!(!ends_head(b"A: 1\r\nB", 0));
+        assert!(ends_head(b"A: 1\r\n\r\n", 100));
+        assert!(!ends_head(b"A: 1\r\n\r\nx", 100));
     }
 }

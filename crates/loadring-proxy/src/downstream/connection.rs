@@ -38,6 +38,7 @@ use super::upgrade::{Io, PendingSwitch, Switched};
 use super::Handler;
 use crate::connect::answer_head::{AnswerHead, Answered};
 use crate::connect::decode::{self, Decoder, Step};
+use crate::connect::fields::ends_head;
 use crate::drain::Graceful;
 use crate::proxy_body::ProxyBody;
 
@@ -818,22 +819,6 @@ fn make_room(buf: &mut BytesMut) {
     if buf.capacity() - buf.len() < 1024 {
         buf.reserve(8 * 1024);
     }
-}
-
-/// Whether `buf` holds a head's end (an empty line) at or after `from`
-/// (less the two bytes before a line's end that may belong to it).
-fn ends_head(buf: &[u8], from: usize) -> bool {
-    // Usually a whole head came in one read, and nothing after it.
-    if buf.ends_with(b"\n\r\n") || buf.ends_with(b"\n\n") {
-        return true;
-    }
-    let start = from.saturating_sub(2);
-    buf[start..].iter().enumerate().any(|(i, &b)| {
-        b == b'\n' && {
-            let rest = &buf[start + i + 1..];
-            rest.starts_with(b"\n") || rest.starts_with(b"\r\n")
-        }
-    })
 }
 
 #[cfg(test)]
