@@ -312,6 +312,33 @@ async fn answers_are_framed_and_their_connection_kept_only_when_reusable() {
 
 /// A kept connection carries the next exchange: after an answer to HEAD
 /// (its Content-Length not read as a body) and after a chunked answer.
+/// An answer written a byte at a time (an interim one first, a chunked
+/// body with trailers after) is read as the same answer, and the next one
+/// on the connection after it.
+#[tokio::test]
+async fn an_answer_a_byte_at_a_time_is_read_whole() {
+    let answer: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nX-A: 1\r\n\
+                          Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-Sum: 3\r\n\r\n";
+    let mut script = vec![Act::Read];
+    script.extend(answer.iter().map(|&b| write(&[b])));
+    script.extend([
+        Act::Read,
+        write(b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nnext"),
+        Act::Hold,
+    ]);
+    let (addr, _told) = scripted(script).await;
+    let upstream = upstream();
+    let response = send(&upstream, &addr, get()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-a"], "1");
+    let (body, trailers) = read(response).await.unwrap();
+    assert_eq!(body, "abc");
+    assert_eq!(trailers.expect("trailers")["x-sum"], "3");
+    let next = send(&upstream, &addr, get()).await.unwrap();
+    assert_eq!(read(next).await.unwrap().0, "next");
+    assert_eq!(idle_count(upstream.pool), 1, "one connection for both");
+}
+
 #[tokio::test]
 async fn a_kept_connection_carries_the_next_exchange() {
     let (addr, mut told) = scripted(vec![
