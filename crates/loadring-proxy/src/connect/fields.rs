@@ -1,7 +1,8 @@
 //! Header fields parsed by httparse, made a `HeaderMap` whose values
 //! share the bytes they were read from (not copied): for a response head
-//! and for a chunked body's trailers. And a field's line as the gateway
-//! writes one, to a backend or to a client.
+//! and for a chunked body's trailers. A field's line as the gateway
+//! writes one, to a backend or to a client. And whether a head's end may
+//! have come in what a read added ([`ends_head`]), before it is parsed.
 
 use bytes::{BufMut, Bytes};
 use http::header::HeaderValue;
