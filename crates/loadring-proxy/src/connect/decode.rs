@@ -9,7 +9,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use http::HeaderMap;
 
 use super::error::UpstreamError;
-use super::fields::{ends_head, headers_of, Spans, MAX_HEAD, MAX_HEADERS};
+use super::fields::{headers_of, worth_parsing, Spans, MAX_HEAD, MAX_HEADERS};
 
 /// The longest chunk-size line read (size and extensions), as a guard
 /// against a backend that never ends one.
@@ -51,8 +51,7 @@ enum State {
     /// After a chunk's data: its CRLF.
     DataEnd,
     /// After the last chunk: trailers, then the empty line. Once a parse
-    /// found them partial, the bytes then held: they are parsed again only
-    /// once their end may be in (see [`ends_head`]).
+    /// found them partial, the bytes then held (see [`worth_parsing`]).
     Trailers(Option<usize>),
     Eof,
     Done,
@@ -139,11 +138,7 @@ impl Decoder {
                     };
                 }
                 State::Trailers(scanned) => {
-                    // Their end is an empty line: first, or after a field's.
-                    let may_end = |from| {
-                        buf.starts_with(b"\n") || buf.starts_with(b"\r\n") || ends_head(buf, from)
-                    };
-                    if scanned.is_some_and(|from| buf.len() <= MAX_HEAD && !may_end(from)) {
+                    if !worth_parsing(buf, scanned) {
                         self.state = State::Trailers(Some(buf.len()));
                         return Ok(Step::More);
                     }

@@ -12,7 +12,7 @@ use http::{Method, StatusCode};
 use super::connection::Conn;
 use super::decode::Framing;
 use super::error::UpstreamError;
-use super::fields::{ends_head, MAX_HEAD};
+use super::fields::worth_parsing;
 use super::outgoing::OutgoingRequest;
 use super::raw_head::RawHead;
 use super::request::RequestWriter;
@@ -82,18 +82,12 @@ pub(crate) async fn exchange(
     let mut answered = false;
     let mut interim = 0;
     let mut write_failed: Option<UpstreamError> = None;
-    // The bytes held when a parse last found the head partial: it is parsed
-    // again only once its end may be in (`ends_head`), so that a backend
-    // sending it a byte at a time costs a scan of each byte, not a parse of
-    // all so far.
+    // The bytes held when a parse last found the head partial
+    // (`worth_parsing`).
     let mut scanned: Option<usize> = None;
     poll_fn(|cx| {
         loop {
-            let may_end = match scanned {
-                None => true,
-                Some(from) => conn.buf.len() > MAX_HEAD || ends_head(&conn.buf, from),
-            };
-            match may_end.then(|| parse_head(&mut conn.buf)) {
+            match worth_parsing(&conn.buf, scanned).then(|| parse_head(&mut conn.buf)) {
                 Some(Err(error)) => return sent(error, answered, &mut parts),
                 Some(Ok(Some(mut head))) => {
                     scanned = None;

@@ -1,8 +1,8 @@
 //! Header fields parsed by httparse, made a `HeaderMap` whose values
 //! share the bytes they were read from (not copied): for a response head
 //! and for a chunked body's trailers. A field's line as the gateway
-//! writes one, to a backend or to a client. And whether a head's end may
-//! have come in what a read added ([`ends_head`]), before it is parsed.
+//! writes one, to a backend or to a client. And whether a head is worth
+//! parsing yet ([`worth_parsing`]: its end may have come).
 
 use bytes::{BufMut, Bytes};
 use http::header::HeaderValue;
@@ -17,15 +17,26 @@ pub(crate) const MAX_HEAD: usize = 64 * 1024;
 /// The most header fields read in a head (hyper's default).
 pub(crate) const MAX_HEADERS: usize = 100;
 
-/// Whether `buf` holds the end of a head (an empty line) at or after
-/// `from`, less the two bytes before it that may belong to the line's end.
-/// A head (or trailers) parsed once and found partial is parsed again only
-/// when this says its end may have come: a peer sending it a byte at a
-/// time costs a scan of each byte, not a parse of all so far (quadratic
-/// in the head's length).
+/// Whether a head (or trailers) in `buf` is worth parsing: at once when no
+/// parse has found it partial yet (`scanned` is `None`); after one did
+/// (`scanned`: the bytes held then), only once its end may have come in
+/// the bytes since ([`ends_head`]) or it has grown past [`MAX_HEAD`] (to be
+/// refused). A peer sending a head a byte at a time so costs a look at
+/// each byte, not a parse of all so far at each (quadratic in its length).
+pub(crate) fn worth_parsing(buf: &[u8], scanned: Option<usize>) -> bool {
+    scanned.is_none_or(|from| buf.len() > MAX_HEAD || ends_head(buf, from))
+}
+
+/// Whether `buf` holds the end of a head or trailers (an empty line: the
+/// first line, or one after a line's end) at or after `from`, less the two
+/// bytes before it that may belong to the line's end.
 pub(crate) fn ends_head(buf: &[u8], from: usize) -> bool {
     // Usually a whole head came in one read, and nothing after it.
     if buf.ends_with(b"\n\r\n") || buf.ends_with(b"\n\n") {
+        return true;
+    }
+    // Trailers may be none: their section is the empty line alone.
+    if from < 2 && (buf.starts_with(b"\n") || buf.starts_with(b"\r\n")) {
         return true;
     }
     let start = from.saturating_sub(2).min(buf.len());
@@ -241,8 +252,8 @@ mod tests {
         }
     }
 
-    /// Fed a byte at a time, a head parsed only when [`ends_head`] says its
-    /// end may have come is found whole at the same byte as one parsed at
+    /// Fed a byte at a time, a head parsed only when [`worth_parsing`] says
+    /// so is found whole at the same byte as one parsed at
     /// every byte, with a parse per line end at most.
     #[test]
     fn a_head_fed_a_byte_at_a_time_is_parsed_once_its_end_is_in() {
@@ -261,16 +272,16 @@ mod tests {
         };
         for head in heads {
             let every = (1..=head.len()).find(|&n| whole(&head[..n]));
-            let (mut scanned, mut parses, mut guarded) = (0, 0, None);
+            let (mut scanned, mut parses, mut guarded) = (None, 0, None);
             for n in 1..=head.len() {
-                if ends_head(&head[..n], scanned) {
+                if worth_parsing(&head[..n], scanned) {
                     parses += 1;
                     if whole(&head[..n]) {
                         guarded = Some(n);
                         break;
                     }
                 }
-                scanned = n;
+                scanned = Some(n);
             }
             let text = String::from_utf8_lossy(head);
             assert!(every.is_some(), "{text:?}");
@@ -291,5 +302,22 @@ mod tests {
         assert!(!ends_head(b"A: 1\r\nB", 0));
         assert!(ends_head(b"A: 1\r\n\r\n", 100));
         assert!(!ends_head(b"A: 1\r\n\r\nx", 100));
+        // An empty section: the empty line first.
+        assert!(ends_head(b"\r\n", 1));
+        assert!(ends_head(b"\nx", 0));
+        assert!(!ends_head(b"\r\nx", 2));
+        assert!(!ends_head(b"\r", 0));
+    }
+
+    /// A head is parsed at once the first time; after a partial parse,
+    /// once its end may have come or it is too long to keep.
+    #[test]
+    fn a_head_is_worth_parsing_first_then_at_its_end_or_past_the_limit() {
+        assert!(worth_parsing(b"GET / HTTP/1.1\r\nA", None));
+        assert!(!worth_parsing(b"GET / HTTP/1.1\r\nA", Some(10)));
+        assert!(worth_parsing(b"GET / HTTP/1.1\r\nA: 1\r\n\r\n", Some(10)));
+        let long = vec![b'a'; MAX_HEAD + 1];
+        assert!(!worth_parsing(&long[..MAX_HEAD], Some(MAX_HEAD - 1)));
+        assert!(worth_parsing(&long, Some(MAX_HEAD)));
     }
 }

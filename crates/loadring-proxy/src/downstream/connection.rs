@@ -32,13 +32,13 @@ use tokio_util::io::poll_read_buf;
 
 use super::body::{channel, BodyError, BodySender, ClientBody, Demand};
 use super::encode::{self, Asked, Framing};
-use super::head::{self, BodyLength, Head, Refusal, MAX_HEAD};
+use super::head::{self, BodyLength, Head, Refusal};
 use super::prefixed::Prefixed;
 use super::upgrade::{Io, PendingSwitch, Switched};
 use super::Handler;
 use crate::connect::answer_head::{AnswerHead, Answered};
 use crate::connect::decode::{self, Decoder, Step};
-use crate::connect::fields::ends_head;
+use crate::connect::fields::worth_parsing;
 use crate::drain::Graceful;
 use crate::proxy_body::ProxyBody;
 
@@ -207,7 +207,7 @@ impl<S: Io, H: Handler> Served<S, H> {
     /// `first`, HTTP/2's preface instead.
     async fn read_head(&mut self, first: bool) -> Result<Head, NoHead> {
         // Where the search for the head's end goes on from.
-        let mut scanned = 0;
+        let mut scanned = None;
         loop {
             if first {
                 let seen = &self.buf[..self.buf.len().min(H2_PREFACE.len())];
@@ -228,20 +228,17 @@ impl<S: Io, H: Handler> Served<S, H> {
                 .count();
             if lead > 0 {
                 self.buf.advance(lead);
-                scanned = 0;
+                scanned = None;
             }
             if !self.buf.is_empty() {
-                // A head is parsed once it is whole (or too long): a client
-                // sending it a byte at a time costs a scan of each byte,
-                // not a parse of all so far.
-                if ends_head(&self.buf, scanned) || self.buf.len() > MAX_HEAD {
+                if worth_parsing(&self.buf, scanned) {
                     match head::parse(&mut self.buf) {
                         Ok(Some(head)) => return Ok(head),
                         Ok(None) => {}
                         Err(refusal) => return Err(NoHead::Refused(refusal)),
                     }
                 }
-                scanned = self.buf.len();
+                scanned = Some(self.buf.len());
             }
             self.read_more().await?;
         }
