@@ -339,6 +339,29 @@ async fn an_answer_a_byte_at_a_time_is_read_whole() {
     assert_eq!(idle_count(upstream.pool), 1, "one connection for both");
 }
 
+/// An interim answer longer than a first read (so a parse finds it
+/// partial), with the final answer whole behind it in the same write: once
+/// the interim one is taken off, the final head is looked for from its own
+/// start, not from where the interim one was cut, and found in the bytes
+/// already held.
+#[tokio::test]
+async fn a_final_answer_behind_a_long_interim_one_is_read_from_the_same_bytes() {
+    let pad = "p".repeat(8 * 1024);
+    let answer = format!(
+        "HTTP/1.1 103 Early Hints\r\nX-Pad: {pad}\r\n\r\n\
+         HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
+    );
+    let (addr, _told) = scripted(vec![Act::Read, write(answer.as_bytes()), Act::Hold]).await;
+    let response = send(&upstream(), &addr, get()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.headers().get("x-pad"),
+        None,
+        "the interim fields stay"
+    );
+    assert_eq!(read(response).await.unwrap().0, "ok");
+}
+
 #[tokio::test]
 async fn a_kept_connection_carries_the_next_exchange() {
     let (addr, mut told) = scripted(vec![
