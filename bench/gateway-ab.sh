@@ -18,12 +18,15 @@
 # line per run: req/s, p50/p99 ms, the proxy's CPU µs per request (utime +
 # stime of its threads, and of its worker processes for nginx) and its split
 # into user and system time, its context switches per request (voluntary: it
-# waited for work; involuntary: it was preempted), the TCP segments the machine sent per request and the
+# waited for work; involuntary: it was preempted), the time its threads
+# spent runnable but waiting for a CPU per request (schedstat's run delay)
+# and the same for the backends' threads, the TCP segments the machine sent per request and the
 # delayed ACKs among them (nstat: all processes, so only the difference
 # between two proxies is the proxy's), the connections opened to the backends
 # during the run (nstat's TcpActiveOpens less wrk's 256), peak RSS (VmHWM, kB, summed over
-# nginx's processes), errors. A `direct` line has the load's figures and the
-# machine's idle share (all CPUs, from /proc/stat) but no proxy's.
+# nginx's processes), errors. A `direct` line has the load's figures, the
+# backends' wait for a CPU and the machine's idle share (all CPUs, from
+# /proc/stat) but no proxy's.
 # Needs nginx or haproxy for their rows, wrk, curl, nstat (iproute2); builds loadring-gatebench (release) with cargo.
 # Everything listens on 127.0.0.1; every process is stopped by pid on exit.
 set -euo pipefail
@@ -65,16 +68,19 @@ export GATEBENCH_KEYS=$OUT/uniform.keys GATEBENCH_THREADS=2
 # machine's TCP segments sent and delayed ACKs.
 processes() { echo "$1" $(cat /proc/"$1"/task/*/children); }
 snapshot() {
-    local user=0 system=0 waited=0 preempted=0 p t
+    local user=0 system=0 waited=0 preempted=0 queued=0 p t
     for t in $(for p in $(processes "$1"); do echo /proc/"$p"/task/*; done); do
         read -r -a stat < <(sed 's/.*) //' "$t/stat")
-        user=$((user + stat[11])) system=$((system + stat[12]))
+        read -r -a sched <"$t/schedstat"
+        user=$((user + stat[11])) system=$((system + stat[12])) queued=$((queued + sched[1]))
         waited=$((waited + $(awk '/^voluntary_ctxt_switches/ { print $2 }' "$t/status")))
         preempted=$((preempted + $(awk '/^nonvoluntary_ctxt_switches/ { print $2 }' "$t/status")))
     done
-    echo "$user $system $waited $preempted $(nstat -az TcpOutSegs TcpExtDelayedACKs TcpActiveOpens |
+    echo "$user $system $waited $preempted $queued $(nstat -az TcpOutSegs TcpExtDelayedACKs TcpActiveOpens |
         awk 'NR > 1 { v[$1] = $2 } END { printf "%s %s %s", v["TcpOutSegs"], v["TcpExtDelayedACKs"], v["TcpActiveOpens"] }')"
 }
+# The time the threads of PID waited to run (ns, schedstat).
+queued() { local q=0 t; for t in /proc/"$1"/task/*; do read -r -a sched <"$t/schedstat"; q=$((q + sched[1])); done; echo $q; }
 # The machine's idle and total jiffies (all CPUs).
 idle_total() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print $5 + $6, t }' /proc/stat; }
 for _ in $(seq "$ROUNDS"); do
@@ -83,17 +89,18 @@ for _ in $(seq "$ROUNDS"); do
             url=http://127.0.0.1:$((BASE + 1))/
             wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$url" >/dev/null
             sleep 0.5
-            i0=$(idle_total)
+            i0=$(idle_total) b0=$(queued "$BP")
             wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$url" >"$OUT/run.wrk"
-            i1=$(idle_total)
-            python3 - "$i0" "$i1" "$OUT/run.wrk" <<'P'
+            i1=$(idle_total) b1=$(queued "$BP")
+            python3 - "$i0" "$i1" "$OUT/run.wrk" "$b0" "$b1" <<'P'
 import json, re, sys
-i0, i1, path = sys.argv[1:]
+i0, i1, path, b0, b1 = sys.argv[1:]
 g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
 (idle0, total0), (idle1, total1) = (map(int, x.split()) for x in (i0, i1))
 err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
 print(f"{'direct':>40} req/s {g['requests'] / (g['duration_us'] / 1e6):8.0f} p50 {g['p50_us']/1000:6.2f} "
-      f"p99 {g['p99_us']/1000:6.2f} machine idle {(idle1 - idle0) / (total1 - total0):.0%} errors {err}")
+      f"p99 {g['p99_us']/1000:6.2f} backends' runqueue_us/req {(int(b1) - int(b0)) / g['requests'] / 1e3:5.1f} "
+      f"machine idle {(idle1 - idle0) / (total1 - total0):.0%} errors {err}")
 P
             continue
         fi
@@ -109,25 +116,26 @@ P
         for _ in $(seq 50); do curl -s -o /dev/null "$URL" && break; sleep 0.1; done
         wrk -t2 -c256 -d1s -s bench/gateway/keys.lua "$URL" >/dev/null
         sleep 0.5
-        c0=$(snapshot "$PP") i0=$(idle_total)
+        c0=$(snapshot "$PP") i0=$(idle_total) b0=$(queued "$BP")
         wrk -t2 -c256 -d"${SECS}s" --timeout 2s -s bench/gateway/keys.lua "$URL" >"$OUT/run.wrk"
-        c1=$(snapshot "$PP") i1=$(idle_total)
+        c1=$(snapshot "$PP") i1=$(idle_total) b1=$(queued "$BP")
         rss=0
         for p in $(processes "$PP"); do rss=$((rss + $(awk '/^VmHWM:/ { print $2 }' "/proc/$p/status"))); done
         kill "$PP"; wait "$PP" 2>/dev/null || true; PP=
-        python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" "$i0" "$i1" <<'P'
+        python3 - "$v" "$c0" "$c1" "$rss" "$OUT/run.wrk" "$i0" "$i1" "$b0" "$b1" <<'P'
 import json, re, sys
-v, c0, c1, rss, path, i0, i1 = sys.argv[1:]
+v, c0, c1, rss, path, i0, i1, b0, b1 = sys.argv[1:]
 (idle0, total0), (idle1, total1) = (map(int, x.split()) for x in (i0, i1))
 g = json.loads(re.search(r'GATEBENCH (\{.*\})', open(path).read()).group(1))
 rps = g['requests'] / (g['duration_us'] / 1e6)
 n = g['requests']
-user, system, waited, preempted, segments, delayed, opens = (
+user, system, waited, preempted, queued, segments, delayed, opens = (
     (int(b) - int(a)) / n for a, b in zip(c0.split(), c1.split()))
 err = sum(g[k] for k in ('err_connect', 'err_read', 'err_write', 'err_status', 'err_timeout'))
 print(f"{v:>40} req/s {rps:8.0f} p50 {g['p50_us']/1000:6.2f} p99 {g['p99_us']/1000:6.2f} "
       f"cpu_us/req {(user + system) * 1e4:5.1f} (user {user * 1e4:4.1f} sys {system * 1e4:4.1f}) "
-      f"switches/req {waited:.3f}+{preempted:.3f} segments/req {segments:.2f} (delayed acks {delayed:.3f}) "
+      f"switches/req {waited:.3f}+{preempted:.3f} runqueue_us/req {queued / 1e3:5.1f} "
+      f"(backends' {(int(b1) - int(b0)) / n / 1e3:5.1f}) segments/req {segments:.2f} (delayed acks {delayed:.3f}) "
       f"connects {opens * n - 256:.0f} peak_rss_kB {rss} machine idle {(idle1 - idle0) / (total1 - total0):.0%} errors {err}")
 P
     done
