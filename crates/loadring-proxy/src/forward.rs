@@ -473,7 +473,7 @@ impl Forwarder {
     /// copies what it holds).
     pub(crate) fn forward(
         &self,
-        request: RequestHead,
+        request: Box<RequestHead>,
         body: ClientBody,
         peer: SocketAddr,
     ) -> Forwarding {
@@ -482,7 +482,12 @@ impl Forwarder {
         Forwarding::new(self.clone(), exchange)
     }
 
-    async fn exchange(self, mut parts: RequestHead, body: ClientBody, peer: SocketAddr) -> Reply {
+    async fn exchange(
+        self,
+        mut parts: Box<RequestHead>,
+        body: ClientBody,
+        peer: SocketAddr,
+    ) -> Reply {
         let cluster = &self.cluster;
         let name = cluster.name();
         let grpc = crate::grpc::is_grpc(&parts.fields);
@@ -517,7 +522,7 @@ impl Forwarder {
         let key = if cluster.is_hashing() {
             cluster
                 .key()
-                .evaluate_keyed((&parts).into(), peer.ip(), cluster.key_style())
+                .evaluate_keyed((&*parts).into(), peer.ip(), cluster.key_style())
         } else {
             None
         };
@@ -558,13 +563,10 @@ impl Forwarder {
         if let Some(protocol) = protocol {
             extensions.insert(protocol);
         }
-        let mut head = Some(RequestHead {
-            method: parts.method,
-            uri: origin_form(parts.uri),
-            version: Version::HTTP_11,
-            fields: parts.fields,
-            extensions,
-        });
+        parts.uri = origin_form(std::mem::take(&mut parts.uri));
+        parts.version = Version::HTTP_11;
+        parts.extensions = extensions;
+        let mut head = Some(parts);
         let config = cluster.config();
         let retries = config.retries;
         // A body read whole can be sent again; with no retry allowed there
@@ -765,7 +767,7 @@ impl Forwarder {
                         && (head.is_some() || written.is_some()) =>
                     {
                         if let Some(written) = written {
-                            head = Some(*written);
+                            head = Some(written);
                         }
                         tracing::debug!(
                             cluster = name,

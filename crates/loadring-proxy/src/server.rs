@@ -139,7 +139,7 @@ impl Gateway {
     /// of the answer copies it).
     pub(crate) fn handle_marked(
         &self,
-        mut request: RequestHead,
+        mut request: Box<RequestHead>,
         body: ClientBody,
         peer: SocketAddr,
         left_early: LeftEarly,
@@ -203,7 +203,7 @@ impl Gateway {
 impl Handler for Gateway {
     type Answer = Handling;
 
-    fn answer(&self, head: RequestHead, body: ClientBody, peer: SocketAddr) -> Handling {
+    fn answer(&self, head: Box<RequestHead>, body: ClientBody, peer: SocketAddr) -> Handling {
         self.handle_marked(head, body, peer, LeftEarly::default())
     }
 }
@@ -831,7 +831,12 @@ impl Client {
                 let open = Some(activity.open_stream());
                 let (head, body) = request.into_parts();
                 gateway
-                    .handle_marked(head.into(), ClientBody::Hyper(body), peer, left_early)
+                    .handle_marked(
+                        Box::new(head.into()),
+                        ClientBody::Hyper(body),
+                        peer,
+                        left_early,
+                    )
                     .map(served_watched(open))
             }
         });

@@ -55,12 +55,12 @@ pub(crate) enum ExchangeError {
 fn sent(
     error: UpstreamError,
     answered: bool,
-    parts: &mut Option<RequestHead>,
+    parts: &mut Option<Box<RequestHead>>,
 ) -> Poll<Result<Answer, ExchangeError>> {
     Poll::Ready(Err(ExchangeError::Sent {
         error,
         answered,
-        head: parts.take().map(Box::new),
+        head: parts.take(),
     }))
 }
 

@@ -188,7 +188,7 @@ fn raw(request: Request<Outgoing>) -> OutgoingRequest {
     }
     text.push_str("\r\n");
     OutgoingRequest {
-        head: super::request_head::read(&text),
+        head: Box::new(super::request_head::read(&text)),
         body,
     }
 }

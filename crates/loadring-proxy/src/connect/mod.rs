@@ -116,9 +116,9 @@ impl Failure {
     }
 
     /// The written request's head, when the connection gave it back.
-    pub(crate) fn take_head(&mut self) -> Option<RequestHead> {
+    pub(crate) fn take_head(&mut self) -> Option<Box<RequestHead>> {
         match self {
-            Failure::Sent { head, .. } => head.take().map(|h| *h),
+            Failure::Sent { head, .. } => head.take(),
             _ => None,
         }
     }

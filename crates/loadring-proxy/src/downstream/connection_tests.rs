@@ -203,7 +203,7 @@ impl Drop for DropFlag {
 impl Handler for Fake {
     type Answer = Pin<Box<dyn Future<Output = Answered<ProxyBody>> + Send>>;
 
-    fn answer(&self, parts: RequestHead, body: ClientBody, peer: SocketAddr) -> Self::Answer {
+    fn answer(&self, parts: Box<RequestHead>, body: ClientBody, peer: SocketAddr) -> Self::Answer {
         assert_eq!(peer, PEER);
         let pending = parts.extensions.get::<PendingSwitch>().cloned();
         lock(&self.0.seen).push(Seen {

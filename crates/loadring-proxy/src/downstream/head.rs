@@ -39,8 +39,11 @@ pub(crate) enum BodyLength {
 /// A request head and what it says of the body and the connection.
 #[derive(Debug)]
 pub(crate) struct Head {
-    /// Its fields as they came (no map built: see `RawFields`).
-    pub(crate) request: RequestHead,
+    /// Its fields as they came (no map built: see `RawFields`). Boxed from
+    /// here to the backend: the head goes by value through the gateway, the
+    /// attempt and the connection's exchange, and each future holding it
+    /// inline was copied whole, head and all, at each of its moves.
+    pub(crate) request: Box<RequestHead>,
     pub(crate) body: BodyLength,
     /// The client lets the connection carry another request after this
     /// one: HTTP/1.1 unless `Connection: close`, HTTP/1.0 with
@@ -184,13 +187,13 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
         expects_continue: http_11 && said.expects_continue,
         asks_upgrade: http_11 && said.upgrade && fields.contains("upgrade"),
         te_trailers: said.te_trailers,
-        request: RequestHead {
+        request: Box::new(RequestHead {
             method,
             uri,
             version,
             fields: Fields::Raw(Box::new(fields)),
             extensions: Extensions::new(),
-        },
+        }),
         body,
     }))
 }

@@ -36,5 +36,5 @@ pub(crate) trait Handler: Send + Sync + 'static {
     type Answer: Future<Output = Answered<ProxyBody>> + Send + Unpin;
 
     /// The answer to the request `head` and `body` from `peer`.
-    fn answer(&self, head: RequestHead, body: ClientBody, peer: SocketAddr) -> Self::Answer;
+    fn answer(&self, head: Box<RequestHead>, body: ClientBody, peer: SocketAddr) -> Self::Answer;
 }
