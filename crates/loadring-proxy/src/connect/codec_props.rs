@@ -2,6 +2,8 @@
 //! [`super::response`]): what the hand-written tables check on a few
 //! inputs, held on generated ones, cut anywhere and mangled, since a
 //! backend's bytes arrive in whatever reads the network makes of them.
+//! The fields and the mangling are shared with the client side's tests
+//! (`downstream/head_props.rs`).
 
 use bytes::BytesMut;
 use http::header::{HeaderName, HeaderValue};
@@ -16,15 +18,15 @@ use super::response::{body_and_reuse, parse_head};
 
 /// A header field as sent: name, whitespace, value, whitespace.
 #[derive(Debug, Clone)]
-struct Field {
-    name: String,
-    before: &'static str,
-    value: Vec<u8>,
-    after: &'static str,
+pub(crate) struct Field {
+    pub(crate) name: String,
+    pub(crate) before: &'static str,
+    pub(crate) value: Vec<u8>,
+    pub(crate) after: &'static str,
 }
 
 /// A field name (an RFC 9110 token), often one of a few, for duplicates.
-fn name() -> impl Strategy<Value = String> {
+pub(crate) fn name() -> impl Strategy<Value = String> {
     prop_oneof![
         select(vec!["x-a", "Set-Cookie", "vary", "X-Dup"]).prop_map(str::to_string),
         "[a-zA-Z0-9!#$%&'*+.^_`|~-]{1,20}",
@@ -33,7 +35,7 @@ fn name() -> impl Strategy<Value = String> {
 
 /// A field value: visible bytes (obs-text too), spaces and tabs only
 /// inside it.
-fn value() -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn value() -> impl Strategy<Value = Vec<u8>> {
     let visible = || prop_oneof![0x21u8..=0x7e, 0x80u8..=0xff];
     let inner = prop_oneof![3 => visible(), 1 => select(vec![b' ', b'\t'])];
     prop_oneof![
@@ -47,7 +49,7 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
-fn field() -> impl Strategy<Value = Field> {
+pub(crate) fn field() -> impl Strategy<Value = Field> {
     let ows = || select(vec!["", " ", "\t", " \t "]);
     (name(), ows(), value(), ows()).prop_map(|(name, before, value, after)| Field {
         name,
@@ -57,7 +59,7 @@ fn field() -> impl Strategy<Value = Field> {
     })
 }
 
-fn encode_fields(out: &mut Vec<u8>, fields: &[Field]) {
+pub(crate) fn encode_fields(out: &mut Vec<u8>, fields: &[Field]) {
     for f in fields {
         out.extend_from_slice(f.name.as_bytes());
         out.push(b':');
@@ -70,7 +72,7 @@ fn encode_fields(out: &mut Vec<u8>, fields: &[Field]) {
 }
 
 /// The map the fields should parse to, in their order.
-fn map_of(fields: &[Field]) -> HeaderMap {
+pub(crate) fn map_of(fields: &[Field]) -> HeaderMap {
     let mut map = HeaderMap::new();
     for f in fields {
         map.append(
@@ -256,7 +258,7 @@ fn steps(
 }
 
 /// A byte flipped, inserted or deleted, a few times.
-fn mutate(mut wire: Vec<u8>, edits: &[(u8, Index, u8)]) -> Vec<u8> {
+pub(crate) fn mutate(mut wire: Vec<u8>, edits: &[(u8, Index, u8)]) -> Vec<u8> {
     for &(kind, at, byte) in edits {
         match kind % 3 {
             0 if !wire.is_empty() => {
@@ -273,7 +275,7 @@ fn mutate(mut wire: Vec<u8>, edits: &[(u8, Index, u8)]) -> Vec<u8> {
     wire
 }
 
-fn edits() -> impl Strategy<Value = Vec<(u8, Index, u8)>> {
+pub(crate) fn edits() -> impl Strategy<Value = Vec<(u8, Index, u8)>> {
     vec((any::<u8>(), any::<Index>(), any::<u8>()), 1..4)
 }
 

@@ -20,7 +20,7 @@
 pub(crate) mod answer_head;
 mod body;
 #[cfg(test)]
-mod codec_props;
+pub(crate) mod codec_props;
 mod connection;
 pub(crate) mod decode;
 mod error;

@@ -21,6 +21,8 @@ mod connection;
 mod date;
 mod encode;
 mod head;
+#[cfg(test)]
+mod head_props;
 mod prefixed;
 mod upgrade;
 
