@@ -746,6 +746,12 @@ mod tests {
             (b"GET / FOO/1.1\r\nhost: a\r\n\r\n", Err(400)),
             (b"GET / http/1.1\r\nhost: a\r\n\r\n", Err(400)),
             (b"GET / HTTP/1.10\r\nhost: a\r\n\r\n", Err(400)),
+            // Not a digit where one must be: no version at all, so not a
+            // later minor one read as 1.1, nor another major one.
+            (b"GET / HTTP/1.a\r\nhost: a\r\n\r\n", Err(400)),
+            (b"GET / HTTP/1.:\r\nhost: a\r\n\r\n", Err(400)),
+            (b"GET / HTTP/a.1\r\nhost: a\r\n\r\n", Err(400)),
+            (b"GET / HTTP/2.x\r\nhost: a\r\n\r\n", Err(400)),
             (b"GET / HTTP/1\r\nhost: a\r\n\r\n", Err(400)),
             (b"GET / HTTP/11\r\nhost: a\r\n\r\n", Err(400)),
             (b"GET /\r\n\r\n", Err(400)),
