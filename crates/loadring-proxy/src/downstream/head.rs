@@ -27,6 +27,12 @@ pub(crate) const MAX_HEAD: usize = crate::connect::fields::MAX_HEAD;
 /// The most header fields a request may have (hyper's default).
 pub(crate) const MAX_HEADERS: usize = crate::connect::fields::MAX_HEADERS;
 
+// Every target read fits a `Uri` (the `http` crate takes up to
+// `u16::MAX - 1` bytes): it lies in a head of at most `MAX_HEAD` bytes
+// beside at least a method, two spaces, a version and an empty line; a
+// longer request line is refused 414 before, by `too_large`.
+const _: () = assert!(MAX_HEAD - b"A  HTTP/1.1\n\n".len() < u16::MAX as usize);
+
 /// How a request's body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BodyLength {
@@ -77,8 +83,8 @@ fn refuse(status: StatusCode, why: &'static str) -> Refusal {
 ///
 /// # Errors
 /// The head is not an HTTP/1.x request (400), names a version past 1.1
-/// (505), is over [`MAX_HEAD`] bytes or [`MAX_HEADERS`] fields (431), has a
-/// target over what a URI may hold (414), or frames its body in a way that
+/// (505), is over [`MAX_HEAD`] bytes or [`MAX_HEADERS`] fields (431; 414
+/// when the request line alone is), or frames its body in a way that
 /// cannot be trusted (400) or passed on (501).
 pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
     let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
@@ -134,13 +140,10 @@ pub(crate) fn parse(buf: &mut BytesMut) -> Result<Option<Head>, Refusal> {
     let mut fields = Spans::new();
     fields.record(buf, parsed.headers);
     let bytes = buf.split_to(len).freeze();
-    let uri = Uri::from_maybe_shared(bytes.slice(target_span.clone())).map_err(|_| {
-        if target_span.len() > usize::from(u16::MAX) - 1 {
-            refuse(StatusCode::URI_TOO_LONG, "request target too long")
-        } else {
-            refuse(StatusCode::BAD_REQUEST, "malformed request target")
-        }
-    })?;
+    // Never too long for a `Uri` (asserted above): a target it refuses is
+    // malformed.
+    let uri = Uri::from_maybe_shared(bytes.slice(target_span))
+        .map_err(|_| refuse(StatusCode::BAD_REQUEST, "malformed request target"))?;
     check_form(&method, &uri)?;
     // Every name httparse reads is a token and every value it reads
     // holds no control character but a tab: what the `http` crate takes
@@ -767,6 +770,33 @@ mod tests {
             (b"G\x00T / HTTP/1.1\r\nhost: a\r\n\r\n", Err(400)),
         ] {
             assert_eq!(status_of(text), want, "{:?}", String::from_utf8_lossy(text));
+        }
+    }
+
+    /// A head of [`MAX_HEAD`] bytes that is all request line but for its
+    /// end has its target read whole; one byte more makes a head too
+    /// large (431: its request line still fits), never a malformed target.
+    #[test]
+    fn the_longest_target_a_head_can_hold_is_read() {
+        let around = b"GET  HTTP/1.1\r\n\r\n".len();
+        for (bare_lf, around) in [(false, around), (true, around - 2)] {
+            let end = if bare_lf { "\n\n" } else { "\r\n\r\n" };
+            let target = format!("/{}", "a".repeat(MAX_HEAD - around - 1));
+            let head = read(&format!("GET {target} HTTP/1.1{end}"));
+            assert_eq!(head.request.uri, target.as_str());
+            let longer = format!("GET {target}a HTTP/1.1{end}");
+            assert_eq!(status_of(longer.as_bytes()), Err(431), "bare LF {bare_lf}");
+        }
+        // RFC 9112 3: a request line longer than the server reads is 414,
+        // whole or not yet ended.
+        let line = format!("GET /{}", "a".repeat(MAX_HEAD));
+        for end in ["", " HTTP/1.1\r\n\r\n"] {
+            let mut buf = BytesMut::from(format!("{line}{end}").as_bytes());
+            assert_eq!(
+                parse(&mut buf).map(|_| ()).map_err(|r| r.status),
+                Err(StatusCode::URI_TOO_LONG),
+                "{end:?}"
+            );
         }
     }
 
