@@ -26,7 +26,7 @@ pub(crate) struct Field {
 }
 
 /// A field name (an RFC 9110 token), often one of a few, for duplicates.
-pub(crate) fn name() -> impl Strategy<Value = String> {
+fn name() -> impl Strategy<Value = String> {
     prop_oneof![
         select(vec!["x-a", "Set-Cookie", "vary", "X-Dup"]).prop_map(str::to_string),
         "[a-zA-Z0-9!#$%&'*+.^_`|~-]{1,20}",
@@ -35,7 +35,7 @@ pub(crate) fn name() -> impl Strategy<Value = String> {
 
 /// A field value: visible bytes (obs-text too), spaces and tabs only
 /// inside it.
-pub(crate) fn value() -> impl Strategy<Value = Vec<u8>> {
+fn value() -> impl Strategy<Value = Vec<u8>> {
     let visible = || prop_oneof![0x21u8..=0x7e, 0x80u8..=0xff];
     let inner = prop_oneof![3 => visible(), 1 => select(vec![b' ', b'\t'])];
     prop_oneof![
