@@ -13,8 +13,9 @@ use proptest::sample::{select, Index};
 use super::head::{parse, BodyLength, Head, MAX_HEAD};
 use crate::connect::codec_props::{edits, encode_fields, field, map_of, mutate, Field};
 
-/// The names whose fields change how a head is framed or kept: generated
-/// on purpose below, never at random.
+/// The names whose fields change how a head is framed or kept, never
+/// generated at random: `Request` adds the framing and `Connection` fields
+/// itself, and leaves the others (their tables are in `head.rs`).
 const SAID: [&str; 6] = [
     "content-length",
     "transfer-encoding",
